@@ -1,0 +1,9 @@
+// Package stage runs one ExecutableStage at run time: the runner side of the Fn
+// API (control, data, state, logging) towards the Go SDK harness started in this
+// process, and the task loop per input partition that consumes records, runs
+// bundles, and commits outputs, watermark reports and consumed offsets in one
+// Kafka transaction.
+//
+// It may import watermarkmgr, proto, the Beam Go SDK and confluent-kafka-go. It
+// must not import runner.
+package stage
