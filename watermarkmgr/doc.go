@@ -1,0 +1,60 @@
+// Package watermarkmgr holds the WatermarkManager: the rule that turns the
+// watermark reports of an upstream stage's tasks into the input watermark of
+// a downstream task (DESIGN.md, "Watermarks"; seed 000).
+//
+// # What lives here
+//
+//   - Manager (manager.go): the pure in-memory core for ONE upstream stage. It
+//     takes reports (sourcePartition, committedWatermark, totalSourcePartitions,
+//     idle) through Observe and recomputes the emitted watermark only when
+//     asked, through Advance, so that the result of a batch of reports does not
+//     depend on their order.
+//   - Aggregator (aggregator.go): one Manager per upstream stage, for a stage
+//     with several upstreams (a Flatten of two stages); its watermark is the
+//     min over its managers.
+//   - partHeap (heap.go): the indexed binary heap that makes a report cost
+//     O(log P) for P source partitions.
+//
+// The service that consumes the report topic and serves GET /watermarks and
+// the gRPC watch API is added later in separate files of this package; it
+// reads the core through Manager.Snapshot and Aggregator.Snapshot.
+//
+// # What it may import
+//
+// The core (manager.go, heap.go, aggregator.go) imports only the standard
+// library and Beam's mtime package
+// (github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime). It does no
+// I/O, starts no goroutine and reads no clock; it is not safe for concurrent
+// use: the service owns each Manager from one goroutine. Nothing of Kafka,
+// gRPC, HTTP or the generated protos may be imported by the core.
+//
+// # Units
+//
+// Every watermark is a Beam mtime.Time: milliseconds since the Unix epoch,
+// within [mtime.MinTimestamp, mtime.MaxTimestamp]. mtime.MinTimestamp is
+// "nothing is known yet" (the hold), mtime.MaxTimestamp is the end of time
+// (a bounded upstream has finished).
+//
+// # Invariants (each is tested directly; see the doc comment of the function
+// that keeps it)
+//
+//  1. Hold: the emitted watermark does not advance until every one of the
+//     totalSourcePartitions partitions of the latest report has reported
+//     (seed 000: "holds at TIMESTAMP_MIN_VALUE until every source partition
+//     has reported"). Before any report it is mtime.MinTimestamp.
+//  2. Min: once nothing is held, the candidate is the min over the non-idle
+//     partitions' watermarks; if every partition is idle, the max over them.
+//  3. Per-partition monotonicity: a partition's watermark is the max of its
+//     reports; a lower report is ignored for the watermark (its idle flag
+//     still applies).
+//  4. Emitted monotonicity: Out' = MAX(Out, candidate); the emitted watermark
+//     never decreases, also across a change of totalSourcePartitions (which
+//     re-opens the hold) and across an idle partition waking up.
+//  5. Order independence: the emitted watermark after Advance depends only on
+//     the set of reports observed since the previous Advance, not on their
+//     order, as long as the reports of one batch carry the same total and
+//     name distinct partitions.
+//  6. Errors: an invalid report returns an error wrapping one of the Err*
+//     sentinels and leaves the state unchanged; nothing panics on input from
+//     outside the process.
+package watermarkmgr
