@@ -1,0 +1,17 @@
+// Package service is the WatermarkManager service: it consumes an application's
+// report topic (read_committed), keeps one watermarkmgr.Manager per stage, and
+// serves what they know over HTTP (GET /watermarks, GET /healthz, GET /metrics
+// for Prometheus) and gRPC (kafkastreams.v1.WatermarkService). cmd/watermarkmgr
+// runs it as a process; every runner instance embeds it to know when a bounded
+// job is done.
+//
+// It may import watermarkmgr (the pure core), proto/kafkastreams/v1,
+// confluent-kafka-go, gRPC and the Prometheus client. Nothing in watermarkmgr
+// imports it.
+//
+// Goroutines and locks: Tracker is safe for concurrent use; its state is
+// guarded by Tracker.mu, taken for the whole of a batch so a reader never sees
+// half a batch. Consumer.Run owns the Kafka consumer and is the only writer;
+// HTTP and gRPC handlers only read snapshots. Watchers wait on a channel that
+// is closed and replaced on every change (no lock is held while sending).
+package service

@@ -1,0 +1,150 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// WatermarksJSON is the body of GET /watermarks: every stage by name.
+type WatermarksJSON struct {
+	Stages map[string]StageJSON `json:"stages"`
+}
+
+// StageJSON is one stage in GET /watermarks, shaped like seed 002's endpoint:
+// the global (stage) watermark in milliseconds since the Unix epoch and as
+// ISO-8601 UTC, why it is held, and every source partition keyed by
+// "<stage>:<partition>".
+type StageJSON struct {
+	GlobalMs  int64  `json:"globalMs"`
+	GlobalIso string `json:"globalIso"`
+	// Held is true until every one of TotalSourcePartitions has reported.
+	Held bool `json:"held"`
+	// HeldBecause says why in words; empty when not held.
+	HeldBecause string `json:"heldBecause,omitempty"`
+	// MissingPartitions are the source partitions that have not reported.
+	MissingPartitions     []int32 `json:"missingPartitions"`
+	TotalSourcePartitions int32   `json:"totalSourcePartitions"`
+	AllIdle               bool    `json:"allIdle"`
+	// MinimumPartition is the partition key that defines GlobalMs, or null.
+	MinimumPartition *string `json:"minimumPartition"`
+	// LagMs is wall-clock minus GlobalMs, at the time of the request.
+	LagMs int64 `json:"lagMs"`
+	// RejectedReports counts reports of this stage the manager refused.
+	RejectedReports uint64                   `json:"rejectedReports"`
+	Partitions      map[string]PartitionJSON `json:"partitions"`
+}
+
+// PartitionJSON is one source partition in GET /watermarks.
+type PartitionJSON struct {
+	WatermarkMs  int64  `json:"watermarkMs"`
+	WatermarkIso string `json:"watermarkIso"`
+	Idle         bool   `json:"idle"`
+	Reported     bool   `json:"reported"`
+	// Minimum is true for the partition that defines the stage's watermark.
+	Minimum bool `json:"minimum"`
+	// LastReportMs is the wall-clock time this process last applied a report
+	// of the partition, in ms since the Unix epoch; absent if none.
+	LastReportMs  *int64  `json:"lastReportMs,omitempty"`
+	LastReportIso *string `json:"lastReportIso,omitempty"`
+}
+
+// ISO formats an mtime.Time (ms) as ISO-8601 UTC with milliseconds. The ends
+// of Beam's range keep their numeric date (as Java prints them).
+func ISO(t mtime.Time) string {
+	return time.UnixMilli(int64(t)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// ToJSON turns a stage view into its GET /watermarks shape. now gives LagMs.
+func ToJSON(v StageView, now time.Time) StageJSON {
+	s := v.Snapshot
+	out := StageJSON{
+		GlobalMs:              int64(s.Watermark),
+		GlobalIso:             ISO(s.Watermark),
+		Held:                  s.Held,
+		MissingPartitions:     append([]int32{}, s.Missing...),
+		TotalSourcePartitions: s.Total,
+		AllIdle:               s.AllIdle,
+		LagMs:                 now.UnixMilli() - int64(s.Watermark),
+		RejectedReports:       v.Rejected,
+		Partitions:            make(map[string]PartitionJSON, len(s.Partitions)),
+	}
+	if s.Held {
+		out.HeldBecause = fmt.Sprintf("waiting for %d of %d source partitions to report: %v", len(s.Missing), s.Total, s.Missing)
+	}
+	for _, p := range s.Partitions {
+		key := v.Stage + ":" + strconv.Itoa(int(p.Partition))
+		pj := PartitionJSON{
+			WatermarkMs:  int64(p.Watermark),
+			WatermarkIso: ISO(p.Watermark),
+			Idle:         p.Idle,
+			Reported:     p.Reported,
+			Minimum:      p.Partition == s.MinPartition,
+		}
+		if at, ok := v.LastReport[p.Partition]; ok {
+			ms, iso := at.UnixMilli(), at.UTC().Format(time.RFC3339Nano)
+			pj.LastReportMs, pj.LastReportIso = &ms, &iso
+		}
+		if pj.Minimum {
+			k := key
+			out.MinimumPartition = &k
+		}
+		out.Partitions[key] = pj
+	}
+	return out
+}
+
+// Health is what GET /healthz reports; a nil error is healthy.
+type Health func() error
+
+// NewHTTPHandler serves:
+//   - GET /watermarks: WatermarksJSON for every stage; ?stage=NAME for one
+//     (404 naming the stage if unknown);
+//   - GET /healthz: 200 "ok", or 503 with the error from health;
+//   - GET /metrics: the Prometheus registry reg (nil: a fresh one holding the
+//     tracker's collector only).
+func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Handler {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(NewCollector(t))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /watermarks", func(w http.ResponseWriter, r *http.Request) {
+		now := t.Now()
+		body := WatermarksJSON{Stages: map[string]StageJSON{}}
+		if name := r.URL.Query().Get("stage"); name != "" {
+			v, err := t.Stage(name)
+			if errors.Is(err, ErrUnknownStage) {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			body.Stages[name] = ToJSON(v, now)
+		} else {
+			for _, v := range t.Stages() {
+				body.Stages[v.Stage] = ToJSON(v, now)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(body)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if health != nil {
+			if err := health(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

@@ -1,0 +1,155 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr"
+)
+
+// ErrUnknownStage is returned for a stage no report has named yet.
+var ErrUnknownStage = errors.New("watermarkmgr/service: unknown stage")
+
+// Tracker keeps one watermarkmgr.Manager per stage, fed with batches of
+// reports. It is safe for concurrent use.
+type Tracker struct {
+	// now is the wall clock, injected for tests; it stamps when a partition's
+	// last report was applied and gives the lag behind wall-clock.
+	now func() time.Time
+
+	mu struct {
+		sync.Mutex
+		stages map[string]*stageState
+		// changed is closed and replaced every time any stage changes.
+		changed chan struct{}
+	}
+}
+
+type stageState struct {
+	mgr *watermarkmgr.Manager
+	// version increases on every batch that touched the stage.
+	version uint64
+	// lastReport[p] is the wall-clock time the last report of source
+	// partition p was applied.
+	lastReport map[int32]time.Time
+	// rejected counts reports the manager refused (see Apply).
+	rejected uint64
+}
+
+// NewTracker returns an empty Tracker. now is the wall clock; nil means time.Now.
+func NewTracker(now func() time.Time) *Tracker {
+	if now == nil {
+		now = time.Now
+	}
+	t := &Tracker{now: now}
+	t.mu.stages = make(map[string]*stageState)
+	t.mu.changed = make(chan struct{})
+	return t
+}
+
+// Apply observes a batch of reports, then advances every stage the batch
+// touched, once: the emitted watermarks do not depend on the order of the
+// reports within the batch (see watermarkmgr.Manager.Advance). A report the
+// manager refuses (partition out of range, non-positive total, watermark
+// outside Beam's range, empty stage) changes nothing; the others still apply.
+// The returned error joins one error per refused report, each naming the
+// stage and the report.
+func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
+	at := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	touched := make(map[*stageState]bool)
+	var errs []error
+	for _, r := range reports {
+		if r.GetStage() == "" {
+			errs = append(errs, fmt.Errorf("watermarkmgr/service: report without a stage: %v", r))
+			continue
+		}
+		st := t.mu.stages[r.GetStage()]
+		if st == nil {
+			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time)}
+			t.mu.stages[r.GetStage()] = st
+		}
+		err := st.mgr.Observe(r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle())
+		if err != nil {
+			st.rejected++
+			errs = append(errs, fmt.Errorf("stage %q: %w", r.GetStage(), err))
+			if st.mgr.Total() == 0 && len(st.lastReport) == 0 {
+				delete(t.mu.stages, r.GetStage()) // never knew a valid report
+			}
+			continue
+		}
+		st.lastReport[r.GetSourcePartition()] = at
+		touched[st] = true
+	}
+	for st := range touched {
+		st.mgr.Advance()
+		st.version++
+	}
+	if len(touched) > 0 {
+		close(t.mu.changed)
+		t.mu.changed = make(chan struct{})
+	}
+	return errors.Join(errs...)
+}
+
+// StageView is one stage as the service shows it: the manager's snapshot plus
+// when each partition last reported. Watermarks are mtime.Time (ms).
+type StageView struct {
+	Stage    string
+	Version  uint64
+	Snapshot watermarkmgr.Snapshot
+	// LastReport[p] is the wall-clock time of source partition p's last
+	// applied report (zero if none since this process started).
+	LastReport map[int32]time.Time
+	// Rejected counts refused reports for this stage.
+	Rejected uint64
+}
+
+// Stage returns the view of one stage, or ErrUnknownStage.
+func (t *Tracker) Stage(name string) (StageView, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.mu.stages[name]
+	if st == nil {
+		return StageView{}, fmt.Errorf("%w %q", ErrUnknownStage, name)
+	}
+	return st.viewLocked(name), nil
+}
+
+// Stages returns every stage's view, sorted by stage name.
+func (t *Tracker) Stages() []StageView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]StageView, 0, len(t.mu.stages))
+	for name, st := range t.mu.stages {
+		out = append(out, st.viewLocked(name))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Stage < out[j].Stage })
+	return out
+}
+
+// Changed returns a channel that is closed at the next change of any stage.
+func (t *Tracker) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.changed
+}
+
+// Now is the Tracker's wall clock.
+func (t *Tracker) Now() time.Time { return t.now() }
+
+// viewLocked copies the stage's state. Must be called while holding t.mu.
+func (st *stageState) viewLocked(name string) StageView {
+	lr := make(map[int32]time.Time, len(st.lastReport))
+	for p, at := range st.lastReport {
+		lr[p] = at
+	}
+	return StageView{Stage: name, Version: st.version, Snapshot: st.mgr.Snapshot(), LastReport: lr, Rejected: st.rejected}
+}
