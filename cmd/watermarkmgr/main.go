@@ -1,0 +1,77 @@
+// Command watermarkmgr runs the WatermarkManager service for one kafkastreams
+// application: it reads the application's report topic (read_committed) and
+// serves every stage's watermark.
+//
+//	watermarkmgr --bootstrap_servers=127.0.0.1:9092 --application_id=wordcount
+//
+// HTTP (default 127.0.0.1:8089): GET /watermarks[?stage=NAME], GET /healthz,
+// GET /metrics. gRPC (default 127.0.0.1:8090): kafkastreams.v1.WatermarkService.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+// properties collects repeated --kafka_property key=value flags.
+type properties map[string]string
+
+func (p properties) String() string { return fmt.Sprint(map[string]string(p)) }
+
+func (p properties) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	p[k] = v
+	return nil
+}
+
+func main() {
+	props := properties{}
+	var (
+		bootstrap = flag.String("bootstrap_servers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS)")
+		appID     = flag.String("application_id", "", "the kafkastreams application whose watermarks to serve (required unless --report_topic is set)")
+		topic     = flag.String("report_topic", "", "report topic to read (default <application_id>-watermarks)")
+		httpAddr  = flag.String("http_addr", "127.0.0.1:8089", "HTTP listen address for /watermarks, /healthz, /metrics; empty disables")
+		grpcAddr  = flag.String("grpc_addr", "127.0.0.1:8090", "gRPC listen address for kafkastreams.v1.WatermarkService; empty disables")
+	)
+	flag.Var(props, "kafka_property", "extra librdkafka property key=value (repeatable), e.g. security.protocol=SASL_SSL")
+	flag.Parse()
+	if *topic == "" && *appID != "" {
+		*topic = service.ReportTopic(*appID)
+	}
+	if *bootstrap == "" || *topic == "" {
+		fmt.Fprintln(os.Stderr, "watermarkmgr: --bootstrap_servers and --application_id (or --report_topic) are required")
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := service.Start(ctx, service.Config{
+		Consumer: service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
+		HTTPAddr: *httpAddr,
+		GRPCAddr: *grpcAddr,
+	})
+	if err != nil {
+		slog.Error("watermarkmgr: cannot start", "err", err)
+		os.Exit(1)
+	}
+	slog.Info("watermarkmgr: serving", "topic", *topic, "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr())
+	if srv.HTTPAddr() != "" {
+		slog.Info("watermarkmgr: try: curl -s http://" + srv.HTTPAddr() + "/watermarks")
+	}
+	<-ctx.Done()
+	if err := srv.Stop(); err != nil {
+		slog.Error("watermarkmgr: stopped with an error", "err", err)
+		os.Exit(1)
+	}
+}

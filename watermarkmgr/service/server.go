@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Consumer says which report topic to read and how.
+	Consumer ConsumerConfig
+	// HTTPAddr is where GET /watermarks, /healthz and /metrics listen, e.g.
+	// "127.0.0.1:8089"; ":0"-style ports pick a free one; empty disables HTTP.
+	HTTPAddr string
+	// GRPCAddr is where kafkastreams.v1.WatermarkService listens; empty disables gRPC.
+	GRPCAddr string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the running WatermarkManager service: a Consumer feeding a
+// Tracker, served over HTTP and gRPC.
+type Server struct {
+	Tracker  *Tracker
+	Consumer *Consumer
+
+	httpLis, grpcLis net.Listener
+	httpSrv          *http.Server
+	grpcSrv          *grpc.Server
+	cancel           context.CancelFunc
+	wg               sync.WaitGroup
+	runErr           error
+}
+
+// Start opens the listeners and starts reading the report topic. It returns
+// an error naming the address if a listener cannot be opened (e.g. the port
+// is in use). Stop releases everything.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Consumer.Logger = cfg.Logger
+	s := &Server{Tracker: NewTracker(nil)}
+	c, err := NewConsumer(cfg.Consumer, s.Tracker)
+	if err != nil {
+		return nil, err
+	}
+	s.Consumer = c
+	if cfg.HTTPAddr != "" {
+		if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			c.c.Close()
+			return nil, fmt.Errorf("watermarkmgr/service: HTTP listener on %s: %w", cfg.HTTPAddr, err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(NewCollector(s.Tracker), collectors.NewGoCollector(),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "kafkastreams_watermark_undecodable_records_total",
+				Help: "Records on the report topic that did not decode as a WatermarkReport and were skipped.",
+			}, func() float64 { return float64(c.Undecodable()) }))
+		s.httpSrv = &http.Server{Handler: NewHTTPHandler(s.Tracker, c.Health, reg), ReadHeaderTimeout: 10 * time.Second}
+	}
+	if cfg.GRPCAddr != "" {
+		if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			c.c.Close()
+			if s.httpLis != nil {
+				s.httpLis.Close()
+			}
+			return nil, fmt.Errorf("watermarkmgr/service: gRPC listener on %s: %w", cfg.GRPCAddr, err)
+		}
+		s.grpcSrv = grpc.NewServer()
+		pb.RegisterWatermarkServiceServer(s.grpcSrv, NewGRPCServer(s.Tracker))
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.runErr = c.Run(ctx)
+	}()
+	if s.httpSrv != nil {
+		go func() {
+			if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Logger.Error("watermarkmgr: HTTP server stopped", "err", err)
+			}
+		}()
+	}
+	if s.grpcSrv != nil {
+		go func() { _ = s.grpcSrv.Serve(s.grpcLis) }()
+	}
+	return s, nil
+}
+
+// HTTPAddr is the HTTP listener's address ("" if disabled).
+func (s *Server) HTTPAddr() string { return addr(s.httpLis) }
+
+// GRPCAddr is the gRPC listener's address ("" if disabled).
+func (s *Server) GRPCAddr() string { return addr(s.grpcLis) }
+
+func addr(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// Stop stops serving and reading, and returns the consumer's error if it
+// failed (nil after a clean stop).
+func (s *Server) Stop() error {
+	s.cancel()
+	if s.grpcSrv != nil {
+		s.grpcSrv.Stop()
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	s.wg.Wait()
+	return s.runErr
+}
