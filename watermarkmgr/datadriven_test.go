@@ -2,6 +2,7 @@ package watermarkmgr
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ import (
 // "wm=W min=pN@M" (partition N defines the min, at M) or "wm=W all-idle".
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			t.Skip("not a scenario (e.g. testdata/fuzz/ corpus)")
+		}
 		m := New()
 		agg := NewAggregator()
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
