@@ -1,0 +1,18 @@
+// Package plan turns a Beam pipeline proto into the plan every instance of a
+// kafkastreams application runs: the fused ExecutableStages, the runner-side
+// transform at the head of each, and one Kafka topic per stage input. It is a
+// pure function of the pipeline and the options (no Kafka, no clock, no
+// goroutines): every instance derives the same plan, and Diff says how two
+// plans differ so an instance with a different plan can refuse to start.
+//
+// Fusion rule (../shared/DESIGN.md, "Execution model"): a stage boundary is
+// wherever data must be re-partitioned or the runner itself acts. A stage is a
+// head (Impulse, GroupByKey, Reshuffle, Flatten) reading the stage's input
+// topic, followed by every SDK transform (ParDo, WindowInto, …) reachable from
+// the head's output through SDK transforms only. Every edge from a stage to a
+// boundary transform becomes a write to that consumer stage's input topic; so
+// a Flatten's inputs all write to the Flatten stage's one topic, and a
+// PCollection consumed by two boundaries is written to both topics.
+//
+// It may import the Beam model protos only.
+package plan

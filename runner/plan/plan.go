@@ -1,0 +1,490 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+)
+
+// URNs of the transforms the planner knows, from beam_runner_api.proto
+// (StandardPTransforms) and the Go SDK's graphx.
+const (
+	URNImpulse               = "beam:transform:impulse:v1"
+	URNParDo                 = "beam:transform:pardo:v1"
+	URNFlatten               = "beam:transform:flatten:v1"
+	URNGroupByKey            = "beam:transform:group_by_key:v1"
+	URNCoGroupByKey          = "beam:transform:co_group_by_key:v1"
+	URNReshuffle             = "beam:transform:reshuffle:v1"
+	URNRedistributeArbitrary = "beam:transform:redistribute_arbitrarily:v1"
+	URNRedistributeByKey     = "beam:transform:redistribute_by_key:v1"
+	URNWindowInto            = "beam:transform:window_into:v1"
+	URNMapWindows            = "beam:transform:map_windows:v1"
+	URNCombinePerKey         = "beam:transform:combine_per_key:v1"
+	URNTestStream            = "beam:transform:teststream:v1"
+)
+
+// sdkURNs are leaf transforms the Go SDK harness executes inside a fused stage.
+var sdkURNs = map[string]bool{
+	URNParDo:      true,
+	URNWindowInto: true,
+	URNMapWindows: true,
+}
+
+// Errors. ErrUnsupported wraps every "cannot execute this transform" error;
+// the message names the transform and its URN.
+var (
+	ErrUnsupported = errors.New("plan: transform not supported by the kafkastreams runner")
+	ErrMalformed   = errors.New("plan: malformed pipeline")
+)
+
+// HeadKind is what the runner does at the head of a stage, before the fused
+// SDK transforms.
+type HeadKind string
+
+// Head kinds.
+const (
+	// HeadImpulse: the stage's input topic has one partition holding one
+	// record, written when the plan is first recorded; the head turns it into
+	// the impulse element (empty bytes, global window, mtime.MinTimestamp) and
+	// then reports the end of time.
+	HeadImpulse HeadKind = "impulse"
+	// HeadGroupByKey: runner-side GroupByKey over keyed records.
+	HeadGroupByKey HeadKind = "group_by_key"
+	// HeadReshuffle: the topic hop is the reshuffle; elements pass unchanged.
+	HeadReshuffle HeadKind = "reshuffle"
+	// HeadFlatten: every input of the Flatten writes to the stage's topic;
+	// elements pass unchanged.
+	HeadFlatten HeadKind = "flatten"
+)
+
+// Options are the plan's inputs besides the pipeline.
+type Options struct {
+	// ApplicationID prefixes every topic name. Required; Kafka topic-name
+	// characters only ([A-Za-z0-9._-]).
+	ApplicationID string
+	// Partitions is the partition count of internal topics (the Impulse
+	// stage's input topic always has 1). Must be positive.
+	Partitions int32
+	// Supported, if non-nil, narrows the head kinds this build of the runner
+	// executes; a pipeline needing another is refused with ErrUnsupported.
+	Supported map[HeadKind]bool
+}
+
+// Plan is the executable shape of one pipeline for one application.
+type Plan struct {
+	ApplicationID string `json:"applicationId"`
+	// Stages in topological order: a stage's upstream stages come before it.
+	Stages []*Stage `json:"stages"`
+}
+
+// Stage is one ExecutableStage: its input topic, its head, the SDK transforms
+// fused after the head, and the topics it writes.
+type Stage struct {
+	// Name is unique in the plan and deterministic: "s<index>-<slug of the
+	// head transform's unique name>". Consumer group: "<application_id>.<Name>".
+	Name string `json:"name"`
+	Head HeadKind `json:"head"`
+	// HeadTransform is the id of the head transform in the pipeline proto.
+	HeadTransform string `json:"headTransform"`
+	// HeadUniqueName is its unique (user-facing) name.
+	HeadUniqueName string `json:"headUniqueName"`
+	// InputTopic is read by the stage's tasks, one task per partition.
+	InputTopic string `json:"inputTopic"`
+	// Partitions of InputTopic.
+	Partitions int32 `json:"partitions"`
+	// HeadOutput is the PCollection the head produces: the input of the fused
+	// SDK transforms.
+	HeadOutput string `json:"headOutput"`
+	// Transforms are the fused SDK leaf transforms, by id, in topological order.
+	Transforms []string `json:"transforms"`
+	// TransformNames are their unique names (same order), for people and Diff.
+	TransformNames []string `json:"transformNames"`
+	// URNs of Transforms (same order).
+	URNs []string `json:"urns"`
+	// Upstreams are the stages writing to InputTopic, sorted.
+	Upstreams []string `json:"upstreams"`
+	// Outputs are the PCollections leaving the stage, each with the input
+	// topics of the stages consuming it, sorted by PCollection id.
+	Outputs []Output `json:"outputs"`
+}
+
+// Output is one PCollection a stage writes, and where.
+type Output struct {
+	PCollection string `json:"pcollection"`
+	// Topics are consumer stages' input topics, sorted.
+	Topics []string `json:"topics"`
+	// Copies[i] is how many times each element is written to Topics[i]: 2
+	// when a Flatten takes the same PCollection twice (FlattenDup).
+	Copies []int `json:"copies"`
+}
+
+// Stage returns the stage named name, or nil.
+func (p *Plan) Stage(name string) *Stage {
+	for _, s := range p.Stages {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Topics returns every internal topic with its partition count, sorted.
+func (p *Plan) Topics() map[string]int32 {
+	out := map[string]int32{}
+	for _, s := range p.Stages {
+		out[s.InputTopic] = s.Partitions
+	}
+	return out
+}
+
+// Sinks returns the stages that write no topic: the job is done when all of
+// them have reported the end of time.
+func (p *Plan) Sinks() []*Stage {
+	var out []*Stage
+	for _, s := range p.Stages {
+		if len(s.Outputs) == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Build plans the pipeline. Errors wrap ErrUnsupported (naming the transform
+// and its URN) or ErrMalformed; they are returned before anything is created.
+func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
+	if err := validateOptions(opts); err != nil {
+		return nil, err
+	}
+	comps := p.GetComponents()
+	if comps == nil {
+		return nil, fmt.Errorf("%w: no components", ErrMalformed)
+	}
+	leaves, err := leafTransforms(p)
+	if err != nil {
+		return nil, err
+	}
+	// producer[pcoll] = leaf id; consumers[pcoll] = leaf ids (with repeats
+	// for a Flatten reading the same PCollection twice).
+	producer := map[string]string{}
+	consumers := map[string][]string{}
+	for _, id := range leaves {
+		t := comps.GetTransforms()[id]
+		if err := checkSupported(id, t, opts); err != nil {
+			return nil, err
+		}
+		for _, pc := range sortedValues(t.GetOutputs()) {
+			producer[pc] = id
+		}
+		for _, pc := range mainInputs(t) {
+			consumers[pc] = append(consumers[pc], id)
+		}
+	}
+	order, err := topoSort(leaves, comps, producer)
+	if err != nil {
+		return nil, err
+	}
+
+	plan := &Plan{ApplicationID: opts.ApplicationID}
+	stageOf := map[string]*Stage{} // head or fused leaf id -> stage
+	for _, id := range order {
+		t := comps.GetTransforms()[id]
+		kind, isHead := headKind(t.GetSpec().GetUrn())
+		if !isHead {
+			continue
+		}
+		s := &Stage{
+			Head:           kind,
+			HeadTransform:  id,
+			HeadUniqueName: t.GetUniqueName(),
+			Partitions:     opts.Partitions,
+		}
+		if kind == HeadImpulse {
+			s.Partitions = 1
+		}
+		s.Name = fmt.Sprintf("s%d-%s", len(plan.Stages), slug(t.GetUniqueName()))
+		s.InputTopic = opts.ApplicationID + "-" + s.Name
+		outs := sortedValues(t.GetOutputs())
+		if len(outs) != 1 {
+			return nil, fmt.Errorf("%w: %s transform %q (%s) has %d outputs, want 1", ErrMalformed, kind, t.GetUniqueName(), id, len(outs))
+		}
+		s.HeadOutput = outs[0]
+		stageOf[id] = s
+		plan.Stages = append(plan.Stages, s)
+	}
+	// Fuse: each SDK leaf joins the stage of the producer of its main input.
+	// Topological order guarantees the producer is placed first.
+	for _, id := range order {
+		t := comps.GetTransforms()[id]
+		if !sdkURNs[t.GetSpec().GetUrn()] {
+			continue
+		}
+		ins := mainInputs(t)
+		if len(ins) != 1 {
+			return nil, fmt.Errorf("%w: transform %q (%s) has %d main inputs, want 1", ErrMalformed, t.GetUniqueName(), id, len(ins))
+		}
+		up, ok := producer[ins[0]]
+		if !ok {
+			return nil, fmt.Errorf("%w: no transform produces PCollection %s, the input of %q", ErrMalformed, ins[0], t.GetUniqueName())
+		}
+		s := stageOf[up]
+		stageOf[id] = s
+		s.Transforms = append(s.Transforms, id)
+		s.TransformNames = append(s.TransformNames, t.GetUniqueName())
+		s.URNs = append(s.URNs, t.GetSpec().GetUrn())
+	}
+	// Edges: a PCollection whose consumer is a head leaves its producer's stage.
+	outputs := map[*Stage]map[string]map[string]int{} // stage -> pcoll -> topic -> copies
+	for pc, cs := range consumers {
+		for _, c := range cs {
+			consumer := stageOf[c]
+			if consumer == nil || consumer.HeadTransform != c {
+				continue // fused: stays inside the producer's stage
+			}
+			ps := stageOf[producer[pc]]
+			if ps == nil {
+				return nil, fmt.Errorf("%w: no transform produces PCollection %s, an input of %q", ErrMalformed, pc, consumer.HeadUniqueName)
+			}
+			if outputs[ps] == nil {
+				outputs[ps] = map[string]map[string]int{}
+			}
+			if outputs[ps][pc] == nil {
+				outputs[ps][pc] = map[string]int{}
+			}
+			outputs[ps][pc][consumer.InputTopic]++
+			if !contains(consumer.Upstreams, ps.Name) {
+				consumer.Upstreams = append(consumer.Upstreams, ps.Name)
+				sort.Strings(consumer.Upstreams)
+			}
+		}
+	}
+	for _, s := range plan.Stages {
+		for _, pc := range sortedKeys(outputs[s]) {
+			o := Output{PCollection: pc}
+			for _, topic := range sortedKeys(outputs[s][pc]) {
+				o.Topics = append(o.Topics, topic)
+				o.Copies = append(o.Copies, outputs[s][pc][topic])
+			}
+			s.Outputs = append(s.Outputs, o)
+		}
+	}
+	return plan, nil
+}
+
+func validateOptions(o Options) error {
+	if o.ApplicationID == "" {
+		return errors.New("plan: application id is empty")
+	}
+	for _, r := range o.ApplicationID {
+		if !topicChar(r) {
+			return fmt.Errorf("plan: application id %q: %q is not allowed in a Kafka topic name (use A-Z a-z 0-9 . _ -)", o.ApplicationID, r)
+		}
+	}
+	if o.Partitions <= 0 {
+		return fmt.Errorf("plan: partitions for internal topics must be positive, got %d", o.Partitions)
+	}
+	return nil
+}
+
+func topicChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// slug makes a unique name usable in a topic name: other characters become
+// '_', and it is cut to 40 characters.
+func slug(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if !topicChar(r) {
+			r = '_'
+		}
+		b.WriteRune(r)
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return b.String()
+}
+
+func headKind(urn string) (HeadKind, bool) {
+	switch urn {
+	case URNImpulse:
+		return HeadImpulse, true
+	case URNGroupByKey:
+		return HeadGroupByKey, true
+	case URNReshuffle, URNRedistributeArbitrary, URNRedistributeByKey:
+		return HeadReshuffle, true
+	case URNFlatten:
+		return HeadFlatten, true
+	}
+	return "", false
+}
+
+// runnerComposites are composites the runner executes whole, ignoring their
+// expansion.
+var runnerComposites = map[string]bool{URNReshuffle: true, URNRedistributeArbitrary: true, URNRedistributeByKey: true}
+
+// leafTransforms returns the transforms to execute, in the order a depth-first
+// walk of the root transforms finds them: leaves, and composites the runner
+// executes whole.
+func leafTransforms(p *pipepb.Pipeline) ([]string, error) {
+	ts := p.GetComponents().GetTransforms()
+	var out []string
+	seen := map[string]bool{}
+	var walk func(id string) error
+	walk = func(id string) error {
+		if seen[id] {
+			return nil
+		}
+		seen[id] = true
+		t, ok := ts[id]
+		if !ok {
+			return fmt.Errorf("%w: transform %s is referenced but not defined", ErrMalformed, id)
+		}
+		if len(t.GetSubtransforms()) == 0 || runnerComposites[t.GetSpec().GetUrn()] {
+			out = append(out, id)
+			return nil
+		}
+		for _, sub := range t.GetSubtransforms() {
+			if err := walk(sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, id := range p.GetRootTransformIds() {
+		if err := walk(id); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
+	urn := t.GetSpec().GetUrn()
+	name := fmt.Sprintf("transform %q (id %s, URN %s)", t.GetUniqueName(), id, urn)
+	if kind, ok := headKind(urn); ok {
+		if opts.Supported != nil && !opts.Supported[kind] {
+			return fmt.Errorf("%w: %s: %s is not implemented in this runner yet", ErrUnsupported, name, kind)
+		}
+		return nil
+	}
+	if !sdkURNs[urn] {
+		if urn == "" {
+			return fmt.Errorf("%w: %s has no URN", ErrUnsupported, name)
+		}
+		return fmt.Errorf("%w: %s", ErrUnsupported, name)
+	}
+	if urn == URNParDo {
+		pd := &pipepb.ParDoPayload{}
+		if err := unmarshal(t.GetSpec().GetPayload(), pd); err != nil {
+			return fmt.Errorf("%w: %s: ParDoPayload: %v", ErrMalformed, name, err)
+		}
+		if len(pd.GetSideInputs()) > 0 {
+			return fmt.Errorf("%w: %s: side inputs are not implemented yet", ErrUnsupported, name)
+		}
+		if len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
+			return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented yet", ErrUnsupported, name)
+		}
+	}
+	return nil
+}
+
+// mainInputs returns the PCollections of t's inputs that are not side inputs,
+// sorted by local name; a Flatten may list one PCollection twice.
+func mainInputs(t *pipepb.PTransform) []string {
+	side := map[string]bool{}
+	if t.GetSpec().GetUrn() == URNParDo {
+		pd := &pipepb.ParDoPayload{}
+		if unmarshal(t.GetSpec().GetPayload(), pd) == nil {
+			for local := range pd.GetSideInputs() {
+				side[local] = true
+			}
+		}
+	}
+	var out []string
+	for _, local := range sortedKeys(t.GetInputs()) {
+		if !side[local] {
+			out = append(out, t.GetInputs()[local])
+		}
+	}
+	return out
+}
+
+// topoSort orders leaves so every producer precedes its consumers; ties keep
+// the depth-first discovery order, so the result is deterministic.
+func topoSort(leaves []string, comps *pipepb.Components, producer map[string]string) ([]string, error) {
+	index := map[string]int{}
+	for i, id := range leaves {
+		index[id] = i
+	}
+	indeg := map[string]int{}
+	next := map[string][]string{}
+	for _, id := range leaves {
+		for _, pc := range allInputs(comps.GetTransforms()[id]) {
+			up, ok := producer[pc]
+			if !ok {
+				return nil, fmt.Errorf("%w: no transform produces PCollection %s, an input of %q", ErrMalformed, pc, comps.GetTransforms()[id].GetUniqueName())
+			}
+			indeg[id]++
+			next[up] = append(next[up], id)
+		}
+	}
+	var ready, out []string
+	for _, id := range leaves {
+		if indeg[id] == 0 {
+			ready = append(ready, id)
+		}
+	}
+	for len(ready) > 0 {
+		sort.Slice(ready, func(i, j int) bool { return index[ready[i]] < index[ready[j]] })
+		id := ready[0]
+		ready = ready[1:]
+		out = append(out, id)
+		for _, n := range next[id] {
+			if indeg[n]--; indeg[n] == 0 {
+				ready = append(ready, n)
+			}
+		}
+	}
+	if len(out) != len(leaves) {
+		return nil, fmt.Errorf("%w: the transforms form a cycle", ErrMalformed)
+	}
+	return out, nil
+}
+
+func allInputs(t *pipepb.PTransform) []string {
+	var out []string
+	for _, local := range sortedKeys(t.GetInputs()) {
+		out = append(out, t.GetInputs()[local])
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedValues(m map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
