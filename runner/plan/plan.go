@@ -85,7 +85,7 @@ type Plan struct {
 type Stage struct {
 	// Name is unique in the plan and deterministic: "s<index>-<slug of the
 	// head transform's unique name>". Consumer group: "<application_id>.<Name>".
-	Name string `json:"name"`
+	Name string   `json:"name"`
 	Head HeadKind `json:"head"`
 	// HeadTransform is the id of the head transform in the pipeline proto.
 	HeadTransform string `json:"headTransform"`
@@ -413,13 +413,12 @@ func mainInputs(t *pipepb.PTransform) []string {
 	return out
 }
 
-// topoSort orders leaves so every producer precedes its consumers; ties keep
-// the depth-first discovery order, so the result is deterministic.
+// topoSort orders leaves so every producer precedes its consumers; ties go
+// to the smaller unique name. graphx.Marshal lists root transforms in a
+// different order from run to run, so the walk order cannot break ties: the
+// unique names are the same in every instance.
 func topoSort(leaves []string, comps *pipepb.Components, producer map[string]string) ([]string, error) {
-	index := map[string]int{}
-	for i, id := range leaves {
-		index[id] = i
-	}
+	name := func(id string) string { return comps.GetTransforms()[id].GetUniqueName() }
 	indeg := map[string]int{}
 	next := map[string][]string{}
 	for _, id := range leaves {
@@ -439,7 +438,7 @@ func topoSort(leaves []string, comps *pipepb.Components, producer map[string]str
 		}
 	}
 	for len(ready) > 0 {
-		sort.Slice(ready, func(i, j int) bool { return index[ready[i]] < index[ready[j]] })
+		sort.Slice(ready, func(i, j int) bool { return name(ready[i]) < name(ready[j]) })
 		id := ready[0]
 		ready = ready[1:]
 		out = append(out, id)
