@@ -1,0 +1,297 @@
+package fnapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	fnpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/fnexecution_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// maxChunkBytes is the target size of one Elements message of input, in
+// bytes. An element larger than this goes alone in its message.
+const maxChunkBytes = 1 << 20
+
+// registered is a descriptor known to the harness.
+type registered struct {
+	desc    *fnpb.ProcessBundleDescriptor
+	sources []string          // data source transform ids, sorted
+	sinks   map[string]skipFn // data sink transform id -> splitter of its wire coder
+}
+
+// parseDescriptor finds the data sources and sinks of desc and checks that
+// they point at this server and that every sink's wire coder can be split.
+func (s *Server) parseDescriptor(desc *fnpb.ProcessBundleDescriptor) (*registered, error) {
+	r := &registered{desc: desc, sinks: map[string]skipFn{}}
+	for tid, t := range desc.GetTransforms() {
+		urn := t.GetSpec().GetUrn()
+		if urn != URNDataSource && urn != URNDataSink {
+			continue
+		}
+		port := &fnpb.RemoteGrpcPort{}
+		if err := proto.Unmarshal(t.GetSpec().GetPayload(), port); err != nil {
+			return nil, fmt.Errorf("transform %q: bad RemoteGrpcPort: %v", tid, err)
+		}
+		if u := port.GetApiServiceDescriptor().GetUrl(); u != s.endpoint {
+			return nil, fmt.Errorf("transform %q: port url %q is not this server's endpoint %q", tid, u, s.endpoint)
+		}
+		if urn == URNDataSource {
+			r.sources = append(r.sources, tid)
+			continue
+		}
+		skip, err := newSkipper(port.GetCoderId(), desc.GetCoders(), 0)
+		if err != nil {
+			return nil, fmt.Errorf("sink %q: %w", tid, err)
+		}
+		r.sinks[tid] = skip
+	}
+	if len(r.sources) == 0 {
+		return nil, fmt.Errorf("no %s transform", URNDataSource)
+	}
+	sort.Strings(r.sources)
+	return r, nil
+}
+
+// RegisterStage sends desc to the harness in a RegisterRequest and waits for
+// the answer. Its data sources and sinks must use Endpoint() (BuildStage does
+// this) and each sink's coder must be splittable into elements by the runner.
+// A descriptor id can be registered once. Errors: a malformed or duplicate
+// descriptor, the harness's error, ctx's error, ErrHarnessGone.
+func (s *Server) RegisterStage(ctx context.Context, desc *fnpb.ProcessBundleDescriptor) error {
+	id := desc.GetId()
+	if id == "" {
+		return fmt.Errorf("fnapi: register: descriptor without an id")
+	}
+	r, err := s.parseDescriptor(desc)
+	if err != nil {
+		return fmt.Errorf("fnapi: register %q: %w", id, err)
+	}
+	s.mu.Lock()
+	if _, dup := s.mu.descs[id]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("fnapi: register %q: descriptor id already registered", id)
+	}
+	// Reserved before sending so that a concurrent duplicate fails, and so
+	// that GetProcessBundleDescriptor can serve it.
+	s.mu.descs[id] = r
+	s.mu.Unlock()
+
+	inst, p := s.newInstruction(nil)
+	defer s.doneInstruction(inst)
+	resp, err := s.send(ctx, &fnpb.InstructionRequest{
+		InstructionId: inst,
+		Request: &fnpb.InstructionRequest_Register{Register: &fnpb.RegisterRequest{
+			ProcessBundleDescriptor: []*fnpb.ProcessBundleDescriptor{desc},
+		}},
+	}, p)
+	if err == nil && resp.GetError() != "" {
+		err = fmt.Errorf("harness: %s", resp.GetError())
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(s.mu.descs, id)
+		s.mu.Unlock()
+		return fmt.Errorf("fnapi: register %q: %w", id, err)
+	}
+	return nil
+}
+
+// Result is what one bundle produced.
+type Result struct {
+	// Outputs maps each data sink transform id of the descriptor to the
+	// elements it received, in order, each encoded with the sink's wire
+	// coder. Every sink has an entry, possibly empty.
+	Outputs map[string][][]byte
+	// MonitoringInfos are the bundle's metrics as the harness reported them
+	// (full infos: this runner does not offer short ids), including user
+	// metrics (beam:metric:user:*) and element counts.
+	MonitoringInfos []*pipepb.MonitoringInfo
+}
+
+// bundle collects the outputs of one ProcessBundle instruction. receive is
+// called by data stream receivers; ProcessBundle reads outputs only after
+// allLast is closed.
+type bundle struct {
+	mu      sync.Mutex
+	out     map[string][]byte // sink transform id -> concatenated encoded elements
+	waiting map[string]bool   // sinks whose is_last has not arrived yet
+	allLast chan struct{}     // closed when waiting becomes empty
+}
+
+func newBundle(r *registered) *bundle {
+	b := &bundle{out: map[string][]byte{}, waiting: map[string]bool{}, allLast: make(chan struct{})}
+	for sink := range r.sinks {
+		b.waiting[sink] = true
+	}
+	if len(b.waiting) == 0 {
+		close(b.allLast)
+	}
+	return b
+}
+
+// receive appends one chunk of output for a sink.
+func (b *bundle) receive(sink string, data []byte, isLast bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.waiting[sink] {
+		if _, known := b.out[sink]; known || len(b.waiting) == 0 {
+			return fmt.Errorf("fnapi: data for sink %q after its is_last", sink)
+		}
+		return fmt.Errorf("fnapi: data for unknown sink transform %q", sink)
+	}
+	b.out[sink] = append(b.out[sink], data...)
+	if isLast {
+		delete(b.waiting, sink)
+		if len(b.waiting) == 0 {
+			close(b.allLast)
+		}
+	}
+	return nil
+}
+
+// ProcessBundle runs one bundle of the registered descriptor descID. inputs
+// maps data source transform ids to the encoded elements to send them (each
+// in the source's wire coder); sources without an entry get no elements. It
+// returns when the harness has answered and every data sink has sent its
+// last chunk. Bundles may run concurrently; each gets its own instruction id.
+//
+// Errors: ErrUnknownDescriptor; an inputs key that is not a data source of the
+// descriptor; the harness's error (a DoFn failed: the message names the
+// descriptor, the instruction and the harness's own text, which names the
+// transform); residual roots (splittable DoFn checkpoints, not supported yet);
+// output that cannot be split into elements; ctx's error; ErrHarnessGone.
+// A failed bundle leaves the Server usable.
+func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[string][][]byte) (*Result, error) {
+	s.mu.Lock()
+	r, ok := s.mu.descs[descID]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownDescriptor, descID)
+	}
+	for src := range inputs {
+		if !contains(r.sources, src) {
+			return nil, fmt.Errorf("fnapi: bundle of %q: input %q is not a data source of the descriptor (sources: %s)", descID, src, strings.Join(r.sources, ", "))
+		}
+	}
+
+	b := newBundle(r)
+	inst, p := s.newInstruction(b)
+	defer s.doneInstruction(inst)
+	fail := func(err error) (*Result, error) {
+		return nil, fmt.Errorf("fnapi: bundle %s of stage %q: %w", inst, descID, err)
+	}
+
+	select {
+	case s.ctrlOut <- &fnpb.InstructionRequest{
+		InstructionId: inst,
+		Request: &fnpb.InstructionRequest_ProcessBundle{ProcessBundle: &fnpb.ProcessBundleRequest{
+			ProcessBundleDescriptorId: descID,
+		}},
+	}:
+	case <-ctx.Done():
+		return fail(context.Cause(ctx))
+	case <-s.gone:
+		return fail(s.goneError())
+	}
+
+	// Send the input while watching for an early answer: a harness that
+	// failed stops reading, and we must stop writing.
+	var resp *fnpb.InstructionResponse
+	sendErr := func() error {
+		for _, src := range r.sources {
+			for _, msg := range chunk(inst, src, inputs[src]) {
+				select {
+				case s.dataOut <- msg:
+				case resp = <-p.resp:
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-s.gone:
+					return s.goneError()
+				}
+			}
+		}
+		return nil
+	}()
+	if sendErr != nil {
+		return fail(sendErr)
+	}
+	if resp == nil {
+		select {
+		case resp = <-p.resp:
+		case <-ctx.Done():
+			return fail(context.Cause(ctx))
+		case <-s.gone:
+			return fail(s.goneError())
+		}
+	}
+	if e := resp.GetError(); e != "" {
+		return fail(fmt.Errorf("harness: %s", e))
+	}
+	pb := resp.GetProcessBundle()
+	if n := len(pb.GetResidualRoots()); n > 0 {
+		return fail(fmt.Errorf("harness returned %d residual roots (splittable DoFn checkpoints): not supported yet", n))
+	}
+	// The response and the sinks' last chunks travel on different streams.
+	select {
+	case <-b.allLast:
+	case resp = <-p.resp: // a late local failure (e.g. bad data) wins
+		return fail(fmt.Errorf("%s", resp.GetError()))
+	case <-ctx.Done():
+		return fail(context.Cause(ctx))
+	case <-s.gone:
+		return fail(s.goneError())
+	}
+
+	res := &Result{Outputs: map[string][][]byte{}, MonitoringInfos: pb.GetMonitoringInfos()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for sink, skip := range r.sinks {
+		elms, err := splitElements(skip, b.out[sink])
+		if err != nil {
+			return fail(fmt.Errorf("output of sink %q: %w", sink, err))
+		}
+		if elms == nil {
+			elms = [][]byte{}
+		}
+		res.Outputs[sink] = elms
+	}
+	return res, nil
+}
+
+// chunk packs one source's elements into Elements messages of about
+// maxChunkBytes, followed by an empty one carrying is_last.
+func chunk(inst, src string, elms [][]byte) []*fnpb.Elements {
+	var msgs []*fnpb.Elements
+	var buf []byte
+	flush := func(last bool) {
+		msgs = append(msgs, &fnpb.Elements{Data: []*fnpb.Elements_Data{{
+			InstructionId: inst, TransformId: src, Data: buf, IsLast: last,
+		}}})
+		buf = nil
+	}
+	for _, e := range elms {
+		if len(buf) > 0 && len(buf)+len(e) > maxChunkBytes {
+			flush(false)
+		}
+		buf = append(buf, e...)
+	}
+	if len(buf) > 0 {
+		flush(false)
+	}
+	flush(true) // an empty is_last message, as Prism sends it
+	return msgs
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+// Package fnapi is the runner side of the Beam Fn API for one Go SDK harness
+// running in this process: it hosts the control, data, state, logging and
+// provisioning services on loopback, starts the harness against them, registers
+// fused stages as ProcessBundleDescriptors and runs bundles of them.
+//
+// What lives here:
+//
+//   - Server (server.go): the gRPC services on 127.0.0.1:<OS port>, one
+//     endpoint for all of them, serving exactly one harness (worker id).
+//   - Server.StartHarness (harness.go): harness.MainWithOptions in a goroutine.
+//   - Server.RegisterStage and Server.ProcessBundle (bundle.go): one
+//     instruction per call; bundles may run concurrently.
+//   - BuildStage (descriptor.go): a ProcessBundleDescriptor for a fused chain
+//     of transforms of a pipeline proto, with a data source and data sinks.
+//   - Wire coders (coders.go): the rule that makes every PCollection's wire
+//     coder splittable by the runner (length-prefix what it does not know), and
+//     the splitter that cuts a sink's byte stream into elements.
+//
+// Imports: the Beam Go SDK (harness, model protos, grpcx), gRPC and protobuf.
+// No Kafka, no other package of this module: the task loop in package stage
+// drives this package, never the other way round.
+//
+// Goroutines and ownership:
+//
+//   - The control stream handler (Server.Control) is the only sender on the
+//     control stream; it drains Server.ctrlOut. One goroutine it starts is the
+//     only receiver and hands each InstructionResponse to the waiting caller
+//     through pending.resp (buffered 1; the first answer wins, so a local
+//     failure and the harness's answer cannot both block).
+//   - Each data stream handler (Server.Data) is the only sender on its stream;
+//     it drains Server.dataOut (unbuffered, so a bundle that stops early leaves
+//     nothing queued). One goroutine it starts is the only receiver and
+//     appends output chunks to their bundle.
+//   - The state and logging handlers each own their stream.
+//   - ProcessBundle runs in the caller's goroutine: it sends the request,
+//     feeds the inputs, and waits for both the response and every sink's
+//     is_last (they come on different streams, in either order).
+//   - StartHarness owns one goroutine running the harness until its context
+//     is cancelled, Harness.Stop, or Server.Close.
+//
+// Locks: Server.mu guards the descriptor and pending-instruction maps;
+// bundle.mu guards one bundle's outputs. They are never held together, and no
+// lock is held while sending on a channel or a stream.
+//
+// Errors: when the harness's control stream ends, every instruction in flight
+// and every later call fails with ErrHarnessGone; a Server serves one harness
+// for its life. A DoFn error fails only its bundle.
+//
+// Not supported yet (each refused with a clear error, never silently):
+// side inputs and user state (the State service answers every request with an
+// error), timers, splittable DoFns (residual roots), bundle finalization
+// callbacks, progress and split requests, custom window coders.
+package fnapi
