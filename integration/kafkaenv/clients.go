@@ -1,0 +1,280 @@
+package kafkaenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Client helpers for tests. Each takes the bootstrap servers (so it works
+// with any Broker, external ones included), opens its own client and closes
+// it before returning.
+
+// AnyPartition, as Record.Partition, lets the producer's partitioner choose
+// (by key hash; kafka.PartitionAny in confluent-kafka-go).
+const AnyPartition int32 = kafka.PartitionAny
+
+// Isolation is the consumer's isolation.level.
+type Isolation string
+
+// The two isolation levels of Kafka consumers.
+const (
+	// ReadCommitted hides records of open and aborted transactions.
+	ReadCommitted Isolation = "read_committed"
+	// ReadUncommitted returns every record written, aborted ones included.
+	ReadUncommitted Isolation = "read_uncommitted"
+)
+
+// ErrTimeout is returned by Consume when fewer than the wanted records
+// arrived in time; the records read so far are returned with it.
+var ErrTimeout = errors.New("kafkaenv: timed out waiting for records")
+
+// TopicSpec describes a topic for CreateTopics.
+type TopicSpec struct {
+	// Name of the topic. Required.
+	Name string
+	// Partitions is the partition count. Default 1.
+	Partitions int
+	// Config holds topic configs (e.g. "cleanup.policy": "compact").
+	// Default none. Replication factor is always 1.
+	Config map[string]string
+}
+
+// Record is a record to produce or one that was consumed.
+type Record struct {
+	// Topic is set on consumed records; ignored by Produce.
+	Topic string
+	// Partition: for Produce, the target partition, or AnyPartition (the
+	// zero value 0 means partition 0). Set on consumed records.
+	Partition int32
+	// Offset is set on consumed records; ignored by Produce.
+	Offset int64
+	// Key and Value of the record; nil is a null key or value.
+	Key, Value []byte
+}
+
+// CreateTopics creates topics with replication factor 1 and returns once
+// the broker's metadata lists them all with their leaders. A topic that
+// already exists is an error.
+func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) error {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
+	if err != nil {
+		return fmt.Errorf("kafkaenv: admin client: %w", err)
+	}
+	defer admin.Close()
+	specs := make([]kafka.TopicSpecification, len(topics))
+	for i, t := range topics {
+		n := t.Partitions
+		if n <= 0 {
+			n = 1
+		}
+		specs[i] = kafka.TopicSpecification{Topic: t.Name, NumPartitions: n, ReplicationFactor: 1, Config: t.Config}
+	}
+	res, err := admin.CreateTopics(ctx, specs, kafka.SetAdminOperationTimeout(30*time.Second))
+	if err != nil {
+		return fmt.Errorf("kafkaenv: create topics: %w", err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("kafkaenv: create topic %s: %w", r.Topic, r.Error)
+		}
+	}
+	// Wait until every partition has a leader in the metadata.
+	for _, t := range specs {
+		for {
+			md, err := admin.GetMetadata(&t.Topic, false, 5000)
+			if err == nil {
+				tm, ok := md.Topics[t.Topic]
+				if ok && tm.Error.Code() == kafka.ErrNoError && len(tm.Partitions) == t.NumPartitions && allLed(tm.Partitions) {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafkaenv: topic %s has no leaders yet: %w", t.Topic, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func allLed(ps []kafka.PartitionMetadata) bool {
+	for _, p := range ps {
+		if p.Leader < 0 || p.Error.Code() != kafka.ErrNoError {
+			return false
+		}
+	}
+	return true
+}
+
+// Produce writes records to topic with an idempotent producer (acks=all)
+// and returns once every record is acknowledged, or the first delivery
+// error.
+func Produce(ctx context.Context, bootstrap, topic string, records ...Record) error {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers":  bootstrap,
+		"enable.idempotence": true,
+		"acks":               "all",
+		"linger.ms":          5,
+	})
+	if err != nil {
+		return fmt.Errorf("kafkaenv: producer: %w", err)
+	}
+	defer p.Close()
+	delivered := make(chan kafka.Event, len(records))
+	for _, r := range records {
+		msg := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
+			Key:            r.Key,
+			Value:          r.Value,
+		}
+		if err := p.Produce(msg, delivered); err != nil {
+			return fmt.Errorf("kafkaenv: produce to %s: %w", topic, err)
+		}
+	}
+	for range records {
+		select {
+		case ev := <-delivered:
+			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
+				return fmt.Errorf("kafkaenv: deliver to %s: %w", topic, m.TopicPartition.Error)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("kafkaenv: produce to %s: %w", topic, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Consume reads topic from the beginning of every partition, without a
+// consumer group (nothing is committed), until it has n records or timeout
+// passes; then it returns ErrTimeout with the records read so far.
+// n <= 0 reads until the consumer has reached the end of every partition as
+// it was when Consume began (its high watermark), which with ReadCommitted
+// needs no transaction to be open on the topic.
+func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isolation, timeout time.Duration) ([]Record, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers":    bootstrap,
+		"group.id":             "kafkaenv-consume", // required by librdkafka; never joined (Assign, no commits)
+		"enable.auto.commit":   false,
+		"isolation.level":      string(isolation),
+		"enable.partition.eof": true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: consumer: %w", err)
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError {
+		return nil, fmt.Errorf("kafkaenv: topic %s: %v", topic, tm.Error)
+	}
+	var assign []kafka.TopicPartition
+	end := map[int32]int64{} // n <= 0: high watermark per partition
+	for _, p := range tm.Partitions {
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
+		if n <= 0 {
+			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
+			if err != nil {
+				return nil, fmt.Errorf("kafkaenv: watermarks of %s/%d: %w", topic, p.ID, err)
+			}
+			end[p.ID] = high
+		}
+	}
+	if err := c.Assign(assign); err != nil {
+		return nil, fmt.Errorf("kafkaenv: assign %s: %w", topic, err)
+	}
+	deadline := time.Now().Add(timeout)
+	var out []Record
+	reachedEnd := func() bool {
+		pos, err := c.Position(assign)
+		if err != nil {
+			return false
+		}
+		for _, tp := range pos {
+			// An empty partition (end 0) is at its end before any fetch,
+			// while its position is still OffsetInvalid.
+			if e := end[tp.Partition]; e > 0 && int64(tp.Offset) < e {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		if n > 0 && len(out) >= n {
+			return out, nil
+		}
+		if n <= 0 && reachedEnd() {
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("%w: %d of %s from %s (%s) after %v", ErrTimeout, len(out), wantString(n), topic, isolation, timeout)
+		}
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		switch ev := c.Poll(100).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error != nil {
+				return out, fmt.Errorf("kafkaenv: consume %s: %w", topic, ev.TopicPartition.Error)
+			}
+			out = append(out, Record{
+				Topic:     *ev.TopicPartition.Topic,
+				Partition: ev.TopicPartition.Partition,
+				Offset:    int64(ev.TopicPartition.Offset),
+				Key:       ev.Key,
+				Value:     ev.Value,
+			})
+		case kafka.Error:
+			if ev.IsFatal() {
+				return out, fmt.Errorf("kafkaenv: consume %s: %w", topic, ev)
+			}
+		}
+	}
+}
+
+func wantString(n int) string {
+	if n <= 0 {
+		return "all records"
+	}
+	return fmt.Sprint(n)
+}
+
+// CommittedOffsets returns the offsets committed by consumer group on each
+// partition of topic (kafka.OffsetInvalid, -1001, where nothing is
+// committed). The committed offset is the next offset to read.
+func CommittedOffsets(ctx context.Context, bootstrap, group, topic string) (map[int32]int64, error) {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: admin client: %w", err)
+	}
+	defer admin.Close()
+	md, err := admin.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
+	}
+	var tps []kafka.TopicPartition
+	for _, p := range md.Topics[topic].Partitions {
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID})
+	}
+	res, err := admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: group, Partitions: tps}})
+	if err != nil {
+		return nil, fmt.Errorf("kafkaenv: committed offsets of %s on %s: %w", group, topic, err)
+	}
+	out := map[int32]int64{}
+	for _, g := range res.ConsumerGroupsTopicPartitions {
+		for _, tp := range g.Partitions {
+			if tp.Error != nil {
+				return nil, fmt.Errorf("kafkaenv: committed offset of %s on %s/%d: %w", group, topic, tp.Partition, tp.Error)
+			}
+			out[tp.Partition] = int64(tp.Offset)
+		}
+	}
+	return out, nil
+}

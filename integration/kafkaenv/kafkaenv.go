@@ -1,0 +1,267 @@
+package kafkaenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultKafkaVersion is the Apache Kafka version of the jars and the image.
+// It must equal <kafka.version> in pom.xml (TestPomVersionMatches checks it).
+const DefaultKafkaVersion = "4.1.1"
+
+// Environment variables read by Start.
+const (
+	// EnvBootstrapServers, when set, makes Start use that cluster
+	// (ModeExternal) and start nothing. Same name as Kafka's
+	// bootstrap.servers, upper-cased.
+	EnvBootstrapServers = "KAFKA_BOOTSTRAP_SERVERS"
+	// EnvMode forces a mode when Options.Mode is empty: "external",
+	// "container" or "process". Empty or "auto" means the order in the
+	// package doc.
+	EnvMode = "KAFKASTREAMS_KAFKA_MODE"
+	// EnvJarsDir overrides the directory of the Kafka jars used by
+	// ModeProcess (default <repo>/.cache/kafka/<version>/libs).
+	EnvJarsDir = "KAFKASTREAMS_KAFKA_JARS"
+	// EnvImage overrides the image used by ModeContainer (default
+	// kafkastreams/kafka:<version>).
+	EnvImage = "KAFKASTREAMS_KAFKA_IMAGE"
+)
+
+// Mode says where the broker runs.
+type Mode string
+
+// The modes of Start.
+const (
+	// ModeAuto picks external, then container, then process (see the
+	// package doc). It is the zero value.
+	ModeAuto Mode = ""
+	// ModeExternal uses the cluster named by KAFKA_BOOTSTRAP_SERVERS.
+	ModeExternal Mode = "external"
+	// ModeContainer runs the project's image through testcontainers-go.
+	ModeContainer Mode = "container"
+	// ModeProcess runs the broker as a local java child process.
+	ModeProcess Mode = "process"
+)
+
+// Sentinel errors. Errors returned by Start wrap one of them and say what to
+// do about it. None is retryable by simply calling Start again, except
+// ErrNotReady on a slow machine (raise Options.ReadyTimeout).
+var (
+	// ErrPortInUse: a port given in Options (or, rarely, one just picked as
+	// free) is already bound on 127.0.0.1. The message names the port.
+	ErrPortInUse = errors.New("kafkaenv: port already in use")
+	// ErrNoJava: ModeProcess found no java binary, or one older than 17.
+	ErrNoJava = errors.New("kafkaenv: no usable Java runtime")
+	// ErrNoJars: the Kafka jars are missing and could not be fetched from
+	// Maven Central.
+	ErrNoJars = errors.New("kafkaenv: no Kafka jars")
+	// ErrNoDocker: ModeContainer was required but no Docker daemon answers.
+	ErrNoDocker = errors.New("kafkaenv: no Docker daemon")
+	// ErrNoImage: ModeContainer was required but the image is not present
+	// locally (it is never pulled: `make kafka-image` builds it).
+	ErrNoImage = errors.New("kafkaenv: broker image not built")
+	// ErrNotReady: the broker was launched but did not answer a metadata
+	// request within Options.ReadyTimeout, or exited. The message carries
+	// the tail of the broker's log.
+	ErrNotReady = errors.New("kafkaenv: broker not ready")
+	// ErrBadOptions: Options are inconsistent (an unknown mode, ModeExternal
+	// without KAFKA_BOOTSTRAP_SERVERS, ...).
+	ErrBadOptions = errors.New("kafkaenv: bad options")
+)
+
+// Options configure Start. The zero value is ready to use.
+type Options struct {
+	// Mode forces where the broker runs. Default: the environment variable
+	// KAFKASTREAMS_KAFKA_MODE, else ModeAuto.
+	Mode Mode
+	// BrokerPort is the client (PLAINTEXT) listener port on 127.0.0.1.
+	// Default 0: a free port. A given port that is taken fails Start with
+	// ErrPortInUse. Ignored in ModeExternal.
+	BrokerPort int
+	// ControllerPort is the KRaft controller listener port on 127.0.0.1.
+	// Default 0: a free port. Same rules as BrokerPort.
+	ControllerPort int
+	// KafkaVersion selects the jars and the image tag. Default
+	// DefaultKafkaVersion.
+	KafkaVersion string
+	// Image is the image of ModeContainer. Default: env
+	// KAFKASTREAMS_KAFKA_IMAGE, else "kafkastreams/kafka:<KafkaVersion>".
+	Image string
+	// JarsDir is the directory of the Kafka jars for ModeProcess. Default:
+	// env KAFKASTREAMS_KAFKA_JARS, else <repo>/.cache/kafka/<KafkaVersion>/libs,
+	// fetched with Maven (pom.xml beside this file) when missing.
+	JarsDir string
+	// Java is the java binary for ModeProcess. Default: $JAVA_HOME/bin/java,
+	// else java in PATH. It must be Java 17 or newer.
+	Java string
+	// HeapMB is the broker's maximum heap in MiB (-Xmx). Default 512.
+	HeapMB int
+	// ReadyTimeout bounds the time from launch to a broker that answers a
+	// metadata request. Default 120 s.
+	ReadyTimeout time.Duration
+	// DockerProbeTimeout bounds the check that a Docker daemon answers.
+	// Default 5 s.
+	DockerProbeTimeout time.Duration
+	// Logf receives one line per step (mode chosen, fallbacks, ready time).
+	// Default: the standard logger, prefixed "kafkaenv: ".
+	Logf func(format string, args ...any)
+	// BrokerOutput, when set, also receives the broker's own log (stdout and
+	// stderr of the JVM). The log always goes to Broker.LogPath too.
+	BrokerOutput io.Writer
+}
+
+// withDefaults returns o with every default filled in.
+func (o Options) withDefaults() Options {
+	if o.Mode == ModeAuto {
+		o.Mode = Mode(strings.TrimSpace(os.Getenv(EnvMode)))
+		if o.Mode == "auto" {
+			o.Mode = ModeAuto
+		}
+	}
+	if o.KafkaVersion == "" {
+		o.KafkaVersion = DefaultKafkaVersion
+	}
+	if o.Image == "" {
+		o.Image = os.Getenv(EnvImage)
+	}
+	if o.Image == "" {
+		o.Image = "kafkastreams/kafka:" + o.KafkaVersion
+	}
+	if o.JarsDir == "" {
+		o.JarsDir = os.Getenv(EnvJarsDir)
+	}
+	if o.HeapMB <= 0 {
+		o.HeapMB = 512
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 120 * time.Second
+	}
+	if o.DockerProbeTimeout <= 0 {
+		o.DockerProbeTimeout = 5 * time.Second
+	}
+	if o.Logf == nil {
+		l := log.New(os.Stderr, "kafkaenv: ", log.LstdFlags)
+		o.Logf = l.Printf
+	}
+	return o
+}
+
+// Broker is a running (or external) Kafka cluster. Its methods are safe for
+// concurrent use.
+type Broker struct {
+	mode      Mode
+	bootstrap string
+	readyIn   time.Duration
+	describe  string
+	logPath   string
+
+	stopOnce sync.Once
+	stopErr  error
+	stop     func() error // nil for ModeExternal
+}
+
+// BootstrapServers returns the client address list, e.g. "127.0.0.1:40123"
+// (Kafka's bootstrap.servers).
+func (b *Broker) BootstrapServers() string { return b.bootstrap }
+
+// Mode returns where the broker runs: ModeExternal, ModeContainer or
+// ModeProcess (never ModeAuto).
+func (b *Broker) Mode() Mode { return b.mode }
+
+// ReadyIn returns the time from launching the broker (storage format and
+// container creation included) to its first successful metadata response.
+// For ModeExternal it is the time to that first response.
+func (b *Broker) ReadyIn() time.Duration { return b.readyIn }
+
+// Describe returns one line for logs saying where the broker runs, e.g.
+// "container started by testcontainers-go (image kafkastreams/kafka:4.1.1,
+// host network, 127.0.0.1:40123)".
+func (b *Broker) Describe() string { return b.describe }
+
+// LogPath returns the file holding the broker's own log (JVM stdout and
+// stderr), or "" for ModeExternal. Stop removes it; a Start that fails keeps
+// it and names it in the error (ModeContainer) or quotes its tail.
+func (b *Broker) LogPath() string { return b.logPath }
+
+// Stop stops the broker and removes what Start created (the container, or
+// the process and its temp dir with the log dir). It is idempotent; for
+// ModeExternal it does nothing. It waits up to 15 s for a clean shutdown,
+// then kills.
+func (b *Broker) Stop() error {
+	b.stopOnce.Do(func() {
+		if b.stop != nil {
+			b.stopErr = b.stop()
+		}
+	})
+	return b.stopErr
+}
+
+// Start provides a broker as described in the package doc and returns once it
+// answers a metadata request. ctx bounds the whole start; the broker outlives
+// ctx (call Stop). Errors wrap the sentinels above.
+func Start(ctx context.Context, opts Options) (*Broker, error) {
+	o := opts.withDefaults()
+	bootstrap := strings.TrimSpace(os.Getenv(EnvBootstrapServers))
+
+	switch o.Mode {
+	case ModeExternal:
+		if bootstrap == "" {
+			return nil, fmt.Errorf("%w: mode %q needs %s to be set", ErrBadOptions, ModeExternal, EnvBootstrapServers)
+		}
+		return startExternal(ctx, o, bootstrap)
+	case ModeContainer:
+		if err := probeDocker(ctx, o.DockerProbeTimeout); err != nil {
+			return nil, fmt.Errorf("%w: %v (mode %q was required; start dockerd, or unset %s)", ErrNoDocker, err, ModeContainer, EnvMode)
+		}
+		if err := imagePresent(ctx, o.Image); err != nil {
+			return nil, err
+		}
+		return startContainer(ctx, o)
+	case ModeProcess:
+		return startProcess(ctx, o)
+	case ModeAuto:
+	default:
+		return nil, fmt.Errorf("%w: unknown mode %q (want %q, %q, %q or empty)", ErrBadOptions, o.Mode, ModeExternal, ModeContainer, ModeProcess)
+	}
+
+	if bootstrap != "" {
+		return startExternal(ctx, o, bootstrap)
+	}
+	if err := probeDocker(ctx, o.DockerProbeTimeout); err != nil {
+		o.Logf("no Docker daemon (%v): falling back to a local Kafka process", err)
+		return startProcess(ctx, o)
+	}
+	if err := imagePresent(ctx, o.Image); err != nil {
+		o.Logf("Docker daemon answers but %v: falling back to a local Kafka process", err)
+		return startProcess(ctx, o)
+	}
+	return startContainer(ctx, o)
+}
+
+// startExternal checks that the cluster at bootstrap answers.
+func startExternal(ctx context.Context, o Options, bootstrap string) (*Broker, error) {
+	o.Logf("using the external cluster %s=%s; starting nothing", EnvBootstrapServers, bootstrap)
+	begin := time.Now()
+	if err := waitReady(ctx, bootstrap, o.ReadyTimeout, nil); err != nil {
+		return nil, fmt.Errorf("%w: external cluster %s (from %s): %v", ErrNotReady, bootstrap, EnvBootstrapServers, err)
+	}
+	b := &Broker{
+		mode:      ModeExternal,
+		bootstrap: bootstrap,
+		readyIn:   time.Since(begin),
+		describe:  fmt.Sprintf("external cluster from %s (%s)", EnvBootstrapServers, bootstrap),
+	}
+	return b, nil
+}
+
+// logReady logs the start-to-ready line shared by the launching modes.
+func logReady(o Options, b *Broker) {
+	o.Logf("kafka ready in %.1fs (%s) at %s", b.readyIn.Seconds(), b.mode, b.bootstrap)
+}
