@@ -3,12 +3,14 @@ package fnapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,5 +232,170 @@ func TestProcessBundleSplitsToTwoOutputs(t *testing.T) {
 	}
 	if v, ok := userCounter(res.MonitoringInfos, "fnapi_test", "elements"); !ok || v != 5 {
 		t.Errorf("user counter fnapi_test/elements = %v (found %v), want 5", v, ok)
+	}
+}
+
+func TestDoFnErrorFailsOnlyItsBundle(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-error")
+	c := wireCoder(t, st, sp.input)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{
+		st.Source: encodeAll(t, c, []elm{{"ok", 1}, {"bad", 2}, {"ok", 3}}),
+	})
+	if err == nil {
+		t.Fatal("bundle with a failing element succeeded")
+	}
+	t.Logf("error: %v", err)
+	name := st.Descriptor.GetTransforms()[sp.pardo].GetUniqueName()
+	for _, want := range []string{`stage "split-error"`, `upperSplitFn refuses "bad"`, name} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %q: %v", want, err)
+		}
+	}
+	// The server and harness keep working: the next bundle of the same stage
+	// succeeds.
+	res, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{
+		st.Source: encodeAll(t, c, []elm{{"xy", 4}}),
+	})
+	if err != nil {
+		t.Fatalf("bundle after a failed one: %v", err)
+	}
+	if got := decodeAll(t, wireCoder(t, st, sp.even), res.Outputs[st.Sinks[sp.even]]); !reflect.DeepEqual(got, []elm{{"XY", 4}}) {
+		t.Errorf("even = %v, want [XY@4]", got)
+	}
+	if got := res.Outputs[st.Sinks[sp.odd]]; len(got) != 0 {
+		t.Errorf("odd has %d elements, want none", len(got))
+	}
+}
+
+func TestConcurrentBundles(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-concurrent")
+	c := wireCoder(t, st, sp.input)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Bundle i sends i+1 copies of a string of length i, at times i*100+j.
+			var in []elm
+			for j := 0; j <= i; j++ {
+				in = append(in, elm{strings.Repeat("z", i), mtime.Time(i*100 + j)})
+			}
+			res, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, in)})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			full, empty := sp.even, sp.odd
+			if i%2 == 1 {
+				full, empty = sp.odd, sp.even
+			}
+			var want []elm
+			for _, e := range in {
+				want = append(want, elm{strings.ToUpper(e.V), e.Ts})
+			}
+			if got := decodeAll(t, wireCoder(t, st, full), res.Outputs[st.Sinks[full]]); !reflect.DeepEqual(got, want) {
+				errs[i] = fmt.Errorf("bundle %d: got %v, want %v", i, got, want)
+			}
+			if got := res.Outputs[st.Sinks[empty]]; len(got) != 0 {
+				errs[i] = fmt.Errorf("bundle %d: %d elements on the other output", i, len(got))
+			}
+			if v, _ := userCounter(res.MonitoringInfos, "fnapi_test", "elements"); v != int64(i+1) {
+				errs[i] = fmt.Errorf("bundle %d: counter %d, want %d", i, v, i+1)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestLargeBundleIsChunked(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-large")
+	c := wireCoder(t, st, sp.input)
+	// 3000 elements of 1000 bytes: three Elements messages of input.
+	var in, want []elm
+	for i := 0; i < 3000; i++ {
+		v := strings.Repeat(string(rune('a'+i%26)), 1000)
+		in = append(in, elm{v, mtime.Time(i)})
+		want = append(want, elm{strings.ToUpper(v), mtime.Time(i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeAll(t, wireCoder(t, st, sp.even), res.Outputs[st.Sinks[sp.even]]); !reflect.DeepEqual(got, want) {
+		t.Errorf("even: got %d elements, want %d (or contents differ)", len(got), len(want))
+	}
+}
+
+func TestBadCalls(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-bad-calls")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, err := shared.ProcessBundle(ctx, "no-such-stage", nil)
+	if !errors.Is(err, ErrUnknownDescriptor) || !strings.Contains(err.Error(), "no-such-stage") {
+		t.Errorf("unknown descriptor: %v", err)
+	}
+	_, err = shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{"nope": nil})
+	if err == nil || !strings.Contains(err.Error(), `input "nope" is not a data source`) {
+		t.Errorf("unknown input transform: %v", err)
+	}
+	if err := shared.RegisterStage(ctx, st.Descriptor); err == nil || !strings.Contains(err.Error(), "already registered") {
+		t.Errorf("duplicate registration: %v", err)
+	}
+	other, err := BuildStage(sp.comps, StageSpec{ID: "elsewhere", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: []string{sp.even, sp.odd}}, "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.RegisterStage(ctx, other.Descriptor); err == nil || !strings.Contains(err.Error(), "not this server's endpoint") {
+		t.Errorf("descriptor for another endpoint: %v", err)
+	}
+	// An empty bundle still completes: every sink sends is_last.
+	res, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Outputs) != 2 || len(res.Outputs[st.Sinks[sp.even]]) != 0 || len(res.Outputs[st.Sinks[sp.odd]]) != 0 {
+		t.Errorf("empty bundle outputs: %v", res.Outputs)
+	}
+}
+
+func TestHarnessGone(t *testing.T) {
+	s, err := NewServer(Options{WorkerID: "gone-worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := s.StartHarness(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartHarness(ctx); !errors.Is(err, errHarnessStarted) {
+		t.Errorf("second harness: %v", err)
+	}
+	sp, st := registerSplitStage(t, s, "split-gone")
+	if _, err := s.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, wireCoder(t, st, sp.input), []elm{{"a", 1}})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	_, err = s.ProcessBundle(ctx, st.Descriptor.GetId(), nil)
+	if !errors.Is(err, ErrHarnessGone) {
+		t.Errorf("bundle after the harness stopped: %v, want ErrHarnessGone", err)
 	}
 }
