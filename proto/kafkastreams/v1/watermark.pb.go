@@ -521,6 +521,66 @@ func (x *PartitionWatermark) GetMinimum() bool {
 	return false
 }
 
+// TaskCheckpoint is what a task commits beside its input offset, in the offset
+// commit's metadata (base64 of this message), in the same transaction: the
+// input-side watermark state a new owner of the partition needs, since the
+// reports it covers are behind the committed offset. Kafka Streams keeps a
+// task's stream time in the same place. Kafka bounds it by the broker's
+// offset.metadata.max.bytes (default 4096).
+type TaskCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reports holds the latest report of every upstream source partition.
+	Reports []*WatermarkReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// output_watermark_millis is the last watermark the task reported.
+	OutputWatermarkMillis int64 `protobuf:"varint,2,opt,name=output_watermark_millis,json=outputWatermarkMillis,proto3" json:"output_watermark_millis,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TaskCheckpoint) Reset() {
+	*x = TaskCheckpoint{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskCheckpoint) ProtoMessage() {}
+
+func (x *TaskCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskCheckpoint.ProtoReflect.Descriptor instead.
+func (*TaskCheckpoint) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TaskCheckpoint) GetReports() []*WatermarkReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *TaskCheckpoint) GetOutputWatermarkMillis() int64 {
+	if x != nil {
+		return x.OutputWatermarkMillis
+	}
+	return 0
+}
+
 var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
@@ -558,7 +618,10 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x10watermark_millis\x18\x02 \x01(\x03R\x0fwatermarkMillis\x12\x12\n" +
 	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x1a\n" +
 	"\breported\x18\x04 \x01(\bR\breported\x12\x18\n" +
-	"\aminimum\x18\x05 \x01(\bR\aminimum2\xd1\x01\n" +
+	"\aminimum\x18\x05 \x01(\bR\aminimum\"\x84\x01\n" +
+	"\x0eTaskCheckpoint\x12:\n" +
+	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\x126\n" +
+	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis2\xd1\x01\n" +
 	"\x10WatermarkService\x12^\n" +
 	"\rGetWatermarks\x12%.kafkastreams.v1.GetWatermarksRequest\x1a&.kafkastreams.v1.GetWatermarksResponse\x12]\n" +
 	"\x0fWatchWatermarks\x12'.kafkastreams.v1.WatchWatermarksRequest\x1a\x1f.kafkastreams.v1.StageWatermark0\x01BKZIgithub.com/kafkastreams/kafkastreams/proto/kafkastreams/v1;kafkastreamsv1b\x06proto3"
@@ -575,7 +638,7 @@ func file_kafkastreams_v1_watermark_proto_rawDescGZIP() []byte {
 	return file_kafkastreams_v1_watermark_proto_rawDescData
 }
 
-var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatermarkReport)(nil),        // 0: kafkastreams.v1.WatermarkReport
 	(*Envelope)(nil),               // 1: kafkastreams.v1.Envelope
@@ -584,20 +647,22 @@ var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatchWatermarksRequest)(nil), // 4: kafkastreams.v1.WatchWatermarksRequest
 	(*StageWatermark)(nil),         // 5: kafkastreams.v1.StageWatermark
 	(*PartitionWatermark)(nil),     // 6: kafkastreams.v1.PartitionWatermark
+	(*TaskCheckpoint)(nil),         // 7: kafkastreams.v1.TaskCheckpoint
 }
 var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
 	0, // 0: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
 	5, // 1: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
 	6, // 2: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
-	2, // 3: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	4, // 4: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	3, // 5: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	5, // 6: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 3: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
+	2, // 4: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	4, // 5: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	3, // 6: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	5, // 7: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	6, // [6:8] is the sub-list for method output_type
+	4, // [4:6] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -615,7 +680,7 @@ func file_kafkastreams_v1_watermark_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kafkastreams_v1_watermark_proto_rawDesc), len(file_kafkastreams_v1_watermark_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
