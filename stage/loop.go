@@ -1,0 +1,548 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+)
+
+// Bundle is what Process returns for one bundle.
+type Bundle struct {
+	// Outputs holds the encoded elements the bundle produced, by PCollection
+	// id, each encoded with the PCollection's windowed-value wire coder.
+	Outputs map[string][][]byte
+	// Committed, if set, is called once the transaction carrying the bundle's
+	// outputs has committed (e.g. to add its metrics to the job's committed
+	// metrics); never for an aborted bundle.
+	Committed func()
+}
+
+// ProcessFunc runs one bundle of the stage's fused SDK transforms over
+// elements encoded with the head output's wire coder. It must not keep
+// elements after it returns. An error aborts the transaction; the records are
+// read again and retried.
+type ProcessFunc func(ctx context.Context, elements [][]byte) (*Bundle, error)
+
+// Config configures the Loop of one stage in one instance.
+type Config struct {
+	// BootstrapServers is Kafka's bootstrap.servers. Required.
+	BootstrapServers string
+	// Properties are extra librdkafka properties for the consumer and the
+	// producer (security settings, …). The loop's own settings win.
+	Properties map[string]string
+	// Plan and Stage say what to read and write. Required.
+	Plan  *plan.Plan
+	Stage *plan.Stage
+	// ReportTopic receives every report the stage's tasks write (see
+	// watermarkmgr/service.ReportTopic). Required.
+	ReportTopic string
+	// InstanceID makes the transactional.id unique to this instance:
+	// "<application_id>-<stage>-<InstanceID>". Required.
+	InstanceID string
+	// Process runs a bundle. Nil means the stage has no SDK transforms: the
+	// head's output is the stage's output, element for element.
+	Process ProcessFunc
+	// ImpulseElement is the encoded impulse element (empty bytes in the global
+	// window at mtime.MinTimestamp), for a stage whose head is Impulse.
+	ImpulseElement []byte
+	// CommitInterval is the longest a transaction collects records before it
+	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
+	CommitInterval time.Duration
+	// MaxBatchRecords bounds the records in one transaction. Default 10 000.
+	MaxBatchRecords int
+	// MaxAttempts is how many times a failing bundle is retried (abort,
+	// rewind, read again) before Run returns its error. Default 4.
+	MaxAttempts int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Sentinel errors.
+var (
+	// ErrFenced: another producer with this transactional.id, or a newer
+	// group generation, fenced this instance; its tasks stop. Not retryable.
+	ErrFenced = errors.New("stage: producer fenced")
+	// ErrBundleFailed: a bundle failed MaxAttempts times; wraps the cause.
+	ErrBundleFailed = errors.New("stage: bundle failed")
+)
+
+// Stats are counters of committed work (never of aborted attempts).
+type Stats struct {
+	RecordsIn, ElementsIn, ElementsOut, ReportsOut, Commits, Aborts uint64
+}
+
+// Loop is the transactional consume-process-produce loop of one stage in one
+// instance: one consumer in the group "<application_id>.<stage>"
+// (cooperative-sticky assignment) and one transactional producer (KIP-447:
+// fenced by the group generation sent with the offsets). Every input
+// partition is a task; a transaction holds, for the tasks it read from, the
+// outputs, the watermark reports and the consumed offsets (with each task's
+// TaskCheckpoint as offset metadata).
+type Loop struct {
+	cfg      Config
+	log      *slog.Logger
+	consumer *kafka.Consumer
+	producer *kafka.Producer
+	group    string
+	txnID    string
+	// outTopics are the stage's output topics with their partition counts.
+	outTopics map[string]int32
+	rr        map[string]int32 // round-robin cursor per output topic
+
+	// tasks are owned by the goroutine running Run (rebalance callbacks run
+	// inside Poll, on that goroutine).
+	tasks map[int32]*task
+
+	stats struct {
+		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts atomic.Uint64
+	}
+	closeOnce sync.Once
+}
+
+// New creates the consumer and producer and initialises transactions. It
+// returns an error naming the stage if the brokers cannot be reached.
+func New(ctx context.Context, cfg Config) (*Loop, error) {
+	if cfg.Plan == nil || cfg.Stage == nil || cfg.BootstrapServers == "" || cfg.ReportTopic == "" || cfg.InstanceID == "" {
+		return nil, errors.New("stage: Config needs Plan, Stage, BootstrapServers, ReportTopic and InstanceID")
+	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = 100 * time.Millisecond
+	}
+	if cfg.MaxBatchRecords <= 0 {
+		cfg.MaxBatchRecords = 10000
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	l := &Loop{
+		cfg:       cfg,
+		log:       cfg.Logger.With("stage", cfg.Stage.Name),
+		group:     cfg.Plan.ApplicationID + "." + cfg.Stage.Name,
+		txnID:     cfg.Plan.ApplicationID + "-" + cfg.Stage.Name + "-" + cfg.InstanceID,
+		outTopics: map[string]int32{},
+		rr:        map[string]int32{},
+		tasks:     map[int32]*task{},
+	}
+	topics := cfg.Plan.Topics()
+	for _, o := range cfg.Stage.Outputs {
+		for _, t := range o.Topics {
+			n, ok := topics[t]
+			if !ok {
+				return nil, fmt.Errorf("stage %s: output topic %s is not in the plan", cfg.Stage.Name, t)
+			}
+			l.outTopics[t] = n
+		}
+	}
+	cc := kafka.ConfigMap{}
+	pc := kafka.ConfigMap{}
+	for k, v := range cfg.Properties {
+		cc[k], pc[k] = v, v
+	}
+	cc["bootstrap.servers"] = cfg.BootstrapServers
+	cc["group.id"] = l.group
+	cc["partition.assignment.strategy"] = "cooperative-sticky"
+	cc["isolation.level"] = "read_committed"
+	cc["enable.auto.commit"] = false
+	cc["enable.auto.offset.store"] = false
+	cc["auto.offset.reset"] = "earliest"
+	pc["bootstrap.servers"] = cfg.BootstrapServers
+	pc["transactional.id"] = l.txnID
+	pc["linger.ms"] = 5
+	pc["go.delivery.reports"] = false
+	var err error
+	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
+		return nil, fmt.Errorf("stage %s: consumer: %w", cfg.Stage.Name, err)
+	}
+	if l.producer, err = kafka.NewProducer(&pc); err != nil {
+		l.consumer.Close()
+		return nil, fmt.Errorf("stage %s: producer: %w", cfg.Stage.Name, err)
+	}
+	go l.drainProducerEvents()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := l.producer.InitTransactions(ictx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", cfg.Stage.Name, l.txnID, err)
+	}
+	return l, nil
+}
+
+func (l *Loop) drainProducerEvents() {
+	for ev := range l.producer.Events() {
+		if e, ok := ev.(kafka.Error); ok {
+			l.log.Warn("stage: producer error", "err", e)
+		}
+	}
+}
+
+// Stats returns the committed counters.
+func (l *Loop) Stats() Stats {
+	return Stats{
+		RecordsIn:   l.stats.recordsIn.Load(),
+		ElementsIn:  l.stats.elementsIn.Load(),
+		ElementsOut: l.stats.elementsOut.Load(),
+		ReportsOut:  l.stats.reportsOut.Load(),
+		Commits:     l.stats.commits.Load(),
+		Aborts:      l.stats.aborts.Load(),
+	}
+}
+
+// Close leaves the group and closes the clients. Safe to call twice.
+func (l *Loop) Close() {
+	l.closeOnce.Do(func() {
+		_ = l.consumer.Close()
+		l.producer.Close()
+	})
+}
+
+// rebalance keeps l.tasks in step with the assignment. On assignment it
+// restores every new task from its committed offset's metadata, before the
+// partition is consumed.
+func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		committed, err := c.Committed(e.Partitions, 10000)
+		if err != nil {
+			return fmt.Errorf("stage %s: committed offsets: %w", l.cfg.Stage.Name, err)
+		}
+		for _, tp := range committed {
+			md := ""
+			if tp.Metadata != nil {
+				md = *tp.Metadata
+			}
+			t, err := restoreTask(tp.Partition, l.cfg.Stage.Upstreams, md)
+			if err != nil {
+				return err
+			}
+			l.tasks[tp.Partition] = t
+		}
+		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
+		return c.IncrementalAssign(e.Partitions)
+	case kafka.RevokedPartitions:
+		for _, tp := range e.Partitions {
+			delete(l.tasks, tp.Partition)
+		}
+		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
+		return c.IncrementalUnassign(e.Partitions)
+	}
+	return nil
+}
+
+func partitionsOf(tps []kafka.TopicPartition) []int32 {
+	out := make([]int32, len(tps))
+	for i, tp := range tps {
+		out[i] = tp.Partition
+	}
+	return out
+}
+
+// Run consumes until ctx is done (nil), the producer is fenced (ErrFenced),
+// or a bundle fails MaxAttempts times (ErrBundleFailed). It closes the
+// clients before returning.
+func (l *Loop) Run(ctx context.Context) error {
+	defer l.Close()
+	if err := l.consumer.SubscribeTopics([]string{l.cfg.Stage.InputTopic}, l.rebalance); err != nil {
+		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Stage.Name, l.cfg.Stage.InputTopic, err)
+	}
+	attempts := 0
+	for ctx.Err() == nil {
+		batch, err := l.poll(ctx)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		err = l.commitBatch(ctx, batch)
+		switch {
+		case err == nil:
+			attempts = 0
+		case errors.Is(err, ErrFenced):
+			return err
+		default:
+			attempts++
+			l.stats.aborts.Add(1)
+			l.log.Warn("stage: transaction aborted, rewinding", "attempt", attempts, "err", err)
+			if rerr := l.rewind(batch); rerr != nil {
+				return rerr
+			}
+			if attempts >= l.cfg.MaxAttempts {
+				return fmt.Errorf("%w: stage %s after %d attempts: %w", ErrBundleFailed, l.cfg.Stage.Name, attempts, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempts) * 200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// poll collects records for at most CommitInterval or MaxBatchRecords.
+// Records of partitions revoked meanwhile are dropped.
+func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
+	deadline := time.Now().Add(l.cfg.CommitInterval)
+	var batch []*kafka.Message
+	for len(batch) < l.cfg.MaxBatchRecords && ctx.Err() == nil {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		switch e := l.consumer.Poll(int(left.Milliseconds()) + 1).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				l.log.Warn("stage: consume error", "err", e.TopicPartition.Error)
+				continue
+			}
+			batch = append(batch, e)
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, fmt.Errorf("stage %s: consumer: %w", l.cfg.Stage.Name, e)
+			}
+			l.log.Warn("stage: consumer error", "err", e)
+		}
+	}
+	kept := batch[:0]
+	for _, m := range batch {
+		if l.tasks[m.TopicPartition.Partition] != nil {
+			kept = append(kept, m)
+		}
+	}
+	return kept, nil
+}
+
+// commitBatch runs the batch through the head and the bundle and commits the
+// outputs, the reports and the offsets in one transaction. On an error the
+// transaction is aborted and the error returned; the caller rewinds.
+func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
+	var elements [][]byte
+	touched := map[int32]*task{}
+	next := map[int32]kafka.Offset{}
+	impulses := 0
+	for _, m := range batch {
+		p := m.TopicPartition.Partition
+		t := l.tasks[p]
+		touched[p] = t
+		next[p] = m.TopicPartition.Offset + 1
+		if l.cfg.Stage.Head == plan.HeadImpulse {
+			impulses++
+			elements = append(elements, l.cfg.ImpulseElement)
+			continue
+		}
+		env := &pb.Envelope{}
+		if err := proto.Unmarshal(m.Value, env); err != nil {
+			return fmt.Errorf("stage %s: record at %s[%d]@%d is not an Envelope: %w", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset, err)
+		}
+		switch pl := env.Payload.(type) {
+		case *pb.Envelope_Element:
+			elements = append(elements, pl.Element)
+		case *pb.Envelope_Report:
+			if err := t.observe(pl.Report); err != nil {
+				return fmt.Errorf("stage %s: report at offset %d: %w", l.cfg.Stage.Name, m.TopicPartition.Offset, err)
+			}
+		default:
+			return fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset)
+		}
+	}
+
+	var bundle *Bundle
+	if l.cfg.Process != nil && len(elements) > 0 {
+		var err error
+		if bundle, err = l.cfg.Process(ctx, elements); err != nil {
+			return fmt.Errorf("stage %s: bundle of %d elements: %w", l.cfg.Stage.Name, len(elements), err)
+		}
+	} else if len(elements) > 0 {
+		bundle = &Bundle{Outputs: map[string][][]byte{l.cfg.Stage.HeadOutput: elements}}
+	}
+
+	if err := l.producer.BeginTransaction(); err != nil {
+		return l.classify(ctx, "begin transaction", err)
+	}
+	var out, reports uint64
+	if bundle != nil {
+		for _, o := range l.cfg.Stage.Outputs {
+			for _, e := range bundle.Outputs[o.PCollection] {
+				v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: e}})
+				for i, topic := range o.Topics {
+					for c := 0; c < o.Copies[i]; c++ {
+						if err := l.produce(topic, l.nextPartition(topic), nil, v); err != nil {
+							return l.abort(ctx, err)
+						}
+						out++
+					}
+				}
+			}
+		}
+	}
+	offsets := make([]kafka.TopicPartition, 0, len(touched))
+	for _, p := range sortedInt32Keys(touched) {
+		t := touched[p]
+		in, idle := t.inputWatermark()
+		wm := in
+		if l.cfg.Stage.Head == plan.HeadImpulse && impulses > 0 {
+			wm, idle = mtime.MaxTimestamp, false
+		}
+		if wm < t.out {
+			wm = t.out
+		}
+		if wm != t.out || !t.reported {
+			n, err := l.writeReports(p, wm, idle)
+			if err != nil {
+				return l.abort(ctx, err)
+			}
+			reports += n
+			t.out, t.reported = wm, true
+		}
+		md, err := t.checkpoint()
+		if err != nil {
+			return l.abort(ctx, err)
+		}
+		topic := l.cfg.Stage.InputTopic
+		offsets = append(offsets, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: next[p], Metadata: &md})
+	}
+	gm, err := l.consumer.GetConsumerGroupMetadata()
+	if err != nil {
+		return l.abort(ctx, err)
+	}
+	if err := l.producer.SendOffsetsToTransaction(ctx, offsets, gm); err != nil {
+		return l.abort(ctx, l.classify(ctx, "send offsets", err))
+	}
+	if err := l.producer.CommitTransaction(ctx); err != nil {
+		return l.abort(ctx, l.classify(ctx, "commit", err))
+	}
+	l.stats.commits.Add(1)
+	l.stats.recordsIn.Add(uint64(len(batch)))
+	l.stats.elementsIn.Add(uint64(len(elements)))
+	l.stats.elementsOut.Add(out)
+	l.stats.reportsOut.Add(reports)
+	if bundle != nil && bundle.Committed != nil {
+		bundle.Committed()
+	}
+	return nil
+}
+
+// writeReports writes task p's report to every partition of every output
+// topic and to the report topic (DESIGN.md: fan-out, in the transaction).
+func (l *Loop) writeReports(p int32, wm mtime.Time, idle bool) (uint64, error) {
+	r := &pb.WatermarkReport{
+		Stage:                    l.cfg.Stage.Name,
+		SourcePartition:          p,
+		CommittedWatermarkMillis: int64(wm),
+		TotalSourcePartitions:    l.cfg.Stage.Partitions,
+		Idle:                     idle,
+	}
+	env, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
+	var n uint64
+	for _, topic := range sortedKeys(l.outTopics) {
+		for q := int32(0); q < l.outTopics[topic]; q++ {
+			if err := l.produce(topic, q, nil, env); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	raw, _ := proto.Marshal(r)
+	key := []byte(fmt.Sprintf("%s/%d", l.cfg.Stage.Name, p))
+	if err := l.produce(l.cfg.ReportTopic, kafka.PartitionAny, key, raw); err != nil {
+		return n, err
+	}
+	return n + 1, nil
+}
+
+func (l *Loop) produce(topic string, partition int32, key, value []byte) error {
+	for {
+		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value}, nil)
+		var ke kafka.Error
+		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+			l.producer.Flush(100)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Stage.Name, topic, err)
+		}
+		return nil
+	}
+}
+
+func (l *Loop) nextPartition(topic string) int32 {
+	p := l.rr[topic]
+	l.rr[topic] = (p + 1) % l.outTopics[topic]
+	return p
+}
+
+// classify turns a fatal producer error into ErrFenced.
+func (l *Loop) classify(_ context.Context, what string, err error) error {
+	var ke kafka.Error
+	if errors.As(err, &ke) && (ke.IsFatal() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced) {
+		return fmt.Errorf("%w: stage %s: %s: %w", ErrFenced, l.cfg.Stage.Name, what, err)
+	}
+	return fmt.Errorf("stage %s: %s: %w", l.cfg.Stage.Name, what, err)
+}
+
+// abort aborts the open transaction and returns cause (or ErrFenced if the
+// abort itself says the producer is fenced).
+func (l *Loop) abort(ctx context.Context, cause error) error {
+	if errors.Is(cause, ErrFenced) {
+		return cause
+	}
+	if err := l.producer.AbortTransaction(ctx); err != nil {
+		return errors.Join(cause, l.classify(ctx, "abort", err))
+	}
+	return cause
+}
+
+// rewind puts every task of the batch back to its committed state: the
+// checkpoint in the committed offset's metadata, and the consumer position at
+// the committed offset.
+func (l *Loop) rewind(batch []*kafka.Message) error {
+	parts := map[int32]bool{}
+	for _, m := range batch {
+		parts[m.TopicPartition.Partition] = true
+	}
+	topic := l.cfg.Stage.InputTopic
+	var tps []kafka.TopicPartition
+	for p := range parts {
+		if l.tasks[p] != nil {
+			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	committed, err := l.consumer.Committed(tps, 10000)
+	if err != nil {
+		return fmt.Errorf("stage %s: rewind: committed offsets: %w", l.cfg.Stage.Name, err)
+	}
+	for i, tp := range committed {
+		md := ""
+		if tp.Metadata != nil {
+			md = *tp.Metadata
+		}
+		t, err := restoreTask(tp.Partition, l.cfg.Stage.Upstreams, md)
+		if err != nil {
+			return err
+		}
+		l.tasks[tp.Partition] = t
+		if tp.Offset < 0 {
+			committed[i].Offset = kafka.OffsetBeginning
+		}
+	}
+	if _, err := l.consumer.SeekPartitions(committed); err != nil {
+		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Stage.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package stage
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr"
+)
+
+// task is the watermark state of one input partition of a stage: the
+// Aggregator over the upstream stages' reports, and what the task last
+// reported. It is rebuilt from the checkpoint in the committed offset's
+// metadata when the partition is assigned, and after an abort.
+type task struct {
+	partition int32
+	upstreams []string
+	agg       *watermarkmgr.Aggregator
+	// last[upstream][sourcePartition] is the latest report observed.
+	last map[string]map[int32]*pb.WatermarkReport
+	// out is the output watermark last reported downstream (mtime.Time, ms);
+	// mtime.MinTimestamp before the first report. Never decreases.
+	out mtime.Time
+	// reported is true once out has been reported at least once.
+	reported bool
+}
+
+func newTask(partition int32, upstreams []string) *task {
+	return &task{
+		partition: partition,
+		upstreams: upstreams,
+		agg:       watermarkmgr.NewAggregator(upstreams...),
+		last:      map[string]map[int32]*pb.WatermarkReport{},
+		out:       mtime.MinTimestamp,
+	}
+}
+
+// observe records one upstream report. A report the manager refuses is an
+// error naming the partition; the task is unchanged.
+func (t *task) observe(r *pb.WatermarkReport) error {
+	if err := t.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
+		return fmt.Errorf("stage: input partition %d: %w", t.partition, err)
+	}
+	m := t.last[r.GetStage()]
+	if m == nil {
+		m = map[int32]*pb.WatermarkReport{}
+		t.last[r.GetStage()] = m
+	}
+	m[r.GetSourcePartition()] = r
+	return nil
+}
+
+// inputWatermark advances the aggregator and returns the input watermark and
+// whether every upstream is idle.
+func (t *task) inputWatermark() (mtime.Time, bool) {
+	wm := t.agg.Advance()
+	return wm, t.agg.AllIdle()
+}
+
+// checkpoint encodes the task's state for the offset commit metadata.
+func (t *task) checkpoint() (string, error) {
+	cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out)}
+	for _, u := range sortedKeys(t.last) {
+		m := t.last[u]
+		for _, p := range sortedInt32Keys(m) {
+			cp.Reports = append(cp.Reports, m[p])
+		}
+	}
+	b, err := proto.Marshal(cp)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// restoreTask rebuilds a task from a checkpoint; an empty checkpoint gives a
+// fresh task. A checkpoint that does not decode is an error naming the
+// partition: the runner refuses to guess a watermark.
+func restoreTask(partition int32, upstreams []string, metadata string) (*task, error) {
+	t := newTask(partition, upstreams)
+	if metadata == "" {
+		return t, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(metadata)
+	cp := &pb.TaskCheckpoint{}
+	if err == nil {
+		err = proto.Unmarshal(b, cp)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stage: input partition %d: committed offset metadata is not a task checkpoint: %w", partition, err)
+	}
+	for _, r := range cp.GetReports() {
+		if err := t.observe(r); err != nil {
+			return nil, fmt.Errorf("stage: restoring input partition %d: %w", partition, err)
+		}
+	}
+	t.out = mtime.Time(cp.GetOutputWatermarkMillis())
+	t.reported = t.out > mtime.MinTimestamp
+	return t, nil
+}
