@@ -85,3 +85,32 @@ func BenchmarkObserveReference(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkObserveSlowest is the worst case for the heap: every report comes
+// from the partition that defines the min (the slowest task catches up) and
+// jumps past every other partition, so it sifts from the root to a leaf:
+// log2(P) levels. The partitions then report round-robin in a fixed order.
+func BenchmarkObserveSlowest(b *testing.B) {
+	for _, P := range benchSizes {
+		b.Run(fmt.Sprintf("P=%d", P), func(b *testing.B) {
+			m := New()
+			for p := range P {
+				if err := m.Observe(int32(p), mtime.Time(p), int32(P), false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			m.Advance()
+			next := mtime.Time(P)
+			for b.Loop() {
+				p := m.MinPartition()
+				if _, err := m.ObserveAndAdvance(p, next, int32(P), false); err != nil {
+					b.Fatal(err)
+				}
+				next++
+			}
+			if m.Watermark() != next-mtime.Time(P) {
+				b.Fatalf("watermark %d, want %d", m.Watermark(), next-mtime.Time(P))
+			}
+		})
+	}
+}
