@@ -1,0 +1,85 @@
+# kafkastreams: the two commands of the README are `make run` and `make test`.
+# CI runs .ci/run, which installs what a fresh machine lacks, starts dockerd,
+# then uses the targets below.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+
+# The Kafka version has one home: <kafka.version> in the pom (kafkaenv's
+# DefaultKafkaVersion is checked against it by a unit test).
+KAFKA_POM     := integration/kafkaenv/pom.xml
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' $(KAFKA_POM))
+KAFKA_LIBS    := .cache/kafka/$(KAFKA_VERSION)/libs
+KAFKA_IMAGE   := kafkastreams/kafka:$(KAFKA_VERSION)
+
+UNIT_TIMEOUT        ?= 10m
+INTEGRATION_TIMEOUT ?= 30m
+
+.PHONY: all test unit integration kafka-jars kafka-image proto proto-check run vet fmt-check lint clean
+
+all: test
+
+## test: unit tests, then the integration tests against a real Kafka broker.
+test: unit integration
+
+## unit: every package except integration/ (no broker needed).
+unit:
+	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v '/integration$$')
+
+## integration: the scenario tests in integration/; one broker per package,
+## in a container when a Docker daemon answers (the image is built first),
+## else a local java process (the jars are fetched first).
+integration: kafka-jars
+	@if docker info >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory kafka-image; \
+	else \
+	  echo "make: no Docker daemon answers: the integration tests will start Kafka as a local process"; \
+	fi
+	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration/
+
+## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
+kafka-jars: $(KAFKA_LIBS)/.complete
+
+$(KAFKA_LIBS)/.complete: $(KAFKA_POM)
+	@command -v mvn >/dev/null || { echo "make: mvn not found: install Maven (apt-get install maven); the Kafka jars come from Maven Central" >&2; exit 1; }
+	rm -rf $(KAFKA_LIBS)
+	mvn -B -q -Dstyle.color=never -f $(KAFKA_POM) dependency:copy-dependencies \
+	  -DoutputDirectory=$(abspath $(KAFKA_LIBS)) \
+	  || { echo "make: fetching org.apache.kafka:kafka_2.13:$(KAFKA_VERSION) and its dependencies from Maven Central failed (see above)" >&2; exit 1; }
+	touch $@
+
+## kafka-image: the FROM-scratch broker image (skipped when its inputs are unchanged).
+kafka-image: kafka-jars
+	KAFKA_VERSION=$(KAFKA_VERSION) KAFKA_LIBS=$(abspath $(KAFKA_LIBS)) KAFKA_IMAGE=$(KAFKA_IMAGE) \
+	  bash integration/kafkaenv/image/build.sh
+
+## proto: regenerate the Go code of proto/.
+proto:
+	@test -f proto/gen.sh || { echo "make: proto/gen.sh does not exist yet" >&2; exit 1; }
+	bash proto/gen.sh
+
+## proto-check: fail if the generated code differs from what is committed.
+proto-check: proto
+	git diff --exit-code -- proto/
+	@untracked="$$(git ls-files --others --exclude-standard -- proto/)"; \
+	if [[ -n "$$untracked" ]]; then echo "make: untracked generated files: $$untracked" >&2; exit 1; fi
+
+## run: for now starts a local broker, prints its address and stops it.
+run:
+	$(GO) build -o bin/localkafka ./cmd/localkafka
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
+	./bin/localkafka -once
+	@echo "make run: the main job is not built yet: this only started and stopped a Kafka broker (bin/localkafka without -once keeps it running)"
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [[ -n "$$out" ]]; then echo "make: not gofmt-ed:"; echo "$$out"; exit 1; fi
+
+lint: vet fmt-check
+
+clean:
+	rm -rf .cache bin
