@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Flags of the kafkastreams runner, in Beam's style (snake_case). Each says
+// its default and the Kafka or Kafka Streams setting it corresponds to.
+var (
+	// BootstrapServers is Kafka's bootstrap.servers. Default
+	// $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
+	BootstrapServers = flag.String("bootstrap_servers", "", "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)")
+	// ApplicationID names the application, like Kafka Streams' application.id:
+	// every instance started with the same id shares the work; it prefixes
+	// every topic, consumer group and transactional.id. Default: --job_name.
+	ApplicationID = flag.String("application_id", "", "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
+	// InternalTopicPartitions is the partition count of internal topics:
+	// the number of tasks of every stage but Impulse. Default 4.
+	InternalTopicPartitions = flag.Int("internal_topic_partitions", 4, "partitions of the topics between stages: tasks per stage")
+	// CommitInterval is how long a transaction collects records, like
+	// Kafka Streams' commit.interval.ms. Default 100 ms.
+	CommitInterval = flag.Duration("commit_interval", 100*time.Millisecond, "longest a transaction collects records before it commits (Kafka Streams commit.interval.ms)")
+	// StateDir is where task state stores live, like Kafka Streams'
+	// state.dir. Default: a directory under os.TempDir().
+	StateDir = flag.String("state_dir", "", "directory for task state stores (Kafka Streams state.dir); default under the system temp dir")
+	// WatermarksAddr is where this instance serves GET /watermarks,
+	// /healthz and /metrics. Default 127.0.0.1:0 (a free port, logged);
+	// empty disables.
+	WatermarksAddr = flag.String("watermarks_addr", "127.0.0.1:0", "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
+	// KafkaProperties are extra librdkafka properties for every client
+	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
+	KafkaProperties = properties{}
+)
+
+func init() {
+	flag.Var(KafkaProperties, "kafka_property", "extra Kafka client property key=value for every client (repeatable), e.g. security.protocol=SASL_SSL")
+}
+
+// properties collects repeated key=value flags.
+type properties map[string]string
+
+func (p properties) String() string {
+	var kv []string
+	for k, v := range p {
+		if strings.Contains(strings.ToLower(k), "password") || strings.Contains(strings.ToLower(k), "secret") {
+			v = "***"
+		}
+		kv = append(kv, k+"="+v)
+	}
+	return strings.Join(kv, ",")
+}
+
+func (p properties) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	p[k] = v
+	return nil
+}

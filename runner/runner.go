@@ -1,0 +1,301 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+// Name is the runner's name for --runner.
+const Name = "kafkastreams"
+
+func init() {
+	beam.RegisterRunner(Name, Execute)
+}
+
+// Supported are the stage heads this build executes; a pipeline needing
+// another (GroupByKey, for now) is refused before any topic is created.
+var Supported = map[plan.HeadKind]bool{
+	plan.HeadImpulse:   true,
+	plan.HeadReshuffle: true,
+	plan.HeadFlatten:   true,
+}
+
+// Result is the beam.PipelineResult of a kafkastreams run.
+type Result struct {
+	jobID   string
+	metrics *metrics.Results
+	// Plan is the plan this instance ran.
+	Plan *plan.Plan
+	// Stats are the committed counters of this instance's stage loops, by stage.
+	Stats map[string]stage.Stats
+}
+
+// JobID is the application id.
+func (r *Result) JobID() string { return r.jobID }
+
+// Metrics are the metrics of the bundles this instance committed (counters
+// summed, distributions merged, gauges latest). Metrics of aborted attempts
+// are never counted.
+func (r *Result) Metrics() metrics.Results { return *r.metrics }
+
+// Execute runs the pipeline as this instance's share of the application
+// --application_id on the Kafka cluster --bootstrap_servers, and returns when
+// every sink stage has reported the end of time (bounded pipelines), ctx is
+// done, or a stage fails.
+func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	log := slog.Default().With("runner", Name)
+	if !beam.Initialized() {
+		beam.Init() // the harness runs in this process: its init hooks must have run
+	}
+	bootstrap := *BootstrapServers
+	if bootstrap == "" {
+		bootstrap = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
+	}
+	if bootstrap == "" {
+		bootstrap = "127.0.0.1:9092"
+	}
+	appID := *ApplicationID
+	if appID == "" {
+		appID = jobopts.GetJobName()
+		if *jobopts.JobName == "" {
+			log.Warn("kafkastreams: no --application_id or --job_name: using a fresh one; other instances cannot join it", "application_id", appID)
+		}
+	}
+
+	edges, _, err := p.Build()
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: invalid pipeline: %w", err)
+	}
+	pipe, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{Urn: "beam:env:embedded:v1"}})
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: marshal pipeline: %w", err)
+	}
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: appID, Partitions: int32(*InternalTopicPartitions), Supported: Supported})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("kafkastreams: plan", "application_id", appID, "stages", len(pl.Stages), "bootstrap_servers", bootstrap)
+	for _, s := range pl.Stages {
+		log.Info("kafkastreams: stage", "stage", s.Name, "head", s.Head, "tasks", s.Partitions, "fused", s.TransformNames, "upstreams", s.Upstreams)
+	}
+	props := map[string]string(KafkaProperties)
+	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
+		return nil, err
+	}
+	recorded, err := recordPlan(ctx, bootstrap, props, pl)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
+	}
+	if recorded {
+		log.Info("kafkastreams: recorded the plan for the application", "topic", PlanTopic(appID))
+	} else {
+		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
+	}
+	return run(ctx, log, bootstrap, props, pipe, pl)
+}
+
+func instanceID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan) (beam.PipelineResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	h, err := srv.StartHarness(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Stop()
+
+	// The embedded WatermarkManager: the report topic says when the job is done.
+	wm, err := service.Start(ctx, service.Config{
+		Consumer: service.ConsumerConfig{BootstrapServers: bootstrap, Topic: service.ReportTopic(pl.ApplicationID), Properties: props},
+		HTTPAddr: *WatermarksAddr,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer wm.Stop()
+	if a := wm.HTTPAddr(); a != "" {
+		log.Info("kafkastreams: watch the watermarks: curl -s http://" + a + "/watermarks")
+	}
+
+	committed := newCommittedMetrics()
+	inst := instanceID()
+	loops := map[string]*stage.Loop{}
+	for _, s := range pl.Stages {
+		cfg := stage.Config{
+			BootstrapServers: bootstrap,
+			Properties:       props,
+			Plan:             pl,
+			Stage:            s,
+			ReportTopic:      service.ReportTopic(pl.ApplicationID),
+			InstanceID:       inst,
+			CommitInterval:   *CommitInterval,
+			Logger:           log,
+		}
+		var impulseCoder *coder.Coder
+		if len(s.Transforms) > 0 {
+			var outs []string
+			for _, o := range s.Outputs {
+				outs = append(outs, o.PCollection)
+			}
+			fs, err := fnapi.BuildStage(pipe.GetComponents(), fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}, srv.Endpoint())
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+			if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+			cfg.Process = processFunc(srv, s.Name, fs, committed)
+			if s.Head == plan.HeadImpulse {
+				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
+					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
+				}
+			}
+		} else if s.Head == plan.HeadImpulse {
+			impulseCoder = coder.NewW(coder.NewBytes(), coder.NewGlobalWindow())
+		}
+		if impulseCoder != nil {
+			var buf bytes.Buffer
+			enc := exec.MakeElementEncoder(impulseCoder)
+			if err := enc.Encode(&exec.FullValue{Elm: []byte{}, Timestamp: mtime.MinTimestamp, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf); err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: encode impulse: %w", s.Name, err)
+			}
+			cfg.ImpulseElement = buf.Bytes()
+		}
+		l, err := stage.New(ctx, cfg)
+		if err != nil {
+			for _, l := range loops {
+				l.Close()
+			}
+			return nil, err
+		}
+		loops[s.Name] = l
+	}
+
+	errc := make(chan error, len(loops))
+	var wg sync.WaitGroup
+	for name, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Run(ctx); err != nil {
+				errc <- fmt.Errorf("kafkastreams: stage %s: %w", name, err)
+			}
+		}()
+	}
+	err = waitDone(ctx, log, wm.Tracker, pl, errc, h)
+	cancel()
+	wg.Wait()
+
+	res := &Result{jobID: pl.ApplicationID, Plan: pl, Stats: map[string]stage.Stats{}}
+	for name, l := range loops {
+		res.Stats[name] = l.Stats()
+	}
+	res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// processFunc runs bundles of stage name on the in-process harness.
+func processFunc(srv *fnapi.Server, name string, fs *fnapi.Stage, committed *committedMetrics) stage.ProcessFunc {
+	bySink := map[string]string{}
+	for pc, sink := range fs.Sinks {
+		bySink[sink] = pc
+	}
+	return func(ctx context.Context, elements [][]byte) (*stage.Bundle, error) {
+		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string][][]byte{}
+		for sink, es := range r.Outputs {
+			out[bySink[sink]] = es
+		}
+		infos := r.MonitoringInfos
+		return &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}, nil
+	}
+}
+
+// waitDone returns nil once every sink stage's watermark is the end of time,
+// or the first stage error, or ctx's error. Every 10 s it logs each stage's
+// watermark, so a stuck job says which stage and partition hold it.
+func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *plan.Plan, errc <-chan error, h *fnapi.Harness) error {
+	sinks := pl.Sinks()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		changed := t.Changed()
+		done := true
+		for _, s := range sinks {
+			v, err := t.Stage(s.Name)
+			if err != nil || v.Snapshot.Held || v.Snapshot.Watermark < mtime.MaxTimestamp {
+				done = false
+				break
+			}
+		}
+		if done {
+			log.Info("kafkastreams: every sink stage reached the end of time: done")
+			return nil
+		}
+		select {
+		case <-changed:
+		case err := <-errc:
+			return err
+		case <-h.Done():
+			if err := h.Err(); err != nil {
+				return err
+			}
+			return errors.New("kafkastreams: the SDK harness exited")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			for _, s := range pl.Stages {
+				v, err := t.Stage(s.Name)
+				if err != nil {
+					log.Info("kafkastreams: progress", "stage", s.Name, "watermark", "no report yet")
+					continue
+				}
+				log.Info("kafkastreams: progress", "stage", s.Name, "watermark", service.ISO(v.Snapshot.Watermark), "held", v.Snapshot.Held, "missing", v.Snapshot.Missing)
+			}
+		}
+	}
+}

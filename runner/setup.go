@@ -1,0 +1,226 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+// PlanTopic is the compacted one-partition topic holding an application's
+// recorded plan.
+func PlanTopic(applicationID string) string { return applicationID + "-plan" }
+
+// clientConfig returns a librdkafka config with the user's properties and
+// the bootstrap servers.
+func clientConfig(bootstrap string, props map[string]string) kafka.ConfigMap {
+	cm := kafka.ConfigMap{}
+	for k, v := range props {
+		cm[k] = v
+	}
+	cm["bootstrap.servers"] = bootstrap
+	return cm
+}
+
+// createTopics creates every topic of the plan, the report topic and the plan
+// topic. A topic that exists already must have the planned partition count;
+// otherwise the error names the topic and both counts.
+func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) error {
+	cm := clientConfig(bootstrap, props)
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return fmt.Errorf("kafkastreams: admin client: %w", err)
+	}
+	defer admin.Close()
+	want := p.Topics()
+	compacted := map[string]bool{}
+	want[service.ReportTopic(p.ApplicationID)] = 1
+	compacted[service.ReportTopic(p.ApplicationID)] = true
+	want[PlanTopic(p.ApplicationID)] = 1
+	compacted[PlanTopic(p.ApplicationID)] = true
+
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var specs []kafka.TopicSpecification
+	for _, n := range names {
+		s := kafka.TopicSpecification{Topic: n, NumPartitions: int(want[n]), ReplicationFactor: -1}
+		if compacted[n] {
+			s.Config = map[string]string{"cleanup.policy": "compact"}
+		}
+		specs = append(specs, s)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := admin.CreateTopics(cctx, specs)
+	if err != nil {
+		return fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
+	}
+	var existing []string
+	for _, r := range res {
+		switch r.Error.Code() {
+		case kafka.ErrNoError:
+		case kafka.ErrTopicAlreadyExists:
+			existing = append(existing, r.Topic)
+		default:
+			return fmt.Errorf("kafkastreams: create topic %s: %w", r.Topic, r.Error)
+		}
+	}
+	if len(existing) == 0 {
+		return nil
+	}
+	md, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(existing))
+	if err != nil {
+		return fmt.Errorf("kafkastreams: describe topics: %w", err)
+	}
+	for _, d := range md.TopicDescriptions {
+		if d.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("kafkastreams: describe topic %s: %w", d.Name, d.Error)
+		}
+		if int32(len(d.Partitions)) != want[d.Name] {
+			return fmt.Errorf("kafkastreams: topic %s exists with %d partitions, the plan needs %d: delete it or use another --application_id", d.Name, len(d.Partitions), want[d.Name])
+		}
+	}
+	return nil
+}
+
+// recordPlan makes the plan the application's plan, or checks it against the
+// one recorded. In one transaction under the transactional.id
+// "<application_id>-plan" it writes the encoded plan to the plan topic and
+// one record to the input topic of every Impulse stage (the impulse each
+// such stage turns into its element, exactly once). Instances racing here
+// fence each other: InitTransactions aborts a rival's open transaction, and
+// each reads the plan topic (read_committed) after its own InitTransactions,
+// so exactly one plan is ever committed. Returns ErrPlanMismatch (wrapped,
+// naming every difference) if another plan was recorded.
+func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) (recorded bool, err error) {
+	enc, err := p.Encode()
+	if err != nil {
+		return false, err
+	}
+	for attempt := 1; ; attempt++ {
+		recorded, err = tryRecordPlan(ctx, bootstrap, props, p, enc)
+		var ke kafka.Error
+		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !(errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())) {
+			return recorded, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
+		}
+	}
+}
+
+func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, enc []byte) (bool, error) {
+	pc := clientConfig(bootstrap, props)
+	pc["transactional.id"] = PlanTopic(p.ApplicationID)
+	pc["go.delivery.reports"] = false
+	prod, err := kafka.NewProducer(&pc)
+	if err != nil {
+		return false, fmt.Errorf("kafkastreams: plan producer: %w", err)
+	}
+	defer prod.Close()
+	go func() {
+		for range prod.Events() {
+		}
+	}()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := prod.InitTransactions(ictx); err != nil {
+		return false, err
+	}
+	prev, err := readPlan(ctx, bootstrap, props, p.ApplicationID)
+	if err != nil {
+		return false, err
+	}
+	if prev != nil {
+		return false, plan.Diff(prev, p)
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		return false, err
+	}
+	topic := PlanTopic(p.ApplicationID)
+	msgs := []*kafka.Message{{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte("plan"), Value: enc}}
+	for _, s := range p.Stages {
+		if s.Head == plan.HeadImpulse {
+			t := s.InputTopic
+			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: []byte("impulse")})
+		}
+	}
+	for _, m := range msgs {
+		if err := prod.Produce(m, nil); err != nil {
+			_ = prod.AbortTransaction(ctx)
+			return false, err
+		}
+	}
+	if err := prod.CommitTransaction(ictx); err != nil {
+		_ = prod.AbortTransaction(ctx)
+		return false, err
+	}
+	return true, nil
+}
+
+// readPlan returns the application's committed plan, or nil if none.
+func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string) (*plan.Plan, error) {
+	cc := clientConfig(bootstrap, props)
+	cc["group.id"] = appID + "-plan-reader"
+	cc["enable.auto.commit"] = false
+	cc["isolation.level"] = "read_committed"
+	c, err := kafka.NewConsumer(&cc)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	topic := PlanTopic(appID)
+	// The last stable offset bounds what read_committed can see.
+	_, high, err := c.QueryWatermarkOffsets(topic, 0, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: plan topic %s: %w", topic, err)
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		return nil, err
+	}
+	var last []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for pos := kafka.Offset(-1); ; {
+		if high == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("kafkastreams: reading plan topic %s timed out", topic)
+		}
+		switch e := c.Poll(200).(type) {
+		case *kafka.Message:
+			last = e.Value
+			pos = e.TopicPartition.Offset
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, e
+			}
+		case nil:
+		}
+		// Stop at the end: the position reached the high watermark (control
+		// records and aborted records are skipped, so compare positions).
+		ps, err := c.Position([]kafka.TopicPartition{{Topic: &topic, Partition: 0}})
+		if err == nil && len(ps) == 1 && ps[0].Offset >= 0 && int64(ps[0].Offset) >= high {
+			break
+		}
+		_ = pos
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if last == nil {
+		return nil, nil
+	}
+	return plan.Decode(last)
+}
