@@ -16,8 +16,14 @@
 //     O(log P) for P source partitions.
 //
 // The service that consumes the report topic and serves GET /watermarks and
-// the gRPC watch API is added later in separate files of this package; it
-// reads the core through Manager.Snapshot and Aggregator.Snapshot.
+// the gRPC watch API lives in the subpackage watermarkmgr/service, not here;
+// it reads the core through Manager.Snapshot and Aggregator.Snapshot.
+//
+// Tests: testdata/*.txt are datadriven scenarios (datadriven_test.go;
+// go test -rewrite regenerates them); reference_test.go holds refManager, a
+// dumb O(P) model, and the property test against it; fuzz_test.go holds
+// FuzzManager; bench_test.go the O(log P) benchmarks with the reference as
+// baseline.
 //
 // # What it may import
 //
