@@ -41,8 +41,10 @@
 // "nothing is known yet" (the hold), mtime.MaxTimestamp is the end of time
 // (a bounded upstream has finished).
 //
-// # Invariants (each is tested directly; see the doc comment of the function
-// that keeps it)
+// # Invariants
+//
+// Each is tested directly; the doc comment of the function that keeps it
+// states it as a formula.
 //
 //  1. Hold: the emitted watermark does not advance until every one of the
 //     totalSourcePartitions partitions of the latest report has reported
