@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,14 @@ type Config struct {
 	// ImpulseElement is the encoded impulse element (empty bytes in the global
 	// window at mtime.MinTimestamp), for a stage whose head is Impulse.
 	ImpulseElement []byte
+	// Head is the stage's runner-side head. Nil means a passthrough (Reshuffle,
+	// Flatten; Impulse with ImpulseElement). A GroupByKey stage needs one.
+	Head Head
+	// KeyOf extracts the encoded Beam key of an element of PCollection pc
+	// (encoded with its wire coder), for outputs to a GroupByKey stage's
+	// topic: the record's Kafka key and partition (equal keys meet on one
+	// partition). Required for such outputs.
+	KeyOf map[string]func(element []byte) ([]byte, error)
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
@@ -99,6 +108,10 @@ type Loop struct {
 	// outTopics are the stage's output topics with their partition counts.
 	outTopics map[string]int32
 	rr        map[string]int32 // round-robin cursor per output topic
+	// keyed are the output topics of GroupByKey stages: records are keyed
+	// and partitioned by the element's Beam key.
+	keyed map[string]bool
+	head  Head
 
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
@@ -135,7 +148,20 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		txnID:     cfg.Plan.ApplicationID + "-" + cfg.Stage.Name + "-" + cfg.InstanceID,
 		outTopics: map[string]int32{},
 		rr:        map[string]int32{},
+		keyed:     map[string]bool{},
 		tasks:     map[int32]*task{},
+		head:      cfg.Head,
+	}
+	if l.head == nil {
+		if cfg.Stage.Head == plan.HeadGroupByKey {
+			return nil, fmt.Errorf("stage %s: a GroupByKey stage needs a Head", cfg.Stage.Name)
+		}
+		l.head = &passthrough{impulse: cfg.ImpulseElement}
+	}
+	for _, s := range cfg.Plan.Stages {
+		if s.Head == plan.HeadGroupByKey {
+			l.keyed[s.InputTopic] = true
+		}
 	}
 	topics := cfg.Plan.Topics()
 	for _, o := range cfg.Stage.Outputs {
@@ -145,6 +171,9 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 				return nil, fmt.Errorf("stage %s: output topic %s is not in the plan", cfg.Stage.Name, t)
 			}
 			l.outTopics[t] = n
+			if l.keyed[t] && cfg.KeyOf[o.PCollection] == nil {
+				return nil, fmt.Errorf("stage %s: output %s goes to GroupByKey topic %s but has no KeyOf", cfg.Stage.Name, o.PCollection, t)
+			}
 		}
 	}
 	cc := kafka.ConfigMap{}
@@ -228,6 +257,9 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 			if err != nil {
 				return err
 			}
+			if err := l.head.Assign(context.Background(), tp.Partition); err != nil {
+				return fmt.Errorf("stage %s: task %d: %w", l.cfg.Stage.Name, tp.Partition, err)
+			}
 			l.tasks[tp.Partition] = t
 		}
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
@@ -235,6 +267,7 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		for _, tp := range e.Partitions {
 			delete(l.tasks, tp.Partition)
+			l.head.Revoke(tp.Partition)
 		}
 		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
 		return c.IncrementalUnassign(e.Partitions)
@@ -328,19 +361,33 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 // commitBatch runs the batch through the head and the bundle and commits the
 // outputs, the reports and the offsets in one transaction. On an error the
 // transaction is aborted and the error returned; the caller rewinds.
-func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
+func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err error) {
 	var elements [][]byte
 	touched := map[int32]*task{}
 	next := map[int32]kafka.Offset{}
-	impulses := 0
+	inTxn := false
+	defer func() {
+		if err != nil {
+			if herr := l.head.Aborted(sortedInt32Keys(touched)); herr != nil {
+				err = errors.Join(err, herr)
+			}
+			if inTxn {
+				err = l.abort(ctx, err)
+			}
+		}
+	}()
+	impulse := l.cfg.Stage.Head == plan.HeadImpulse
 	for _, m := range batch {
 		p := m.TopicPartition.Partition
 		t := l.tasks[p]
 		touched[p] = t
 		next[p] = m.TopicPartition.Offset + 1
-		if l.cfg.Stage.Head == plan.HeadImpulse {
-			impulses++
-			elements = append(elements, l.cfg.ImpulseElement)
+		if impulse {
+			es, err := l.head.Element(p, m.Key, m.Value)
+			if err != nil {
+				return err
+			}
+			elements = append(elements, es...)
 			continue
 		}
 		env := &pb.Envelope{}
@@ -349,7 +396,11 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
 		}
 		switch pl := env.Payload.(type) {
 		case *pb.Envelope_Element:
-			elements = append(elements, pl.Element)
+			es, err := l.head.Element(p, m.Key, pl.Element)
+			if err != nil {
+				return fmt.Errorf("stage %s: element at %s[%d]@%d: %w", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset, err)
+			}
+			elements = append(elements, es...)
 		case *pb.Envelope_Report:
 			if err := t.observe(pl.Report); err != nil {
 				return fmt.Errorf("stage %s: report at offset %d: %w", l.cfg.Stage.Name, m.TopicPartition.Offset, err)
@@ -358,10 +409,34 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
 			return fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset)
 		}
 	}
+	// Watermarks: input from the reports, then the head fires what it can.
+	type wmState struct {
+		out  mtime.Time
+		idle bool
+	}
+	outWM := map[int32]wmState{}
+	for _, p := range sortedInt32Keys(touched) {
+		t := touched[p]
+		in, idle := t.inputWatermark()
+		if impulse {
+			// An Impulse task has no upstream: once its record is read, its
+			// input is complete.
+			in, idle = mtime.MaxTimestamp, false
+		}
+		fired, hold, err := l.head.Advance(p, in)
+		if err != nil {
+			return fmt.Errorf("stage %s: task %d: %w", l.cfg.Stage.Name, p, err)
+		}
+		elements = append(elements, fired...)
+		wm := min(in, hold)
+		if wm < t.out {
+			wm = t.out
+		}
+		outWM[p] = wmState{wm, idle && hold == mtime.MaxTimestamp}
+	}
 
 	var bundle *Bundle
 	if l.cfg.Process != nil && len(elements) > 0 {
-		var err error
 		if bundle, err = l.cfg.Process(ctx, elements); err != nil {
 			return fmt.Errorf("stage %s: bundle of %d elements: %w", l.cfg.Stage.Name, len(elements), err)
 		}
@@ -372,15 +447,29 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
 	if err := l.producer.BeginTransaction(); err != nil {
 		return l.classify(ctx, "begin transaction", err)
 	}
+	inTxn = true
 	var out, reports uint64
 	if bundle != nil {
 		for _, o := range l.cfg.Stage.Outputs {
 			for _, e := range bundle.Outputs[o.PCollection] {
 				v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: e}})
+				var key []byte
 				for i, topic := range o.Topics {
+					part := int32(0)
+					if l.keyed[topic] {
+						if key == nil {
+							if key, err = l.cfg.KeyOf[o.PCollection](e); err != nil {
+								return fmt.Errorf("stage %s: key of an element of %s: %w", l.cfg.Stage.Name, o.PCollection, err)
+							}
+						}
+						part = keyPartition(key, l.outTopics[topic])
+					}
 					for c := 0; c < o.Copies[i]; c++ {
-						if err := l.produce(topic, l.nextPartition(topic), nil, v); err != nil {
-							return l.abort(ctx, err)
+						if !l.keyed[topic] {
+							part = l.nextPartition(topic)
+						}
+						if err := l.produce(topic, part, key, v); err != nil {
+							return err
 						}
 						out++
 					}
@@ -388,41 +477,43 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
 			}
 		}
 	}
+	if err := l.head.Prepare(l.produce); err != nil {
+		return fmt.Errorf("stage %s: head: %w", l.cfg.Stage.Name, err)
+	}
 	offsets := make([]kafka.TopicPartition, 0, len(touched))
 	for _, p := range sortedInt32Keys(touched) {
 		t := touched[p]
-		in, idle := t.inputWatermark()
-		wm := in
-		if l.cfg.Stage.Head == plan.HeadImpulse && impulses > 0 {
-			wm, idle = mtime.MaxTimestamp, false
-		}
-		if wm < t.out {
-			wm = t.out
-		}
-		if wm != t.out || !t.reported {
-			n, err := l.writeReports(p, wm, idle)
+		st := outWM[p]
+		if st.out != t.out || !t.reported {
+			n, err := l.writeReports(p, st.out, st.idle)
 			if err != nil {
-				return l.abort(ctx, err)
+				return err
 			}
 			reports += n
-			t.out, t.reported = wm, true
+			t.out, t.reported = st.out, true
 		}
 		md, err := t.checkpoint()
 		if err != nil {
-			return l.abort(ctx, err)
+			return err
 		}
 		topic := l.cfg.Stage.InputTopic
 		offsets = append(offsets, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: next[p], Metadata: &md})
 	}
 	gm, err := l.consumer.GetConsumerGroupMetadata()
 	if err != nil {
-		return l.abort(ctx, err)
+		return err
 	}
 	if err := l.producer.SendOffsetsToTransaction(ctx, offsets, gm); err != nil {
-		return l.abort(ctx, l.classify(ctx, "send offsets", err))
+		return l.classify(ctx, "send offsets", err)
 	}
 	if err := l.producer.CommitTransaction(ctx); err != nil {
-		return l.abort(ctx, l.classify(ctx, "commit", err))
+		return l.classify(ctx, "commit", err)
+	}
+	inTxn = false
+	if err := l.head.Committed(); err != nil {
+		// The transaction is durable in Kafka; the local store can be
+		// restored from the changelog. Stop: the task state is suspect.
+		return fmt.Errorf("%w: stage %s: head state after commit: %w", ErrFenced, l.cfg.Stage.Name, err)
 	}
 	l.stats.commits.Add(1)
 	l.stats.recordsIn.Add(uint64(len(batch)))
@@ -433,6 +524,15 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) error {
 		bundle.Committed()
 	}
 	return nil
+}
+
+// keyPartition is the partition of a record keyed by an encoded Beam key:
+// FNV-1a of the key bytes modulo the partition count. Every instance computes
+// the same partition for the same key.
+func keyPartition(key []byte, partitions int32) int32 {
+	h := fnv.New32a()
+	h.Write(key)
+	return int32(h.Sum32() % uint32(partitions))
 }
 
 // writeReports writes task p's report to every partition of every output
