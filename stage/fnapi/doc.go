@@ -42,6 +42,10 @@
 // bundle.mu guards one bundle's outputs. They are never held together, and no
 // lock is held while sending on a channel or a stream.
 //
+// Process-global state: the harness reads beam.PipelineOptions and, through
+// its remote logging hook, replaces the Beam log package's logger. Run one
+// harness per process (see StartHarness).
+//
 // Errors: when the harness's control stream ends, every instruction in flight
 // and every later call fails with ErrHarnessGone; a Server serves one harness
 // for its life. A DoFn error fails only its bundle.

@@ -20,7 +20,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/hooks"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 )
@@ -60,7 +62,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	beam.Init()
 	os.Exit(func() int {
-		s, err := NewServer(Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		s, err := NewServer(Options{Logger: slog.New(captureHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -373,6 +375,10 @@ func TestBadCalls(t *testing.T) {
 }
 
 func TestHarnessGone(t *testing.T) {
+	// The Beam log package's logger is process-global: a second harness with
+	// remote logging would take it from the shared one for good.
+	hooks.DisableHook(harness.DefaultRemoteLoggingHook)
+	defer hooks.EnableHook(harness.DefaultRemoteLoggingHook)
 	s, err := NewServer(Options{WorkerID: "gone-worker"})
 	if err != nil {
 		t.Fatal(err)

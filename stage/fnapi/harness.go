@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/hooks"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
 )
 
@@ -54,9 +55,16 @@ var errHarnessStarted = errors.New("fnapi: a harness was already started on this
 // In process, the harness resolves DoFns and types through the registrations
 // made in this binary (beam.RegisterType, register.DoFn*, beam.RegisterFunction,
 // usually at init) and reads the process-global beam.PipelineOptions: call
-// beam.Init() first, as a Beam main does. The harness replaces the Beam log
-// package's global logger with one that ships entries to the Logging service,
-// which forwards them to Options.Logger.
+// beam.Init() first, as a Beam main does. StartHarness serializes the enabled
+// hooks into beam.PipelineOptions (hooks.SerializeHooksToOptions), as a
+// submitting runner does, so the harness runs them; one of them, the default
+// remote logging hook, replaces the Beam log package's process-global logger
+// with one that ships entries to the Logging service, which forwards them to
+// Options.Logger. That logger is process-global: run one harness per
+// process. A second harness takes the Beam log output from the first, and
+// once it stops its entries are dropped (to stderr when its buffer is full).
+// Disable harness.DefaultRemoteLoggingHook (package hooks) before starting a
+// harness that must not take it.
 func (s *Server) StartHarness(ctx context.Context) (*Harness, error) {
 	s.mu.Lock()
 	started := s.mu.harnessStarted
@@ -65,6 +73,11 @@ func (s *Server) StartHarness(ctx context.Context) (*Harness, error) {
 	if started {
 		return nil, errHarnessStarted
 	}
+	// A submitting runner serializes the enabled hooks into the pipeline
+	// options and the harness activates what it finds there. Without this
+	// the harness runs no init hooks, the default remote logging hook
+	// included, and its logs would never reach the Logging service.
+	hooks.SerializeHooksToOptions()
 	hctx, cancel := context.WithCancel(grpcx.WriteWorkerID(ctx, s.workerID))
 	h := &Harness{cancel: cancel, done: make(chan struct{})}
 	go func() {
