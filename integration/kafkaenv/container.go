@@ -23,6 +23,9 @@ const (
 	labelOwnerPID = "io.kafkastreams.kafkaenv.owner-pid"
 )
 
+// defaultDockerSocket is where dockerd listens unless told otherwise.
+const defaultDockerSocket = "/var/run/docker.sock"
+
 // readyLogLine is the line Kafka prints when the node has started.
 const readyLogLine = "Kafka Server started"
 
@@ -68,7 +71,13 @@ func probeDocker(ctx context.Context, timeout time.Duration) error {
 	}()
 	select {
 	case err := <-errc:
-		return err
+		if err != nil {
+			if _, serr := os.Stat(defaultDockerSocket); serr != nil {
+				return fmt.Errorf("DOCKER_HOST unset and no %s (testcontainers-go: %v)", defaultDockerSocket, err)
+			}
+			return fmt.Errorf("%s: %w", defaultDockerSocket, err)
+		}
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("no answer within %v", timeout)
 	}
