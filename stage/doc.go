@@ -4,6 +4,10 @@
 // bundles, and commits outputs, watermark reports and consumed offsets in one
 // Kafka transaction.
 //
+// Subpackage fnapi holds the Fn API part: the loopback services, the
+// in-process Go SDK harness, ProcessBundleDescriptors for fused stages and
+// running one bundle.
+//
 // It may import watermarkmgr, proto, the Beam Go SDK and confluent-kafka-go. It
 // must not import runner.
 package stage

@@ -164,7 +164,9 @@ func (b *bundle) receive(sink string, data []byte, isLast bool) error {
 // descriptor, the instruction and the harness's own text, which names the
 // transform); residual roots (splittable DoFn checkpoints, not supported yet);
 // output that cannot be split into elements; ctx's error; ErrHarnessGone.
-// A failed bundle leaves the Server usable.
+// A failed bundle leaves the Server usable. A bundle abandoned because ctx
+// ended runs to completion in the harness on the input sent so far (the Fn
+// API has no cancel); its outputs are discarded.
 func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[string][][]byte) (*Result, error) {
 	s.mu.Lock()
 	r, ok := s.mu.descs[descID]
@@ -202,13 +204,14 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 	// failed stops reading, and we must stop writing.
 	var resp *fnpb.InstructionResponse
 	sendErr := func() error {
-		for _, src := range r.sources {
+		for i, src := range r.sources {
 			for _, msg := range chunk(inst, src, inputs[src]) {
 				select {
 				case s.dataOut <- msg:
 				case resp = <-p.resp:
 					return nil
 				case <-ctx.Done():
+					go s.abandon(inst, r.sources[i:])
 					return context.Cause(ctx)
 				case <-s.gone:
 					return s.goneError()
@@ -261,6 +264,21 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 		res.Outputs[sink] = elms
 	}
 	return res, nil
+}
+
+// abandon ends the input of a bundle whose caller gave up while sending it:
+// the Fn API cannot cancel a bundle, so without is_last the harness would wait
+// for the rest of its input forever. The harness finishes the bundle on the
+// input it got; its answer and outputs arrive for an instruction no longer
+// pending and are dropped. Gives up when the harness or the Server is gone.
+func (s *Server) abandon(inst string, sources []string) {
+	for _, src := range sources {
+		select {
+		case s.dataOut <- &fnpb.Elements{Data: []*fnpb.Elements_Data{{InstructionId: inst, TransformId: src, IsLast: true}}}:
+		case <-s.gone:
+			return
+		}
+	}
 }
 
 // chunk packs one source's elements into Elements messages of about

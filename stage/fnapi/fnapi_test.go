@@ -405,3 +405,59 @@ func TestHarnessGone(t *testing.T) {
 		t.Errorf("bundle after the harness stopped: %v, want ErrHarnessGone", err)
 	}
 }
+
+func TestCloseStopsHarness(t *testing.T) {
+	hooks.DisableHook(harness.DefaultRemoteLoggingHook) // see TestHarnessGone
+	defer hooks.EnableHook(harness.DefaultRemoteLoggingHook)
+	s, err := NewServer(Options{WorkerID: "close-worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := s.StartHarness(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	select {
+	case <-h.Done():
+	default:
+		t.Fatal("harness still running after Close")
+	}
+	if err := h.Err(); err != nil {
+		t.Errorf("harness error after Close: %v", err)
+	}
+	sp := buildSplitPipeline(t)
+	st, err := BuildStage(sp.comps, StageSpec{ID: "after-close", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: []string{sp.even, sp.odd}}, s.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterStage(ctx, st.Descriptor); !errors.Is(err, ErrHarnessGone) {
+		t.Errorf("RegisterStage after Close: %v, want ErrHarnessGone", err)
+	}
+}
+
+func TestCancelledBundleLeavesServerUsable(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-cancel")
+	c := wireCoder(t, st, sp.input)
+	var in []elm
+	for i := 0; i < 20000; i++ {
+		in = append(in, elm{strings.Repeat("q", 500), mtime.Time(i)})
+	}
+	big := encodeAll(t, c, in)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: big}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("bundle with an expired context: %v, want DeadlineExceeded", err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	res, err := shared.ProcessBundle(ctx2, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, []elm{{"ok", 1}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeAll(t, wireCoder(t, st, sp.even), res.Outputs[st.Sinks[sp.even]]); fmt.Sprint(got) != "[{OK 1}]" {
+		t.Errorf("even = %v", got)
+	}
+}

@@ -80,6 +80,9 @@ func (s *Server) StartHarness(ctx context.Context) (*Harness, error) {
 	hooks.SerializeHooksToOptions()
 	hctx, cancel := context.WithCancel(grpcx.WriteWorkerID(ctx, s.workerID))
 	h := &Harness{cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	s.mu.harness = h
+	s.mu.Unlock()
 	go func() {
 		defer close(h.done)
 		// No runner capabilities: without short ids the harness returns full

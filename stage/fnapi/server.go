@@ -88,6 +88,7 @@ type Server struct {
 		sync.Mutex
 		ctrlTaken      bool
 		harnessStarted bool
+		harness        *Harness // set by StartHarness
 		descs          map[string]*registered
 		pending        map[string]*pending // by instruction id
 	}
@@ -141,14 +142,24 @@ func (s *Server) Endpoint() string { return s.endpoint }
 // WorkerID is the worker id the harness must present.
 func (s *Server) WorkerID() string { return s.workerID }
 
-// Close ends the harness's streams (the harness sees the control stream end
-// and exits), fails instructions in flight with ErrHarnessGone and stops the
+// Close stops the harness started by StartHarness, if any, and waits for it
+// to exit; fails instructions in flight with ErrHarnessGone; and stops the
 // gRPC server. Idempotent.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		h := s.mu.harness
+		s.mu.Unlock()
+		if h != nil {
+			h.stopped.Store(true)
+			h.cancel()
+		}
 		close(s.closing)
 		s.markGone(ErrHarnessGone)
 		s.gs.Stop()
+		if h != nil {
+			<-h.done
+		}
 	})
 }
 
