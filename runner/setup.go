@@ -28,8 +28,9 @@ func clientConfig(bootstrap string, props map[string]string) kafka.ConfigMap {
 	return cm
 }
 
-// createTopics creates every topic of the plan, the report topic and the plan
-// topic. A topic that exists already must have the planned partition count;
+// createTopics creates every topic of the plan, the report topic, the plan
+// topic and the state changelog topics (compacted). A topic that exists
+// already must have the planned partition count;
 // otherwise the error names the topic and both counts.
 func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) error {
 	cm := clientConfig(bootstrap, props)
@@ -44,6 +45,10 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	compacted[service.ReportTopic(p.ApplicationID)] = true
 	want[PlanTopic(p.ApplicationID)] = 1
 	compacted[PlanTopic(p.ApplicationID)] = true
+	for t, n := range changelogTopics(p) {
+		want[t] = n
+		compacted[t] = true
+	}
 
 	names := make([]string, 0, len(want))
 	for n := range want {
@@ -169,58 +174,45 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 	return true, nil
 }
 
-// readPlan returns the application's committed plan, or nil if none.
+// readPlan returns the application's committed plan, or nil if none. It
+// reads the plan topic read_committed up to its end: the partition EOF event
+// comes at the last stable offset, after any trailing transaction marker.
 func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string) (*plan.Plan, error) {
 	cc := clientConfig(bootstrap, props)
-	cc["group.id"] = appID + "-plan-reader"
+	cc["group.id"] = appID + "-plan-reader" // never joined: Assign, no commits
 	cc["enable.auto.commit"] = false
 	cc["isolation.level"] = "read_committed"
+	cc["enable.partition.eof"] = true
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	topic := PlanTopic(appID)
-	// The last stable offset bounds what read_committed can see.
-	_, high, err := c.QueryWatermarkOffsets(topic, 0, 10000)
-	if err != nil {
-		return nil, fmt.Errorf("kafkastreams: plan topic %s: %w", topic, err)
-	}
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
 		return nil, err
 	}
 	var last []byte
 	deadline := time.Now().Add(30 * time.Second)
-	for pos := kafka.Offset(-1); ; {
-		if high == 0 {
-			break
-		}
+	for {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("kafkastreams: reading plan topic %s timed out", topic)
+			return nil, fmt.Errorf("kafkastreams: reading plan topic %s: no end of partition after 30s", topic)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		switch e := c.Poll(200).(type) {
 		case *kafka.Message:
 			last = e.Value
-			pos = e.TopicPartition.Offset
+		case kafka.PartitionEOF:
+			if last == nil {
+				return nil, nil
+			}
+			return plan.Decode(last)
 		case kafka.Error:
 			if e.IsFatal() {
-				return nil, e
+				return nil, fmt.Errorf("kafkastreams: reading plan topic %s: %w", topic, e)
 			}
-		case nil:
-		}
-		// Stop at the end: the position reached the high watermark (control
-		// records and aborted records are skipped, so compare positions).
-		ps, err := c.Position([]kafka.TopicPartition{{Topic: &topic, Partition: 0}})
-		if err == nil && len(ps) == 1 && ps[0].Offset >= 0 && int64(ps[0].Offset) >= high {
-			break
-		}
-		_ = pos
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
 		}
 	}
-	if last == nil {
-		return nil, nil
-	}
-	return plan.Decode(last)
 }

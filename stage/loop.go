@@ -191,6 +191,10 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	pc["bootstrap.servers"] = cfg.BootstrapServers
 	pc["transactional.id"] = l.txnID
 	pc["linger.ms"] = 5
+	// A killed instance's open transaction blocks read_committed readers of
+	// its output partitions until the broker aborts it at this timeout, so
+	// keep it short, as Kafka Streams does under exactly-once (10 s).
+	pc["transaction.timeout.ms"] = 10000
 	pc["go.delivery.reports"] = false
 	var err error
 	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {

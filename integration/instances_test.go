@@ -1,0 +1,291 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	bexec "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/runner"
+)
+
+// This file runs pipelines as separate OS processes: the test binary starts
+// copies of itself with KAFKASTREAMS_CHILD set, and init below turns such a
+// copy into one instance of the application instead of a test run.
+
+const (
+	envChild     = "KAFKASTREAMS_CHILD"      // pipeline to run as a child instance
+	envChildOut  = "KAFKASTREAMS_CHILD_OUT"  // where the child writes its childResult
+	envChildApp  = "KAFKASTREAMS_CHILD_APP"  // --application_id
+	envChildN    = "KAFKASTREAMS_CHILD_N"    // element count
+	envChildSlow = "KAFKASTREAMS_CHILD_SLOW" // per-element delay in the last ParDo
+)
+
+// childResult is what a child instance reports.
+type childResult struct {
+	Counters map[string]int64
+	Err      string
+	Seconds  float64
+}
+
+var (
+	tagged   = beam.NewCounter("kafkastreams.test", "tagged")
+	finished = beam.NewCounter("kafkastreams.test", "finished")
+)
+
+func tag(ctx context.Context, s string) string {
+	tagged.Inc(ctx, 1)
+	return "v" + s
+}
+
+type finishFn struct {
+	// SlowMicros is the work per element, in µs, to give a test time to
+	// act; it sleeps 100 times as long every 100 elements (a sleep of a few
+	// µs takes far longer than asked on a loaded machine).
+	SlowMicros int
+	n          int
+}
+
+func (f *finishFn) ProcessElement(ctx context.Context, s string) string {
+	if f.n++; f.SlowMicros > 0 && f.n%100 == 0 {
+		time.Sleep(time.Duration(f.SlowMicros*100) * time.Microsecond)
+	}
+	finished.Inc(ctx, 1)
+	return s
+}
+
+func init() {
+	register.Function2x1(tag)
+	register.DoFn2x1[context.Context, string, string](&finishFn{})
+	if name := os.Getenv(envChild); name != "" {
+		os.Exit(runChild(name))
+	}
+}
+
+// exactlyOncePipeline is Create(n strings) -> ParDo -> Reshuffle -> ParDo ->
+// Reshuffle: the last Reshuffle stage's input topic holds the output.
+func exactlyOncePipeline(n, slowMicros int) *beam.Pipeline {
+	in := make([]string, n)
+	for i := range in {
+		in[i] = strconv.Itoa(i)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	col := beam.ParDo(s, tag, beam.CreateList(s, in))
+	col = beam.ParDo(s, &finishFn{SlowMicros: slowMicros}, beam.Reshuffle(s, col))
+	_ = beam.Reshuffle(s, col)
+	return p
+}
+
+func runChild(name string) int {
+	beam.Init()
+	n, _ := strconv.Atoi(os.Getenv(envChildN))
+	slow, _ := strconv.Atoi(os.Getenv(envChildSlow))
+	*runner.BootstrapServers = os.Getenv(kafkaenv.EnvBootstrapServers)
+	*runner.ApplicationID = os.Getenv(envChildApp)
+	// A killed peer's partitions move after the session timeout: keep it short.
+	runner.KafkaProperties["session.timeout.ms"] = "6000"
+	var p *beam.Pipeline
+	switch name {
+	case "exactly-once":
+		p = exactlyOncePipeline(n, slow)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown child pipeline %q\n", name)
+		return 2
+	}
+	start := time.Now()
+	res, err := beam.Run(context.Background(), runner.Name, p)
+	out := childResult{Counters: map[string]int64{}, Seconds: time.Since(start).Seconds()}
+	if err != nil {
+		out.Err = err.Error()
+	}
+	if res != nil {
+		for _, c := range res.Metrics().AllMetrics().Counters() {
+			out.Counters[c.Key.Name] += c.Committed
+		}
+	}
+	b, _ := json.Marshal(out)
+	if err := os.WriteFile(os.Getenv(envChildOut), b, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if out.Err != "" {
+		return 1
+	}
+	return 0
+}
+
+type child struct {
+	cmd *exec.Cmd
+	out string
+	log bytes.Buffer
+}
+
+func startChild(t *testing.T, b *kafkaenv.Broker, app string, n, slow int, idx int) *child {
+	t.Helper()
+	c := &child{out: fmt.Sprintf("%s/child-%d.json", t.TempDir(), idx)}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = append(os.Environ(),
+		envChild+"=exactly-once", envChildOut+"="+c.out, envChildApp+"="+app,
+		envChildN+"="+strconv.Itoa(n), envChildSlow+"="+strconv.Itoa(slow),
+		kafkaenv.EnvBootstrapServers+"="+b.BootstrapServers())
+	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("KAFKASTREAMS_CHILD_LOG_DIR"); dir != "" {
+		// For debugging: keep every child's log.
+		t.Cleanup(func() {
+			_ = os.WriteFile(fmt.Sprintf("%s/%s-%d.log", dir, nonName.ReplaceAllString(t.Name(), "_"), idx), c.log.Bytes(), 0o644)
+		})
+	}
+	return c
+}
+
+func (c *child) result(t *testing.T) childResult {
+	t.Helper()
+	var r childResult
+	b, err := os.ReadFile(c.out)
+	if err != nil {
+		t.Fatalf("child wrote no result (%v); its log:\n%s", err, tail(c.log.String(), 4000))
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// outputStrings reads the topic read_committed and decodes every element
+// (a string in the global window), failing on a duplicate.
+func outputStrings(t *testing.T, ctx context.Context, b *kafkaenv.Broker, topic string) map[string]int {
+	t.Helper()
+	recs, err := kafkaenv.Consume(ctx, b.BootstrapServers(), topic, -1, kafkaenv.ReadCommitted, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := bexec.MakeElementDecoder(coder.NewW(coder.NewString(), coder.NewGlobalWindow()))
+	got := map[string]int{}
+	for _, r := range recs {
+		env := &pb.Envelope{}
+		if err := proto.Unmarshal(r.Value, env); err != nil {
+			t.Fatalf("record in %s is not an Envelope: %v", topic, err)
+		}
+		if env.GetElement() == nil {
+			continue
+		}
+		fv, err := dec.Decode(bytes.NewReader(env.GetElement()))
+		if err != nil {
+			t.Fatalf("element in %s does not decode: %v", topic, err)
+		}
+		got[fv.Elm.(string)]++
+	}
+	return got
+}
+
+func checkExactlyOnce(t *testing.T, got map[string]int, n int) {
+	t.Helper()
+	missing, dup := 0, 0
+	for i := 0; i < n; i++ {
+		switch got["v"+strconv.Itoa(i)] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || len(got) != n {
+		t.Fatalf("output: %d distinct, %d missing, %d duplicated (want %d, each once)", len(got), missing, dup, n)
+	}
+}
+
+// TestTwoInstancesExactlyOnce: 100 000 elements through Create -> ParDo ->
+// Reshuffle -> ParDo on 4 partitions with two instances (two OS processes)
+// produce every element exactly once, in the output topic (read_committed)
+// and in the sum of the instances' committed counters.
+func TestTwoInstancesExactlyOnce(t *testing.T) {
+	b := needBroker(t)
+	const n = 100_000
+	app := uniqueName(t, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	// 40 µs per element in the last ParDo (4 s of work in all), so that the
+	// work is still there to share when the second instance has joined.
+	cs := []*child{startChild(t, b, app, n, 40, 0), startChild(t, b, app, n, 40, 1)}
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.cmd.Wait() }()
+	}
+	wg.Wait()
+	sum := map[string]int64{}
+	for i, c := range cs {
+		r := c.result(t)
+		if r.Err != "" {
+			t.Fatalf("instance %d failed: %s\n%s", i, r.Err, tail(c.log.String(), 4000))
+		}
+		t.Logf("instance %d: %.1fs, committed counters %v", i, r.Seconds, r.Counters)
+		for k, v := range r.Counters {
+			sum[k] += v
+		}
+	}
+	t.Logf("two instances, %d elements: %.1fs", n, time.Since(start).Seconds())
+	if sum["tagged"] != n || sum["finished"] != n {
+		t.Errorf("summed committed counters: tagged=%d finished=%d, want %d each", sum["tagged"], sum["finished"], n)
+	}
+	if cs[0].result(t).Counters["finished"] == 0 || cs[1].result(t).Counters["finished"] == 0 {
+		t.Errorf("one instance did all of the Reshuffle stage's work: the instances did not share the partitions")
+	}
+	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
+}
+
+// TestSIGKILLLosesAndDuplicatesNothing kills one of two instances mid-stream
+// (SIGKILL: no clean shutdown, an open transaction left behind), starts a
+// third, and checks the output holds every element exactly once.
+func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
+	b := needBroker(t)
+	const n = 20_000
+	app := uniqueName(t, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// 300 µs per element in the last ParDo: ~6 s of work to kill in.
+	cs := []*child{startChild(t, b, app, n, 300, 0), startChild(t, b, app, n, 300, 1)}
+	time.Sleep(4 * time.Second)
+	if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cs[0].cmd.Wait()
+	t.Logf("killed instance 0 (pid %d) after 4s", cs[0].cmd.Process.Pid)
+	cs = append(cs, startChild(t, b, app, n, 300, 2))
+	for i, c := range cs[1:] {
+		_ = c.cmd.Wait()
+		r := c.result(t)
+		if r.Err != "" {
+			t.Fatalf("instance %d failed: %s\n%s", i+1, r.Err, tail(c.log.String(), 4000))
+		}
+		t.Logf("instance %d: %.1fs, committed counters %v", i+1, r.Seconds, r.Counters)
+	}
+	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
+}
