@@ -16,7 +16,7 @@ KAFKA_IMAGE   := kafkastreams/kafka:$(KAFKA_VERSION)
 UNIT_TIMEOUT        ?= 10m
 INTEGRATION_TIMEOUT ?= 30m
 
-.PHONY: all test unit integration kafka-jars kafka-image proto proto-check run vet fmt-check lint clean
+.PHONY: all test unit integration bench kafka-jars kafka-image proto proto-check run vet fmt-check lint clean
 
 all: test
 
@@ -37,6 +37,12 @@ integration: kafka-jars
 	  echo "make: no Docker daemon answers: the integration tests will start Kafka as a local process"; \
 	fi
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration/
+
+## bench: this runner's stateless stage against a plain transactional copy
+## loop on the same broker in the same run; prints both rates and the ratio.
+bench: kafka-jars
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
+	$(GO) test -count=1 -run '^$$' -bench BenchmarkStatelessStage -benchtime=1x ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+bench_test)'
 
 ## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
 kafka-jars: $(KAFKA_LIBS)/.complete

@@ -1,0 +1,262 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	bexec "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+func identity(s string) string { return s }
+
+func init() { register.Function1x1(identity) }
+
+const (
+	benchRecords    = 200_000
+	benchPartitions = 4
+	benchValueBytes = 100
+)
+
+// BenchmarkStatelessStage measures one stateless ParDo stage of this runner
+// (4 partitions, 100-byte elements, exactly once) against a plain
+// confluent-kafka-go transactional copy loop over the same kind of topics on
+// the same broker, in the same run, and reports both rates and their ratio
+// (stage / copy). It ignores b.N: run it with -benchtime=1x (make bench).
+func BenchmarkStatelessStage(b *testing.B) {
+	if broker == nil {
+		b.Skip("needs a Kafka broker; not under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bs := broker.BootstrapServers()
+
+	// The stage: Reshuffle head + identity ParDo, from a real pipeline.
+	p, s := beam.NewPipelineWithRoot()
+	_ = beam.Reshuffle(s, beam.ParDo(s, identity, beam.Reshuffle(s, beam.Create(s, "x"))))
+	edges, _, err := p.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pipe, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{Urn: "beam:env:embedded:v1"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	app := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: app, Partitions: benchPartitions})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := pl.Stages[1]
+	if st.Head != plan.HeadReshuffle || len(st.Transforms) != 1 {
+		b.Fatalf("unexpected plan:\n%+v", st)
+	}
+	report := service.ReportTopic(app)
+	copyIn, copyOut := app+"-copy-in", app+"-copy-out"
+	var specs []kafkaenv.TopicSpec
+	for _, t := range []string{st.InputTopic, pl.Stages[2].InputTopic, copyIn, copyOut} {
+		specs = append(specs, kafkaenv.TopicSpec{Name: t, Partitions: benchPartitions})
+	}
+	specs = append(specs, kafkaenv.TopicSpec{Name: report, Partitions: 1})
+	if err := kafkaenv.CreateTopics(ctx, bs, specs...); err != nil {
+		b.Fatal(err)
+	}
+
+	srv, err := fnapi.NewServer(fnapi.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	h, err := srv.StartHarness(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Stop()
+	fs, err := fnapi.BuildStage(pipe.GetComponents(), fnapi.StageSpec{ID: st.Name, Transforms: st.Transforms, Input: st.HeadOutput, Outputs: []string{st.Outputs[0].PCollection}}, srv.Endpoint())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
+		b.Fatal(err)
+	}
+	wire, err := graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[st.HeadOutput])
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// The same records for both: 100-byte strings; the stage's are wrapped
+	// in Envelopes as windowed values, followed by an end-of-time report.
+	enc := bexec.MakeElementEncoder(wire)
+	value := strings.Repeat("v", benchValueBytes)
+	var stageRecs, copyRecs []kafkaenv.Record
+	for i := 0; i < benchRecords; i++ {
+		var buf bytes.Buffer
+		if err := enc.Encode(&bexec.FullValue{Elm: value, Timestamp: mtime.Now(), Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf); err != nil {
+			b.Fatal(err)
+		}
+		v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: buf.Bytes()}})
+		stageRecs = append(stageRecs, kafkaenv.Record{Partition: int32(i % benchPartitions), Value: v})
+		copyRecs = append(copyRecs, kafkaenv.Record{Partition: int32(i % benchPartitions), Value: []byte(value)})
+	}
+	for q := int32(0); q < benchPartitions; q++ {
+		v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
+			Stage: pl.Stages[0].Name, SourcePartition: 0, CommittedWatermarkMillis: int64(mtime.MaxTimestamp), TotalSourcePartitions: 1}}})
+		stageRecs = append(stageRecs, kafkaenv.Record{Partition: q, Value: v})
+	}
+	if err := kafkaenv.Produce(ctx, bs, st.InputTopic, stageRecs...); err != nil {
+		b.Fatal(err)
+	}
+	if err := kafkaenv.Produce(ctx, bs, copyIn, copyRecs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+
+	// This runner's stage.
+	loop, err := stage.New(ctx, stage.Config{
+		BootstrapServers: bs, Plan: pl, Stage: st, ReportTopic: report, InstanceID: "bench",
+		Process: func(ctx context.Context, elements [][]byte) (*stage.Bundle, error) {
+			r, err := srv.ProcessBundle(ctx, st.Name, map[string][][]byte{fs.Source: elements})
+			if err != nil {
+				return nil, err
+			}
+			return &stage.Bundle{Outputs: map[string][][]byte{st.Outputs[0].PCollection: r.Outputs[fs.Sinks[st.Outputs[0].PCollection]]}}, nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- loop.Run(lctx) }()
+	want := uint64(benchRecords + benchPartitions)
+	var stageTime time.Duration
+	for {
+		if loop.Stats().RecordsIn >= want {
+			stageTime = time.Since(start)
+			break
+		}
+		select {
+		case err := <-done:
+			b.Fatalf("stage loop stopped: %v", err)
+		case <-ctx.Done():
+			b.Fatal(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	lcancel()
+	<-done
+	if got := loop.Stats().ElementsOut; got != benchRecords {
+		b.Fatalf("stage wrote %d elements, want %d", got, benchRecords)
+	}
+
+	// The baseline: a plain transactional copy loop, same batching rule.
+	copyTime, err := copyLoop(ctx, bs, app+"-copy", copyIn, copyOut, benchRecords)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	stageRate := float64(benchRecords) / stageTime.Seconds()
+	copyRate := float64(benchRecords) / copyTime.Seconds()
+	b.ReportMetric(stageRate, "stage-records/s")
+	b.ReportMetric(copyRate, "copy-records/s")
+	b.ReportMetric(stageRate/copyRate, "stage/copy")
+	b.Logf("%d records of %d bytes, %d partitions: stage %.0f records/s (%.2fs), copy loop %.0f records/s (%.2fs), ratio %.3f",
+		benchRecords, benchValueBytes, benchPartitions, stageRate, stageTime.Seconds(), copyRate, copyTime.Seconds(), stageRate/copyRate)
+}
+
+// copyLoop is the baseline: one consumer (read_committed, group group) and
+// one transactional producer copying every record of in to out, committing
+// outputs and offsets together every 100 ms or 10 000 records (KIP-447
+// group metadata), until n records are copied. It returns the elapsed time.
+func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Duration, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+		"enable.auto.commit": false, "auto.offset.reset": "earliest", "partition.assignment.strategy": "cooperative-sticky"})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": group, "linger.ms": 5, "go.delivery.reports": false})
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	if err := p.InitTransactions(ctx); err != nil {
+		return 0, err
+	}
+	if err := c.Subscribe(in, nil); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	copied := 0
+	for copied < n {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		deadline := time.Now().Add(100 * time.Millisecond)
+		offsets := map[int32]kafka.Offset{}
+		var batch []*kafka.Message
+		for len(batch) < 10000 && time.Now().Before(deadline) {
+			if m, ok := c.Poll(int(time.Until(deadline).Milliseconds()) + 1).(*kafka.Message); ok {
+				batch = append(batch, m)
+				offsets[m.TopicPartition.Partition] = m.TopicPartition.Offset + 1
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := p.BeginTransaction(); err != nil {
+			return 0, err
+		}
+		for _, m := range batch {
+			for {
+				err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: m.TopicPartition.Partition}, Value: m.Value}, nil)
+				var ke kafka.Error
+				if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+					p.Flush(100)
+					continue
+				}
+				if err != nil {
+					return 0, err
+				}
+				break
+			}
+		}
+		var tps []kafka.TopicPartition
+		for part, off := range offsets {
+			tps = append(tps, kafka.TopicPartition{Topic: &in, Partition: part, Offset: off})
+		}
+		gm, err := c.GetConsumerGroupMetadata()
+		if err != nil {
+			return 0, err
+		}
+		if err := p.SendOffsetsToTransaction(ctx, tps, gm); err != nil {
+			return 0, err
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			return 0, err
+		}
+		copied += len(batch)
+	}
+	return time.Since(start), nil
+}
