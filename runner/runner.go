@@ -38,11 +38,12 @@ func init() {
 }
 
 // Supported are the stage heads this build executes; a pipeline needing
-// another (GroupByKey, for now) is refused before any topic is created.
+// another is refused before any topic is created.
 var Supported = map[plan.HeadKind]bool{
-	plan.HeadImpulse:   true,
-	plan.HeadReshuffle: true,
-	plan.HeadFlatten:   true,
+	plan.HeadImpulse:    true,
+	plan.HeadReshuffle:  true,
+	plan.HeadFlatten:    true,
+	plan.HeadGroupByKey: true,
 }
 
 // Result is the beam.PipelineResult of a kafkastreams run.
@@ -104,6 +105,10 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		log.Info("kafkastreams: stage", "stage", s.Name, "head", s.Head, "tasks", s.Partitions, "fused", s.TransformNames, "upstreams", s.Upstreams)
 	}
 	props := map[string]string(KafkaProperties)
+	gbks, err := planGroupByKeys(pipe.GetComponents(), pl)
+	if err != nil {
+		return nil, err
+	}
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
 		return nil, err
 	}
@@ -116,7 +121,7 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	return run(ctx, log, bootstrap, props, pipe, pl)
+	return run(ctx, log, bootstrap, props, pipe, pl, gbks)
 }
 
 func instanceID() string {
@@ -126,7 +131,7 @@ func instanceID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan) (beam.PipelineResult, error) {
+func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -198,6 +203,17 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 				return nil, fmt.Errorf("kafkastreams: stage %s: encode impulse: %w", s.Name, err)
 			}
 			cfg.ImpulseElement = buf.Bytes()
+		}
+		if cfg.KeyOf, err = keyOf(pipe.GetComponents(), pl, s); err != nil {
+			return nil, err
+		}
+		if spec := gbks[s.Name]; spec != nil {
+			h, err := newGBKHead(spec, pl, s, bootstrap, props, log)
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+			defer h.Close()
+			cfg.Head = h
 		}
 		l, err := stage.New(ctx, cfg)
 		if err != nil {

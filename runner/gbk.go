@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"fmt"
+	"log/slog"
+
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
+	"github.com/kafkastreams/kafkastreams/stage/state"
+)
+
+// gbkAllowMerging says whether session (merging) windows are executed.
+const gbkAllowMerging = false
+
+// gbkSpec is what a GroupByKey stage's head needs from the pipeline.
+type gbkSpec struct {
+	strategy gbk.Strategy
+	codec    *gbk.Codec
+}
+
+// planGroupByKeys reads the windowing strategy and wire coders of every
+// GroupByKey stage of pl. Unsupported windowing (wrapping gbk.ErrUnsupported,
+// naming the transform and the feature) and coders the runner cannot cut
+// into key and value are refused here, before any topic is created.
+func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSpec, error) {
+	out := map[string]*gbkSpec{}
+	for _, s := range pl.Stages {
+		if s.Head != plan.HeadGroupByKey {
+			continue
+		}
+		t := comps.GetTransforms()[s.HeadTransform]
+		if len(t.GetInputs()) != 1 {
+			return nil, fmt.Errorf("kafkastreams: GroupByKey %q has %d inputs, want 1", s.HeadUniqueName, len(t.GetInputs()))
+		}
+		var in string
+		for _, pc := range t.GetInputs() {
+			in = pc
+		}
+		ws := comps.GetWindowingStrategies()[comps.GetPcollections()[in].GetWindowingStrategyId()]
+		strat, err := gbk.ParseStrategy(fmt.Sprintf("%q (id %s)", s.HeadUniqueName, s.HeadTransform), ws, gbkAllowMerging)
+		if err != nil {
+			return nil, err
+		}
+		codec, err := gbk.NewCodec(comps, in, s.HeadOutput)
+		if err != nil {
+			return nil, fmt.Errorf("kafkastreams: GroupByKey %q: %w", s.HeadUniqueName, err)
+		}
+		out[s.Name] = &gbkSpec{strategy: strat, codec: codec}
+	}
+	return out, nil
+}
+
+// changelogTopics are the state changelog topics of pl's stages: one per
+// GroupByKey stage, as many partitions as its input topic.
+func changelogTopics(pl *plan.Plan) map[string]int32 {
+	out := map[string]int32{}
+	for _, s := range pl.Stages {
+		if s.Head == plan.HeadGroupByKey {
+			out[state.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
+		}
+	}
+	return out
+}
+
+// keyOf returns stage.Config.KeyOf for stage s: for every output
+// PCollection written to a GroupByKey stage's topic, the function cutting
+// the key bytes out of its wire elements.
+func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]func([]byte) ([]byte, error), error) {
+	gbkTopics := map[string]bool{}
+	for _, o := range pl.Stages {
+		if o.Head == plan.HeadGroupByKey {
+			gbkTopics[o.InputTopic] = true
+		}
+	}
+	out := map[string]func([]byte) ([]byte, error){}
+	for _, o := range s.Outputs {
+		for _, t := range o.Topics {
+			if !gbkTopics[t] {
+				continue
+			}
+			w, err := fnapi.NewKVWire(comps, o.PCollection, false)
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s output %s to GroupByKey topic %s: %w", s.Name, o.PCollection, t, err)
+			}
+			out[o.PCollection] = w.KeyOf
+		}
+	}
+	return out, nil
+}
+
+// newGBKHead builds the head of GroupByKey stage s.
+func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, bootstrap string, props map[string]string, log *slog.Logger) (*gbk.Head, error) {
+	stores, err := state.Open(state.Options{
+		Dir:              *StateDir,
+		Name:             pl.ApplicationID + "-" + s.Name,
+		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
+		BootstrapServers: bootstrap,
+		Properties:       props,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String())
+	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log})
+}

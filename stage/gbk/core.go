@@ -1,0 +1,573 @@
+package gbk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+)
+
+// Store is the key-value view of one task's state the core reads and writes:
+// in production a state.Task (Pebble with the attempt's pending writes
+// overlaid), in tests a MemStore. The core does no other I/O.
+type Store interface {
+	// Get returns key's value; ok=false if absent.
+	Get(key []byte) (value []byte, ok bool, err error)
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	// Scan calls fn for every key with prefix, in key order. fn must not
+	// keep its arguments nor write to the store.
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+}
+
+// Element is one value to group: the encoded key and value (wire bytes),
+// one window of the element, and its event timestamp (mtime.Time, ms).
+type Element struct {
+	Key       []byte
+	Window    Window
+	Timestamp mtime.Time
+	Value     []byte
+}
+
+// Pane is a fired group: every value of Key in Window since the previous
+// pane (discarding) or ever (accumulating), in arrival order.
+type Pane struct {
+	Key       []byte
+	Window    Window
+	Timestamp mtime.Time
+	Info      typex.PaneInfo
+	Values    [][]byte
+}
+
+// Store keys. Every key starts with one byte saying what it holds:
+//
+//	'm' window key                          -> meta of (key, window)
+//	'v' window uvarint(len(key)) key seq8   -> one value
+//	'w'                                     -> the input watermark of the last Advance
+//
+// window is appendWindow's 17 bytes; seq8 is a big-endian uint64.
+const (
+	prefixMeta  = 'm'
+	prefixValue = 'v'
+	keyWM       = "w"
+)
+
+// meta is the persisted state of one (key, window).
+type meta struct {
+	// Pending counts values added since the last pane; Total counts the
+	// values stored (equal when discarding).
+	Pending, Total int64
+	// Seq is the sequence number of the next value.
+	Seq uint64
+	// MinTs, MaxTs bound the timestamps of the stored values.
+	MinTs, MaxTs mtime.Time
+	// Fired counts the panes fired; NonSpec the non-speculative ones
+	// (on-time and late; every pane of the default trigger).
+	Fired, NonSpec int64
+}
+
+func (m *meta) encode() []byte {
+	b := make([]byte, 0, 64)
+	b = binary.AppendVarint(b, m.Pending)
+	b = binary.AppendVarint(b, m.Total)
+	b = binary.AppendUvarint(b, m.Seq)
+	b = binary.AppendVarint(b, int64(m.MinTs))
+	b = binary.AppendVarint(b, int64(m.MaxTs))
+	b = binary.AppendVarint(b, m.Fired)
+	return binary.AppendVarint(b, m.NonSpec)
+}
+
+func decodeMeta(b []byte) (meta, error) {
+	var m meta
+	var vals [7]int64
+	for i := range vals {
+		var n int
+		if i == 2 {
+			var u uint64
+			u, n = binary.Uvarint(b)
+			vals[i] = int64(u)
+		} else {
+			vals[i], n = binary.Varint(b)
+		}
+		if n <= 0 {
+			return m, fmt.Errorf("%w: pane state record", ErrMalformed)
+		}
+		b = b[n:]
+	}
+	m.Pending, m.Total, m.Seq = vals[0], vals[1], uint64(vals[2])
+	m.MinTs, m.MaxTs = mtime.Time(vals[3]), mtime.Time(vals[4])
+	m.Fired, m.NonSpec = vals[5], vals[6]
+	return m, nil
+}
+
+// entry is one (key, window) in memory: its meta, mirrored in the store.
+type entry struct {
+	key []byte
+	win Window
+	m   meta
+}
+
+// windowState indexes the entries of one window.
+type windowState struct {
+	entries map[string]*entry // by key
+	// hold is the min over entries with pending values of their hold.
+	hold mtime.Time
+}
+
+// Core groups the values of one task: per (key, window) it buffers values
+// in the Store and fires panes as the input watermark passes windows' ends,
+// under Beam's default trigger. It is deterministic: the same calls on the
+// same store contents give the same panes in the same order, and its
+// in-memory index is a function of the store (Load rebuilds it). It does no
+// I/O but through Store, starts no goroutine and reads no clock. Not safe
+// for concurrent use.
+type Core struct {
+	strat   Strategy
+	st      Store
+	wm      mtime.Time
+	windows map[Window]*windowState
+	// keyWindows indexes entries by key, for merging (sessions only).
+	keyWindows map[string]map[Window]*entry
+	dropped    int64
+}
+
+// NewCore returns a core over st. Call Load before anything else if st may
+// hold state.
+func NewCore(strat Strategy, st Store) *Core {
+	return &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+}
+
+// Load rebuilds the in-memory index from the store: after a restore, and
+// after an abort dropped the attempt's writes.
+func (c *Core) Load() error {
+	c.wm = mtime.MinTimestamp
+	c.windows = map[Window]*windowState{}
+	c.keyWindows = map[string]map[Window]*entry{}
+	v, ok, err := c.st.Get([]byte(keyWM))
+	if err != nil {
+		return err
+	}
+	if ok {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: watermark record of %d bytes", ErrMalformed, len(v))
+		}
+		c.wm = mtime.Time(binary.BigEndian.Uint64(v))
+	}
+	return c.st.Scan([]byte{prefixMeta}, func(k, v []byte) error {
+		w, err := parseWindow(k[1:])
+		if err != nil {
+			return err
+		}
+		m, err := decodeMeta(v)
+		if err != nil {
+			return err
+		}
+		c.index(&entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m})
+		return nil
+	})
+}
+
+// Watermark is the input watermark of the last Advance (mtime.MinTimestamp
+// before the first).
+func (c *Core) Watermark() mtime.Time { return c.wm }
+
+// Dropped counts the values dropped as expired since the core was created.
+func (c *Core) Dropped() int64 { return c.dropped }
+
+// Hold is the earliest timestamp a pane fired later may have, given the
+// values buffered now, or mtime.MaxTimestamp if none is pending:
+//
+//	hold = min over (key, window) with pending values of
+//	       window.MaxTimestamp()   (EndOfWindow)
+//	       min value timestamp     (EarliestInPane)
+//	       max value timestamp     (LatestInPane)
+//
+// The task's output watermark is max(previous, min(input watermark, hold)).
+// With EarliestInPane a value added later may lower a pane below an earlier
+// hold, but never below the input watermark it arrived under, and so never
+// below the output watermark.
+func (c *Core) Hold() mtime.Time {
+	h := mtime.MaxTimestamp
+	for _, ws := range c.windows {
+		h = min(h, ws.hold)
+	}
+	return h
+}
+
+// entryHold is one (key, window)'s contribution to Hold.
+func (c *Core) entryHold(e *entry) mtime.Time {
+	if e.m.Pending == 0 {
+		return mtime.MaxTimestamp
+	}
+	switch c.strat.Combiner {
+	case EarliestInPane:
+		return e.m.MinTs
+	case LatestInPane:
+		return e.m.MaxTs
+	}
+	return e.win.MaxTimestamp()
+}
+
+func (c *Core) index(e *entry) {
+	ws := c.windows[e.win]
+	if ws == nil {
+		ws = &windowState{entries: map[string]*entry{}, hold: mtime.MaxTimestamp}
+		c.windows[e.win] = ws
+	}
+	ws.entries[string(e.key)] = e
+	ws.hold = min(ws.hold, c.entryHold(e))
+	if c.strat.Merging() {
+		kw := c.keyWindows[string(e.key)]
+		if kw == nil {
+			kw = map[Window]*entry{}
+			c.keyWindows[string(e.key)] = kw
+		}
+		kw[e.win] = e
+	}
+}
+
+func (c *Core) unindex(e *entry) {
+	if ws := c.windows[e.win]; ws != nil {
+		delete(ws.entries, string(e.key))
+		if len(ws.entries) == 0 {
+			delete(c.windows, e.win)
+		} else {
+			c.recomputeHold(ws)
+		}
+	}
+	if kw := c.keyWindows[string(e.key)]; kw != nil {
+		delete(kw, e.win)
+		if len(kw) == 0 {
+			delete(c.keyWindows, string(e.key))
+		}
+	}
+}
+
+func (c *Core) recomputeHold(ws *windowState) {
+	ws.hold = mtime.MaxTimestamp
+	for _, e := range ws.entries {
+		ws.hold = min(ws.hold, c.entryHold(e))
+	}
+}
+
+func metaKey(w Window, key []byte) []byte {
+	b := make([]byte, 0, 1+windowKeyLen+len(key))
+	b = append(b, prefixMeta)
+	b = appendWindow(b, w)
+	return append(b, key...)
+}
+
+func valuePrefix(w Window, key []byte) []byte {
+	b := make([]byte, 0, 1+windowKeyLen+binary.MaxVarintLen64+len(key)+8)
+	b = append(b, prefixValue)
+	b = appendWindow(b, w)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	return append(b, key...)
+}
+
+func valueKey(w Window, key []byte, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(valuePrefix(w, key), seq)
+}
+
+func (c *Core) save(e *entry) error {
+	return c.st.Set(metaKey(e.win, e.key), e.m.encode())
+}
+
+// Add buffers one value. It returns dropped=true, storing nothing, if the
+// value's window has expired:
+//
+//	drop ⇔ window.MaxTimestamp() + allowedLateness < input watermark
+//
+// (Beam's LateDataDroppingDoFnRunner; the watermark is that of the last
+// Advance). For session windows the element's window is its proto-session
+// [ts, ts+gap); it merges with every window of the same key it overlaps,
+// transitively (Beam's MergeOverlappingIntervalWindows), and the values
+// of the merged windows move to the merged window.
+func (c *Core) Add(e Element) (dropped bool, err error) {
+	if c.strat.expiry(e.Window) < c.wm {
+		c.dropped++
+		return true, nil
+	}
+	win := e.Window
+	var merged []*entry
+	if c.strat.Merging() {
+		win, merged = c.mergeCandidates(e.Key, e.Window)
+	}
+	ent := c.lookup(win, e.Key)
+	if ent == nil {
+		ent = &entry{key: append([]byte{}, e.Key...), win: win, m: meta{MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp}}
+	} else {
+		c.unindex(ent)
+	}
+	for _, o := range merged {
+		if o == ent {
+			continue
+		}
+		if err := c.absorb(ent, o); err != nil {
+			return false, err
+		}
+	}
+	if err := c.st.Set(valueKey(win, ent.key, ent.m.Seq), e.Value); err != nil {
+		return false, err
+	}
+	ent.m.Seq++
+	ent.m.Pending++
+	ent.m.Total++
+	ent.m.MinTs = min(ent.m.MinTs, e.Timestamp)
+	ent.m.MaxTs = max(ent.m.MaxTs, e.Timestamp)
+	c.index(ent)
+	return false, c.save(ent)
+}
+
+func (c *Core) lookup(w Window, key []byte) *entry {
+	if ws := c.windows[w]; ws != nil {
+		return ws.entries[string(key)]
+	}
+	return nil
+}
+
+// mergeCandidates returns the window w grows into by merging with the
+// live windows of key that overlap it, transitively, and those windows.
+func (c *Core) mergeCandidates(key []byte, w Window) (Window, []*entry) {
+	kw := c.keyWindows[string(key)]
+	var out []*entry
+	taken := map[Window]bool{}
+	for changed := true; changed; {
+		changed = false
+		for ow, e := range kw {
+			if !taken[ow] && (ow == w || ow.intersects(w)) {
+				taken[ow] = true
+				out = append(out, e)
+				w = w.span(ow)
+				changed = true
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].win.less(out[j].win) })
+	return w, out
+}
+
+// absorb moves o's values and counts into into (o's window merged into
+// into's), deleting o. Values keep their order: into's first, then o's.
+func (c *Core) absorb(into, o *entry) error {
+	c.unindex(o)
+	var vals [][]byte
+	var keys [][]byte
+	if err := c.st.Scan(valuePrefix(o.win, o.key), func(k, v []byte) error {
+		keys = append(keys, append([]byte{}, k...))
+		vals = append(vals, append([]byte{}, v...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if err := c.st.Set(valueKey(into.win, into.key, into.m.Seq), v); err != nil {
+			return err
+		}
+		into.m.Seq++
+		if err := c.st.Delete(keys[i]); err != nil {
+			return err
+		}
+	}
+	into.m.Pending += o.m.Pending
+	into.m.Total += o.m.Total
+	into.m.MinTs = min(into.m.MinTs, o.m.MinTs)
+	into.m.MaxTs = max(into.m.MaxTs, o.m.MaxTs)
+	into.m.Fired = max(into.m.Fired, o.m.Fired)
+	into.m.NonSpec = max(into.m.NonSpec, o.m.NonSpec)
+	return c.st.Delete(metaKey(o.win, o.key))
+}
+
+// Advance moves the input watermark to wm (a lower wm is ignored: watermarks
+// never decrease) and returns the panes that fire, in firing order: by
+// window max timestamp, then window start, then key bytes.
+//
+// Firing (Beam's default trigger, Repeatedly(AfterWatermark.pastEndOfWindow())):
+//
+//	fire(key, w) ⇔ pending(key, w) > 0 ∧ w.MaxTimestamp() < wm
+//
+// (a timer at MaxTimestamp fires once the watermark is past it, as Prism's
+// "watermark <= window.MaxTimestamp() → skip" and Java's timers). A pane is
+//
+//	ON_TIME ⇔ prev ≤ w.MaxTimestamp() < wm ∧ no earlier non-speculative pane
+//	LATE    otherwise (its values arrived behind the watermark)
+//	last    ⇔ w.MaxTimestamp() + allowedLateness < wm (the window closes now)
+//
+// where prev is the previous Advance's watermark; Index counts earlier
+// panes, OnTimeIndex (NonSpeculativeIndex) earlier non-speculative ones.
+// The pane's timestamp is the window's max timestamp (EndOfWindow), or the
+// earliest or latest timestamp of its values.
+//
+// Garbage collection: once w.MaxTimestamp() + allowedLateness < wm, every
+// (key, w) is deleted after firing.
+func (c *Core) Advance(wm mtime.Time) ([]Pane, error) {
+	prev := c.wm
+	if wm < prev {
+		wm = prev
+	}
+	var due []Window
+	for w := range c.windows {
+		if w.MaxTimestamp() < wm {
+			due = append(due, w)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].less(due[j]) })
+	var panes []Pane
+	for _, w := range due {
+		ws := c.windows[w]
+		keys := make([]string, 0, len(ws.entries))
+		for k := range ws.entries {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		closing := c.strat.expiry(w) < wm
+		for _, k := range keys {
+			e := ws.entries[k]
+			fired := e.m.Pending > 0
+			if fired {
+				p, err := c.fire(e, prev, closing)
+				if err != nil {
+					return nil, err
+				}
+				panes = append(panes, p)
+			}
+			if closing {
+				if err := c.gc(e); err != nil {
+					return nil, err
+				}
+			} else if fired {
+				if err := c.save(e); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if ws := c.windows[w]; ws != nil {
+			c.recomputeHold(ws)
+		}
+	}
+	if wm != prev {
+		c.wm = wm
+		if err := c.st.Set([]byte(keyWM), binary.BigEndian.AppendUint64(nil, uint64(wm))); err != nil {
+			return nil, err
+		}
+	}
+	return panes, nil
+}
+
+// fire builds the pane of e and updates e's meta (not yet saved).
+func (c *Core) fire(e *entry, prev mtime.Time, closing bool) (Pane, error) {
+	p := Pane{Key: e.key, Window: e.win}
+	var del [][]byte
+	if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, v []byte) error {
+		p.Values = append(p.Values, append([]byte{}, v...))
+		if !c.strat.Accumulating {
+			del = append(del, append([]byte{}, k...))
+		}
+		return nil
+	}); err != nil {
+		return Pane{}, err
+	}
+	for _, k := range del {
+		if err := c.st.Delete(k); err != nil {
+			return Pane{}, err
+		}
+	}
+	maxTs := e.win.MaxTimestamp()
+	switch c.strat.Combiner {
+	case EarliestInPane:
+		p.Timestamp = e.m.MinTs
+	case LatestInPane:
+		p.Timestamp = e.m.MaxTs
+	default:
+		p.Timestamp = maxTs
+	}
+	onTime := prev <= maxTs && e.m.NonSpec == 0
+	p.Info = typex.PaneInfo{IsFirst: e.m.Fired == 0, IsLast: closing, Index: e.m.Fired, NonSpeculativeIndex: e.m.NonSpec, Timing: typex.PaneLate}
+	if onTime {
+		p.Info.Timing = typex.PaneOnTime
+	}
+	e.m.Fired++
+	e.m.NonSpec++
+	e.m.Pending = 0
+	if !c.strat.Accumulating {
+		e.m.Total = 0
+		e.m.MinTs, e.m.MaxTs = mtime.MaxTimestamp, mtime.MinTimestamp
+	}
+	return p, nil
+}
+
+// gc deletes e's values and meta.
+func (c *Core) gc(e *entry) error {
+	var del [][]byte
+	if e.m.Total > 0 {
+		if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, _ []byte) error {
+			del = append(del, append([]byte{}, k...))
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for _, k := range del {
+		if err := c.st.Delete(k); err != nil {
+			return err
+		}
+	}
+	c.unindex(e)
+	return c.st.Delete(metaKey(e.win, e.key))
+}
+
+// MemStore is an in-memory Store (tests, and the reference for state.Task).
+type MemStore struct{ m map[string][]byte }
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore { return &MemStore{m: map[string][]byte{}} }
+
+// Get implements Store.
+func (s *MemStore) Get(key []byte) ([]byte, bool, error) {
+	v, ok := s.m[string(key)]
+	return append([]byte{}, v...), ok, nil
+}
+
+// Set implements Store.
+func (s *MemStore) Set(key, value []byte) error {
+	s.m[string(key)] = append([]byte{}, value...)
+	return nil
+}
+
+// Delete implements Store.
+func (s *MemStore) Delete(key []byte) error {
+	delete(s.m, string(key))
+	return nil
+}
+
+// Scan implements Store.
+func (s *MemStore) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	var keys []string
+	for k := range s.m {
+		if bytes.HasPrefix([]byte(k), prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := fn([]byte(k), s.m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Len is the number of keys stored.
+func (s *MemStore) Len() int { return len(s.m) }
+
+// Clone copies the store.
+func (s *MemStore) Clone() *MemStore {
+	o := NewMemStore()
+	for k, v := range s.m {
+		o.m[k] = append([]byte{}, v...)
+	}
+	return o
+}

@@ -1,0 +1,190 @@
+package gbk
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestCore runs the scenarios in testdata/core/*.txt. Commands:
+//
+//	strategy kind=global|fixed|sliding|sessions [lateness=ms] [acc] [ts=end|earliest|latest]
+//	    a new core over an empty store
+//	add key=K win=global|[s,e) ts=T v=V
+//	    prints "dropped" if the value's window has expired, else nothing
+//	advance wm=T
+//	    prints the fired panes, then the hold
+//	begin / abort
+//	    snapshot the store / restore the snapshot and Load (an aborted attempt)
+//	reload
+//	    a new core Loaded from the same store (a restore on another instance)
+//	state
+//	    the store's keys, decoded
+//
+// Times are ms, or min, max, eogw (mtime.EndOfGlobalWindowTime).
+func TestCore(t *testing.T) {
+	datadriven.Walk(t, "testdata/core", func(t *testing.T, path string) {
+		var c *Core
+		var st, snap *MemStore
+		var strat Strategy
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			args := map[string]string{}
+			for _, a := range d.CmdArgs {
+				args[a.Key] = strings.Join(a.Vals, ",")
+			}
+			switch d.Cmd {
+			case "strategy":
+				strat = Strategy{Kind: WindowFnKind(args["kind"]), Combiner: EndOfWindow}
+				if v, ok := args["lateness"]; ok {
+					strat.AllowedLateness = mustInt(t, v)
+				}
+				if v, ok := args["gap"]; ok {
+					strat.Gap = mustInt(t, v)
+				}
+				_, strat.Accumulating = args["acc"]
+				switch args["ts"] {
+				case "earliest":
+					strat.Combiner = EarliestInPane
+				case "latest":
+					strat.Combiner = LatestInPane
+				}
+				st = NewMemStore()
+				c = NewCore(strat, st)
+				return ""
+			case "add":
+				dropped, err := c.Add(Element{Key: []byte(args["key"]), Window: parseWin(t, args["win"]), Timestamp: parseTime(t, args["ts"]), Value: []byte(args["v"])})
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				if dropped {
+					return fmt.Sprintf("dropped (total %d)\n", c.Dropped())
+				}
+				return ""
+			case "advance":
+				panes, err := c.Advance(parseTime(t, args["wm"]))
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				var b strings.Builder
+				for _, p := range panes {
+					fmt.Fprintf(&b, "fire key=%s win=%s ts=%s %s values=%s\n", p.Key, p.Window, timeString(p.Timestamp), paneString(p.Info), valuesString(p.Values))
+				}
+				fmt.Fprintf(&b, "hold=%s\n", timeString(c.Hold()))
+				return b.String()
+			case "begin":
+				snap = st.Clone()
+				return ""
+			case "abort":
+				st.m = snap.Clone().m
+				if err := c.Load(); err != nil {
+					return "error: " + err.Error()
+				}
+				return fmt.Sprintf("hold=%s wm=%s\n", timeString(c.Hold()), timeString(c.Watermark()))
+			case "reload":
+				c = NewCore(strat, st)
+				if err := c.Load(); err != nil {
+					return "error: " + err.Error()
+				}
+				return fmt.Sprintf("hold=%s wm=%s\n", timeString(c.Hold()), timeString(c.Watermark()))
+			case "state":
+				var b strings.Builder
+				_ = st.Scan(nil, func(k, v []byte) error {
+					b.WriteString(describeKey(k, v))
+					b.WriteString("\n")
+					return nil
+				})
+				if b.Len() == 0 {
+					return "empty\n"
+				}
+				return b.String()
+			}
+			t.Fatalf("unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func describeKey(k, v []byte) string {
+	switch k[0] {
+	case prefixMeta:
+		w, _ := parseWindow(k[1:])
+		m, _ := decodeMeta(v)
+		return fmt.Sprintf("meta key=%s win=%s pending=%d total=%d fired=%d", k[1+windowKeyLen:], w, m.Pending, m.Total, m.Fired)
+	case prefixValue:
+		w, _ := parseWindow(k[1:])
+		rest := k[1+windowKeyLen:]
+		n := int(rest[0])
+		return fmt.Sprintf("value key=%s win=%s v=%s", rest[1:1+n], w, v)
+	case 'w':
+		return "watermark"
+	}
+	return fmt.Sprintf("unknown %q", k)
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func parseTime(t *testing.T, s string) mtime.Time {
+	switch s {
+	case "min":
+		return mtime.MinTimestamp
+	case "max":
+		return mtime.MaxTimestamp
+	case "eogw":
+		return mtime.EndOfGlobalWindowTime
+	}
+	return mtime.Time(mustInt(t, s))
+}
+
+func timeString(ts mtime.Time) string {
+	switch ts {
+	case mtime.MinTimestamp:
+		return "min"
+	case mtime.MaxTimestamp:
+		return "max"
+	case mtime.EndOfGlobalWindowTime:
+		return "eogw"
+	}
+	return strconv.FormatInt(int64(ts), 10)
+}
+
+func parseWin(t *testing.T, s string) Window {
+	if s == "global" {
+		return GlobalWindow
+	}
+	var a, b int64
+	if _, err := fmt.Sscanf(s, "[%d,%d)", &a, &b); err != nil {
+		t.Fatalf("window %q: %v", s, err)
+	}
+	return Window{Start: mtime.Time(a), End: mtime.Time(b)}
+}
+
+func paneString(p typex.PaneInfo) string {
+	timing := map[typex.PaneTiming]string{typex.PaneEarly: "EARLY", typex.PaneOnTime: "ON_TIME", typex.PaneLate: "LATE", typex.PaneUnknown: "UNKNOWN"}[p.Timing]
+	s := fmt.Sprintf("%s idx=%d/%d", timing, p.Index, p.NonSpeculativeIndex)
+	if p.IsFirst {
+		s += " first"
+	}
+	if p.IsLast {
+		s += " last"
+	}
+	return s
+}
+
+func valuesString(vs [][]byte) string {
+	ss := make([]string, len(vs))
+	for i, v := range vs {
+		ss[i] = string(v)
+	}
+	return "[" + strings.Join(ss, " ") + "]"
+}

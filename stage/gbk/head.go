@@ -1,0 +1,173 @@
+package gbk
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/state"
+)
+
+// HeadConfig configures the GroupByKey head of one stage in one instance.
+type HeadConfig struct {
+	// Stage names the stage, in logs and errors. Required.
+	Stage string
+	// Strategy is the input's windowing strategy (ParseStrategy). Required.
+	Strategy Strategy
+	// Codec decodes input elements and encodes panes (NewCodec). Required.
+	Codec *Codec
+	// Stores holds the tasks' state stores (state.Open). Required. The head
+	// owns it from now on: Close closes it.
+	Stores *state.Manager
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Head is the runner-side GroupByKey at the head of a stage (stage.Head):
+// per task a Core over the task's state.Task. Element buffers values,
+// Advance fires panes, and the store's pending writes go to the changelog
+// in the attempt's transaction (Prepare), to Pebble once it committed
+// (Committed), or nowhere (Aborted, after which the cores reload from the
+// committed store).
+type Head struct {
+	cfg   HeadConfig
+	log   *slog.Logger
+	cores map[int32]*Core
+	// droppedAttempt counts expired values dropped in the current attempt;
+	// dropped the committed total.
+	droppedAttempt int64
+	dropped        atomic.Int64
+}
+
+var _ stage.Head = (*Head)(nil)
+
+// NewHead returns the head.
+func NewHead(cfg HeadConfig) (*Head, error) {
+	if cfg.Stage == "" || cfg.Codec == nil || cfg.Stores == nil || cfg.Strategy.Kind == "" {
+		return nil, fmt.Errorf("gbk: HeadConfig needs Stage, Strategy, Codec and Stores")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}}, nil
+}
+
+// Dropped is the number of expired values dropped by committed attempts
+// (Beam: "droppedDueToLateness").
+func (h *Head) Dropped() int64 { return h.dropped.Load() }
+
+// Assign restores task p's store from its changelog partition and loads
+// its core.
+func (h *Head) Assign(ctx context.Context, p int32) error {
+	t, err := h.cfg.Stores.Restore(ctx, p)
+	if err != nil {
+		return err
+	}
+	c := NewCore(h.cfg.Strategy, t)
+	if err := c.Load(); err != nil {
+		return fmt.Errorf("gbk: stage %s task %d: load: %w", h.cfg.Stage, p, err)
+	}
+	h.cores[p] = c
+	h.log.Info("gbk: task ready", "task", p, "watermark", int64(c.Watermark()), "hold", int64(c.Hold()), "windows", len(c.windows))
+	return nil
+}
+
+// Revoke drops task p's core and store.
+func (h *Head) Revoke(p int32) {
+	delete(h.cores, p)
+	h.cfg.Stores.Drop(p)
+}
+
+func (h *Head) core(p int32) (*Core, error) {
+	c := h.cores[p]
+	if c == nil {
+		return nil, fmt.Errorf("gbk: stage %s task %d: %w", h.cfg.Stage, p, state.ErrNotAssigned)
+	}
+	return c, nil
+}
+
+// Element buffers one input element in every window it is in. The record
+// key must be the element's key bytes (KeyOf upstream). It emits nothing.
+func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
+	c, err := h.core(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.cfg.Codec.Decode(value)
+	if err != nil {
+		return nil, err
+	}
+	if key != nil && !bytes.Equal(key, d.Key) {
+		return nil, fmt.Errorf("%w: record key %x is not the element's key %x", ErrMalformed, key, d.Key)
+	}
+	for _, w := range d.Windows {
+		dropped, err := c.Add(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
+		if err != nil {
+			return nil, err
+		}
+		if dropped {
+			h.droppedAttempt++
+		}
+	}
+	return nil, nil
+}
+
+// Advance fires task p's panes for input watermark wm and returns them
+// encoded, with the task's hold.
+func (h *Head) Advance(p int32, wm mtime.Time) ([][]byte, mtime.Time, error) {
+	c, err := h.core(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	panes, err := c.Advance(wm)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([][]byte, 0, len(panes))
+	for _, pn := range panes {
+		e, err := h.cfg.Codec.Encode(pn)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, e)
+	}
+	return out, c.Hold(), nil
+}
+
+// Prepare writes the attempt's state changes to the changelog.
+func (h *Head) Prepare(produce stage.ProduceFunc) error {
+	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))
+}
+
+// Committed applies the attempt's state changes to the stores.
+func (h *Head) Committed() error {
+	if n := h.droppedAttempt; n > 0 {
+		total := h.dropped.Add(n)
+		h.log.Warn("gbk: dropped values of expired windows (behind the watermark by more than the allowed lateness)", "dropped", n, "dropped_total", total, "allowed_lateness_ms", h.cfg.Strategy.AllowedLateness)
+	}
+	h.droppedAttempt = 0
+	return h.cfg.Stores.Committed()
+}
+
+// Aborted drops the attempt's state changes of tasks ps and reloads their
+// cores from the committed store.
+func (h *Head) Aborted(ps []int32) error {
+	h.droppedAttempt = 0
+	h.cfg.Stores.Aborted(ps)
+	for _, p := range ps {
+		if c := h.cores[p]; c != nil {
+			if err := c.Load(); err != nil {
+				return fmt.Errorf("gbk: stage %s task %d: reload after abort: %w", h.cfg.Stage, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the stores.
+func (h *Head) Close() { h.cfg.Stores.Close() }

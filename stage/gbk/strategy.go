@@ -1,0 +1,179 @@
+package gbk
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnsupported: the windowing strategy uses a feature this runner does
+	// not execute; the message names the transform and the feature. Not
+	// retryable: the pipeline is refused before any topic is created.
+	ErrUnsupported = errors.New("gbk: not supported by the kafkastreams runner")
+	// ErrMalformed: the pipeline or an element does not decode.
+	ErrMalformed = errors.New("gbk: malformed")
+)
+
+// Window fn URNs (beam_runner_api.proto, StandardWindowFns).
+const (
+	URNGlobalWindows  = "beam:window_fn:global_windows:v1"
+	URNFixedWindows   = "beam:window_fn:fixed_windows:v1"
+	URNSlidingWindows = "beam:window_fn:sliding_windows:v1"
+	URNSessions       = "beam:window_fn:session_windows:v1"
+)
+
+// WindowFnKind is the kind of window fn of a GroupByKey's input.
+type WindowFnKind string
+
+// Window fn kinds.
+const (
+	GlobalWindows  WindowFnKind = "global"
+	FixedWindows   WindowFnKind = "fixed"
+	SlidingWindows WindowFnKind = "sliding"
+	Sessions       WindowFnKind = "sessions"
+)
+
+// TimestampCombiner says which timestamp a fired pane gets (Beam's
+// OutputTime / TimestampCombiner).
+type TimestampCombiner string
+
+// Timestamp combiners.
+const (
+	// EndOfWindow: the window's max timestamp (Beam's default).
+	EndOfWindow TimestampCombiner = "end_of_window"
+	// EarliestInPane: the earliest timestamp of the pane's values.
+	EarliestInPane TimestampCombiner = "earliest"
+	// LatestInPane: the latest timestamp of the pane's values.
+	LatestInPane TimestampCombiner = "latest"
+)
+
+// Strategy is the windowing strategy of a GroupByKey's input PCollection, as
+// far as the runner acts on it. The trigger is always Beam's default
+// (fire once when the watermark passes the end of the window, then once per
+// late batch within the allowed lateness): any other is refused.
+type Strategy struct {
+	Kind WindowFnKind
+	// Gap is the session gap in ms (Sessions only). Elements arrive in
+	// proto-sessions [ts, ts+Gap) assigned by the SDK; the core merges them.
+	Gap int64
+	// AllowedLateness in ms (WindowingStrategy.allowed_lateness, ms too);
+	// 0 by default: data behind the watermark is dropped.
+	AllowedLateness int64
+	// Accumulating keeps fired values for later (late) panes of the same
+	// window; discarding (the default) drops them once fired.
+	Accumulating bool
+	// Combiner is the pane timestamp rule. Default EndOfWindow.
+	Combiner TimestampCombiner
+}
+
+// Merging reports whether windows merge (session windows).
+func (s Strategy) Merging() bool { return s.Kind == Sessions }
+
+// ParseStrategy reads ws, the windowing strategy of the input of the
+// GroupByKey transform named name (for error messages). It refuses, with
+// ErrUnsupported naming the transform and the feature, any trigger but the
+// default, window fns other than global, fixed, sliding and sessions,
+// merge statuses other than the window fn's own, and retracting
+// accumulation. allowMerging=false also refuses session windows.
+func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool) (Strategy, error) {
+	fail := func(format string, args ...any) (Strategy, error) {
+		return Strategy{}, fmt.Errorf("%w: GroupByKey %s: %s", ErrUnsupported, name, fmt.Sprintf(format, args...))
+	}
+	if ws == nil {
+		return Strategy{}, fmt.Errorf("%w: GroupByKey %s: no windowing strategy", ErrMalformed, name)
+	}
+	s := Strategy{AllowedLateness: ws.GetAllowedLateness()}
+	if s.AllowedLateness < 0 {
+		return fail("negative allowed lateness %d ms", s.AllowedLateness)
+	}
+	wfn := ws.GetWindowFn()
+	switch wfn.GetUrn() {
+	case URNGlobalWindows:
+		s.Kind = GlobalWindows
+	case URNFixedWindows:
+		s.Kind = FixedWindows
+	case URNSlidingWindows:
+		s.Kind = SlidingWindows
+	case URNSessions:
+		s.Kind = Sessions
+		p := &pipepb.SessionWindowsPayload{}
+		if err := proto.Unmarshal(wfn.GetPayload(), p); err != nil {
+			return Strategy{}, fmt.Errorf("%w: GroupByKey %s: session window payload: %v", ErrMalformed, name, err)
+		}
+		s.Gap = p.GetGapSize().AsDuration().Milliseconds()
+		if !allowMerging {
+			return fail("session (merging) windows are not implemented yet")
+		}
+	default:
+		return fail("window fn %q is not supported (global, fixed, sliding and session windows are)", wfn.GetUrn())
+	}
+	wantMerge := pipepb.MergeStatus_NON_MERGING
+	if s.Kind == Sessions {
+		wantMerge = pipepb.MergeStatus_NEEDS_MERGE
+	}
+	if m := ws.GetMergeStatus(); m != wantMerge && !(s.Kind == Sessions && m == pipepb.MergeStatus_ALREADY_MERGED) {
+		return fail("merge status %v with window fn %s is not supported", m, s.Kind)
+	}
+	if _, ok := ws.GetTrigger().GetTrigger().(*pipepb.Trigger_Default_); !ok {
+		return fail("trigger %v is not supported yet (only the default trigger)", ws.GetTrigger())
+	}
+	switch ws.GetAccumulationMode() {
+	case pipepb.AccumulationMode_DISCARDING, pipepb.AccumulationMode_UNSPECIFIED:
+	case pipepb.AccumulationMode_ACCUMULATING:
+		s.Accumulating = true
+	default:
+		return fail("accumulation mode %v is not supported", ws.GetAccumulationMode())
+	}
+	switch ws.GetOutputTime() {
+	case pipepb.OutputTime_END_OF_WINDOW, pipepb.OutputTime_UNSPECIFIED:
+		s.Combiner = EndOfWindow
+	case pipepb.OutputTime_EARLIEST_IN_PANE:
+		s.Combiner = EarliestInPane
+	case pipepb.OutputTime_LATEST_IN_PANE:
+		s.Combiner = LatestInPane
+	default:
+		return fail("output time %v is not supported", ws.GetOutputTime())
+	}
+	switch ws.GetOnTimeBehavior() {
+	case pipepb.OnTimeBehavior_FIRE_IF_NONEMPTY, pipepb.OnTimeBehavior_FIRE_ALWAYS, pipepb.OnTimeBehavior_UNSPECIFIED:
+		// Equivalent here: a (key, window) only exists once a value arrived,
+		// and its first pane is never empty.
+	default:
+		return fail("on-time behavior %v is not supported", ws.GetOnTimeBehavior())
+	}
+	return s, nil
+}
+
+// String is a one-line description for logs.
+func (s Strategy) String() string {
+	acc := "discarding"
+	if s.Accumulating {
+		acc = "accumulating"
+	}
+	out := fmt.Sprintf("%s windows, default trigger, %s, timestamp %s, allowed lateness %v", s.Kind, acc, s.Combiner, time.Duration(s.AllowedLateness)*time.Millisecond)
+	if s.Kind == Sessions {
+		out += fmt.Sprintf(", gap %v", time.Duration(s.Gap)*time.Millisecond)
+	}
+	return out
+}
+
+// expiry is the last input watermark at which data of window w is kept:
+//
+//	expired(w, wm) ⇔ w.MaxTimestamp() + allowedLateness < wm
+//
+// (Beam's LateDataUtils.garbageCollectionTime and isExpired: the GC time is
+// maxTimestamp + allowed lateness, and a window expires once the input
+// watermark is past it.) Saturates at mtime.MaxTimestamp.
+func (s Strategy) expiry(w Window) mtime.Time {
+	e := w.MaxTimestamp() + mtime.Time(s.AllowedLateness)
+	if e > mtime.MaxTimestamp || e < w.MaxTimestamp() {
+		return mtime.MaxTimestamp
+	}
+	return e
+}

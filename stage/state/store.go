@@ -1,0 +1,424 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotAssigned: the task has no open store (not assigned, or revoked).
+	ErrNotAssigned = errors.New("state: task not assigned")
+	// ErrRestore: the changelog could not be read to its end; wraps the
+	// cause. Retryable: the assignment can be retried.
+	ErrRestore = errors.New("state: restore from changelog failed")
+	// ErrClosed: the Manager is closed.
+	ErrClosed = errors.New("state: closed")
+)
+
+// ChangelogTopic is the changelog topic of a stage's state:
+// "<application_id>-<stage>-changelog", compacted, with as many partitions
+// as the stage's input topic (partition p belongs to task p).
+func ChangelogTopic(applicationID, stage string) string {
+	return applicationID + "-" + stage + "-changelog"
+}
+
+// ProduceFunc writes one record into the open transaction (stage.ProduceFunc).
+type ProduceFunc func(topic string, partition int32, key, value []byte) error
+
+// Options configure a Manager.
+type Options struct {
+	// Dir is the base directory (the runner's --state_dir). Each task's
+	// database lives in a fresh directory under Dir/<Name>/, removed when
+	// the task is dropped. Default: a directory under os.TempDir().
+	Dir string
+	// Name names the stage (a directory under Dir, and in logs). Required.
+	Name string
+	// Topic is the changelog topic (see ChangelogTopic). Required.
+	Topic string
+	// BootstrapServers is Kafka's bootstrap.servers, for restores. Required.
+	BootstrapServers string
+	// Properties are extra librdkafka properties (security settings, …).
+	Properties map[string]string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager holds the stores of one stage's tasks in one instance. Not safe
+// for concurrent use: every call comes from the goroutine running the
+// stage's loop.
+type Manager struct {
+	opts   Options
+	log    *slog.Logger
+	base   string
+	tasks  map[int32]*Task
+	closed bool
+}
+
+// Task is the store of one task: its Pebble database with the current
+// attempt's pending writes overlaid. Reads see pending writes.
+type Task struct {
+	p   int32
+	dir string
+	db  *pebble.DB
+	// pending is the attempt's writes (an indexed batch: reads merge it
+	// with db); nil when the attempt wrote nothing.
+	pending *pebble.Batch
+}
+
+// Open returns a Manager. It creates Dir/<Name> but opens no database.
+func Open(opts Options) (*Manager, error) {
+	if opts.Name == "" || opts.Topic == "" || opts.BootstrapServers == "" {
+		return nil, errors.New("state: Options need Name, Topic and BootstrapServers")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(os.TempDir(), "kafkastreams-state")
+	}
+	base := filepath.Join(opts.Dir, opts.Name)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return &Manager{opts: opts, log: opts.Logger.With("stage", opts.Name), base: base, tasks: map[int32]*Task{}}, nil
+}
+
+// Task returns task p's store, or nil if it is not assigned.
+func (m *Manager) Task(p int32) *Task { return m.tasks[p] }
+
+// Restore opens a fresh database for task p and fills it from changelog
+// partition p, read_committed, from the beginning to the last stable
+// offset (so no open transaction is ever read). A store task p already had
+// is dropped first. It logs the records, bytes, and rate (records/s, MB/s).
+// Errors wrap ErrRestore.
+func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
+	if m.closed {
+		return nil, ErrClosed
+	}
+	m.Drop(p)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	dir := filepath.Join(m.base, fmt.Sprintf("%d-%s", p, hex.EncodeToString(suffix)))
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{m.log}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: task %d: open %s: %w", ErrRestore, p, dir, err)
+	}
+	t := &Task{p: p, dir: dir, db: db}
+	start := time.Now()
+	n, size, err := m.restore(ctx, t)
+	if err != nil {
+		t.close()
+		return nil, fmt.Errorf("%w: task %d from %s[%d]: %w", ErrRestore, p, m.opts.Topic, p, err)
+	}
+	el := time.Since(start)
+	secs := max(el.Seconds(), 1e-6)
+	m.log.Info("state: restored task store from changelog", "task", p, "topic", m.opts.Topic,
+		"records", n, "bytes", size, "elapsed", el.Round(time.Millisecond),
+		"records_per_s", int64(float64(n)/secs), "mb_per_s", fmt.Sprintf("%.2f", float64(size)/1e6/secs))
+	m.tasks[p] = t
+	return t, nil
+}
+
+// restore applies changelog partition t.p to t.db and returns the records
+// and bytes read. It reads with a fresh consumer (Assign only, never joins
+// a group) until the partition-EOF event, which read_committed delivers at
+// the last stable offset, after any trailing transaction marker (the
+// consumer position does not move past a marker, so it cannot tell the
+// end).
+func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, err error) {
+	cm := kafka.ConfigMap{}
+	for k, v := range m.opts.Properties {
+		cm[k] = v
+	}
+	cm["bootstrap.servers"] = m.opts.BootstrapServers
+	cm["group.id"] = m.opts.Topic + "-restore" // required by librdkafka; never joined
+	cm["enable.auto.commit"] = false
+	cm["isolation.level"] = "read_committed"
+	cm["enable.partition.eof"] = true
+	cm["fetch.wait.max.ms"] = 20 // the EOF comes with the fetch after the last records: do not wait 500 ms for it
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = c.Close() }()
+	topic := m.opts.Topic
+	low, high, err := c.QueryWatermarkOffsets(topic, t.p, 10000)
+	if err != nil {
+		return 0, 0, fmt.Errorf("end offset: %w", err)
+	}
+	if high <= low {
+		return 0, 0, nil
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: t.p, Offset: kafka.OffsetBeginning}}); err != nil {
+		return 0, 0, err
+	}
+	b := t.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	flush := func() error {
+		if b.Empty() {
+			return nil
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return err
+		}
+		_ = b.Close()
+		b = t.db.NewBatch()
+		return nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return records, size, err
+		}
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				return records, size, e.TopicPartition.Error
+			}
+			records++
+			size += int64(len(e.Key) + len(e.Value))
+			if e.Value == nil {
+				err = b.Delete(e.Key, nil)
+			} else {
+				err = b.Set(e.Key, e.Value, nil)
+			}
+			if err != nil {
+				return records, size, err
+			}
+			if b.Len() > 4<<20 {
+				if err := flush(); err != nil {
+					return records, size, err
+				}
+			}
+		case kafka.PartitionEOF:
+			if e.Partition == t.p {
+				return records, size, flush()
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return records, size, e
+			}
+		}
+	}
+}
+
+// Drop closes task p's store and removes its directory (on revocation).
+func (m *Manager) Drop(p int32) {
+	if t := m.tasks[p]; t != nil {
+		t.close()
+		delete(m.tasks, p)
+	}
+}
+
+// Prepare writes the pending writes of every task as changelog records into
+// the open transaction: for each key written in the attempt, its last value
+// (a nil value, a tombstone, if it was deleted), in key order per task,
+// tasks in partition order.
+func (m *Manager) Prepare(produce ProduceFunc) error {
+	for _, p := range m.sortedTasks() {
+		t := m.tasks[p]
+		if t.pending == nil || t.pending.Empty() {
+			continue
+		}
+		last := map[string][]byte{}
+		r := t.pending.Reader()
+		for {
+			kind, k, v, ok, err := r.Next()
+			if err != nil {
+				return fmt.Errorf("state: task %d: pending batch: %w", p, err)
+			}
+			if !ok {
+				break
+			}
+			switch kind {
+			case pebble.InternalKeyKindSet:
+				last[string(k)] = append([]byte{}, v...)
+			case pebble.InternalKeyKindDelete:
+				last[string(k)] = nil
+			default:
+				return fmt.Errorf("state: task %d: unexpected batch record kind %v", p, kind)
+			}
+		}
+		keys := make([]string, 0, len(last))
+		for k := range last {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := produce(m.opts.Topic, p, []byte(k), last[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Committed applies every task's pending writes to its database (the
+// transaction that carried them to the changelog has committed).
+func (m *Manager) Committed() error {
+	for _, p := range m.sortedTasks() {
+		t := m.tasks[p]
+		if t.pending == nil {
+			continue
+		}
+		b := t.pending
+		t.pending = nil
+		if err := b.Commit(pebble.NoSync); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("state: task %d: apply committed writes: %w", p, err)
+		}
+		_ = b.Close()
+	}
+	return nil
+}
+
+// Aborted drops the pending writes of tasks ps (of every task if ps is nil).
+func (m *Manager) Aborted(ps []int32) {
+	if ps == nil {
+		ps = m.sortedTasks()
+	}
+	for _, p := range ps {
+		if t := m.tasks[p]; t != nil && t.pending != nil {
+			_ = t.pending.Close()
+			t.pending = nil
+		}
+	}
+}
+
+// Close drops every task's store.
+func (m *Manager) Close() {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	for p := range m.tasks {
+		m.Drop(p)
+	}
+}
+
+func (m *Manager) sortedTasks() []int32 {
+	out := make([]int32, 0, len(m.tasks))
+	for p := range m.tasks {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (t *Task) close() {
+	if t.pending != nil {
+		_ = t.pending.Close()
+		t.pending = nil
+	}
+	_ = t.db.Close()
+	_ = os.RemoveAll(t.dir)
+}
+
+func (t *Task) batch() *pebble.Batch {
+	if t.pending == nil {
+		t.pending = t.db.NewIndexedBatch()
+	}
+	return t.pending
+}
+
+// Get returns the value of key (pending writes first), ok=false if absent.
+// The value is a copy.
+func (t *Task) Get(key []byte) (value []byte, ok bool, err error) {
+	var v []byte
+	var c interface{ Close() error }
+	if t.pending != nil {
+		v, c, err = t.pending.Get(key)
+	} else {
+		v, c, err = t.db.Get(key)
+	}
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: task %d: get: %w", t.p, err)
+	}
+	out := append([]byte{}, v...)
+	_ = c.Close()
+	return out, true, nil
+}
+
+// Set writes key=value in the pending writes.
+func (t *Task) Set(key, value []byte) error {
+	if value == nil {
+		value = []byte{} // nil is the changelog's tombstone
+	}
+	return t.batch().Set(key, value, nil)
+}
+
+// Delete deletes key in the pending writes.
+func (t *Task) Delete(key []byte) error {
+	return t.batch().Delete(key, nil)
+}
+
+// Scan calls fn for every key with the prefix, in key order, with pending
+// writes merged in. fn must not keep key or value, nor write to the task.
+func (t *Task) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	opts := &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}
+	var it *pebble.Iterator
+	var err error
+	if t.pending != nil {
+		it, err = t.pending.NewIter(opts)
+	} else {
+		it, err = t.db.NewIter(opts)
+	}
+	if err != nil {
+		return fmt.Errorf("state: task %d: scan: %w", t.p, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if !bytes.HasPrefix(it.Key(), prefix) {
+			break
+		}
+		if err := fn(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// prefixEnd is the smallest key greater than every key with the prefix
+// (nil: no upper bound).
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte{}, prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// pebbleLogger drops Pebble's info logs and forwards its errors to slog.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Warn("state: pebble: " + fmt.Sprintf(format, args...))
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error("state: pebble: fatal: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
