@@ -55,6 +55,7 @@ func Diff(recorded, current *Plan) error {
 		field("URNs", r.URNs, c.URNs)
 		field("upstreams", r.Upstreams, c.Upstreams)
 		field("outputs", r.Outputs, c.Outputs)
+		field("side inputs", r.SideInputs, c.SideInputs)
 	}
 	if len(d) == 0 {
 		return nil

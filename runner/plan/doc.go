@@ -14,5 +14,12 @@
 // a Flatten's inputs all write to the Flatten stage's one topic, and a
 // PCollection consumed by two boundaries is written to both topics.
 //
+// Side inputs (SideInput): a PCollection read as a side input is an edge from
+// its producer's stage to a one-partition topic of the reading stage. A ParDo
+// with side inputs is fused like any SDK transform unless that would make its
+// stage wait on itself or hold back records it cannot (fuseSideInputs); then
+// it starts a HeadSideInputs stage, a passthrough topic hop. The stage graph,
+// side edges included, is acyclic.
+//
 // It may import the Beam model protos only.
 package plan

@@ -24,6 +24,19 @@ const (
 	URNMapWindows            = "beam:transform:map_windows:v1"
 	URNCombinePerKey         = "beam:transform:combine_per_key:v1"
 	URNTestStream            = "beam:transform:teststream:v1"
+
+	// Side input access patterns (beam_runner_api.proto, StandardSideInputTypes).
+	URNSideInputIterable = "beam:side_input:iterable:v1"
+	URNSideInputMultimap = "beam:side_input:multimap:v1"
+
+	// Window mapping fns the Go SDK writes on its side inputs (graphx):
+	// the main input window's max timestamp is assigned to a window of the
+	// side input's WindowFn (the earliest, for sliding windows).
+	URNWindowMappingGlobal  = "beam:go:windowmapping:global:v1"
+	URNWindowMappingFixed   = "beam:go:windowmapping:fixed:v1"
+	URNWindowMappingSliding = "beam:go:windowmapping:sliding:v1"
+
+	urnGlobalWindowFn = "beam:window_fn:global_windows:v1"
 )
 
 // sdkURNs are leaf transforms the Go SDK harness executes inside a fused stage.
@@ -58,7 +71,19 @@ const (
 	// HeadFlatten: every input of the Flatten writes to the stage's topic;
 	// elements pass unchanged.
 	HeadFlatten HeadKind = "flatten"
+	// HeadSideInputs: a fusion break before a ParDo with side inputs that
+	// cannot run in its main input's stage (see Build); the ParDo's main
+	// input crosses the stage's topic unchanged and the ParDo is the first
+	// fused transform (HeadTransform is the ParDo; HeadOutput its main input).
+	HeadSideInputs HeadKind = "side_inputs"
 )
+
+// passthroughHeads hand the records of a task to the bundle one element per
+// record, with no runner-side state: a task can stop at any record and read
+// it again later. Only these heads can precede a ParDo with side inputs in
+// a stage, because the task holds back main-input records whose side input
+// is not ready (see SideInput).
+var passthroughHeads = map[HeadKind]bool{HeadImpulse: true, HeadReshuffle: true, HeadFlatten: true, HeadSideInputs: true}
 
 // Options are the plan's inputs besides the pipeline.
 type Options struct {
@@ -76,7 +101,10 @@ type Options struct {
 // Plan is the executable shape of one pipeline for one application.
 type Plan struct {
 	ApplicationID string `json:"applicationId"`
-	// Stages in topological order: a stage's upstream stages come before it.
+	// Stages in topological order of their main inputs: a stage's Upstreams
+	// come before it. A side input's producer (SideInput.Upstream) may come
+	// after the stage reading it; the stage graph with side-input edges is
+	// still acyclic (Build guarantees it).
 	Stages []*Stage `json:"stages"`
 }
 
@@ -107,8 +135,50 @@ type Stage struct {
 	// Upstreams are the stages writing to InputTopic, sorted.
 	Upstreams []string `json:"upstreams"`
 	// Outputs are the PCollections leaving the stage, each with the input
-	// topics of the stages consuming it, sorted by PCollection id.
+	// topics of the stages consuming it and the side-input topics of the
+	// stages reading it as a side input, sorted by PCollection id.
 	Outputs []Output `json:"outputs"`
+	// SideInputs are the side inputs of the stage's fused ParDos, sorted by
+	// (transform unique name, local name). Empty for most stages.
+	SideInputs []SideInput `json:"sideInputs,omitempty"`
+}
+
+// SideInput is one side input of a ParDo fused in a stage: an edge from the
+// stage producing the PCollection (Upstream) to a one-partition topic that
+// every task of the reading stage consumes whole.
+//
+// The producer writes the PCollection's elements (wire-encoded, one Envelope
+// each, like any output) and its watermark reports to Topic inside its
+// transactions. A reader sees only committed records (read_committed) in
+// the one partition's order, so a report it reads covers every element
+// before it: when the reports say the producer's watermark is past a
+// window's max timestamp, that window of the side input is complete (Beam:
+// a side input window is ready once the side input's watermark passes its
+// end). One partition, not P, because every task reads it whole anyway and
+// one ordered log needs one watermark per producer task, not one per
+// (producer task, partition).
+//
+// Side inputs do not hold the reading stage's input watermark through its
+// Upstreams: a task instead stops reading its main partition at the first
+// element whose side input window is not ready (stage.Config.SideInputs),
+// so neither that element nor any report after it is consumed until it is.
+type SideInput struct {
+	// Transform is the id of the ParDo reading the side input, and
+	// TransformName its unique name.
+	Transform     string `json:"transform"`
+	TransformName string `json:"transformName"`
+	// LocalName is the side input's local input name in the ParDo ("i1",
+	// …): the side_input_id of the harness's state requests.
+	LocalName string `json:"localName"`
+	// PCollection is the side input's PCollection id.
+	PCollection string `json:"pcollection"`
+	// AccessPattern is URNSideInputIterable or URNSideInputMultimap.
+	AccessPattern string `json:"accessPattern"`
+	// Topic is "<application_id>-<stage>-side<N>", N the index in
+	// Stage.SideInputs; one partition.
+	Topic string `json:"topic"`
+	// Upstream is the stage producing PCollection.
+	Upstream string `json:"upstream"`
 }
 
 // Output is one PCollection a stage writes, and where.
@@ -131,11 +201,15 @@ func (p *Plan) Stage(name string) *Stage {
 	return nil
 }
 
-// Topics returns every internal topic with its partition count, sorted.
+// Topics returns every internal topic with its partition count: the input
+// topics and the side-input topics (one partition each).
 func (p *Plan) Topics() map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range p.Stages {
 		out[s.InputTopic] = s.Partitions
+		for _, si := range s.SideInputs {
+			out[si.Topic] = 1
+		}
 	}
 	return out
 }
@@ -189,36 +263,52 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 
 	plan := &Plan{ApplicationID: opts.ApplicationID}
 	stageOf := map[string]*Stage{} // head or fused leaf id -> stage
-	for _, id := range order {
-		t := comps.GetTransforms()[id]
-		kind, isHead := headKind(t.GetSpec().GetUrn())
-		if !isHead {
-			continue
+	// deps[s] are the stages s reads from (main and side inputs): the stage
+	// graph, kept acyclic as it grows.
+	deps := map[*Stage]map[*Stage]bool{}
+	addDep := func(s, on *Stage) {
+		if deps[s] == nil {
+			deps[s] = map[*Stage]bool{}
 		}
+		deps[s][on] = true
+	}
+	// keepsWindows[pc]: pc's elements are in the windows they had at the
+	// head of pc's stage (only ParDos, which keep windows, lie between).
+	keepsWindows := map[string]bool{}
+	newStage := func(kind HeadKind, id string, t *pipepb.PTransform, headOutput string) *Stage {
 		s := &Stage{
 			Head:           kind,
 			HeadTransform:  id,
 			HeadUniqueName: t.GetUniqueName(),
 			Partitions:     opts.Partitions,
+			HeadOutput:     headOutput,
 		}
 		if kind == HeadImpulse {
 			s.Partitions = 1
 		}
 		s.Name = fmt.Sprintf("s%d-%s", len(plan.Stages), slug(t.GetUniqueName()))
 		s.InputTopic = opts.ApplicationID + "-" + s.Name
-		outs := sortedValues(t.GetOutputs())
-		if len(outs) != 1 {
-			return nil, fmt.Errorf("%w: %s transform %q (%s) has %d outputs, want 1", ErrMalformed, kind, t.GetUniqueName(), id, len(outs))
-		}
-		s.HeadOutput = outs[0]
-		stageOf[id] = s
 		plan.Stages = append(plan.Stages, s)
+		keepsWindows[headOutput] = true
+		return s
 	}
-	// Fuse: each SDK leaf joins the stage of the producer of its main input.
-	// Topological order guarantees the producer is placed first.
+	// One walk in topological order: a head starts a stage; an SDK leaf
+	// joins the stage of the producer of its main input, unless it is a
+	// ParDo with side inputs that cannot run there (fuseSideInputs), which
+	// then starts a HeadSideInputs stage. Producers are placed first.
 	for _, id := range order {
 		t := comps.GetTransforms()[id]
-		if !sdkURNs[t.GetSpec().GetUrn()] {
+		urn := t.GetSpec().GetUrn()
+		if kind, isHead := headKind(urn); isHead {
+			outs := sortedValues(t.GetOutputs())
+			if len(outs) != 1 {
+				return nil, fmt.Errorf("%w: %s transform %q (%s) has %d outputs, want 1", ErrMalformed, kind, t.GetUniqueName(), id, len(outs))
+			}
+			s := newStage(kind, id, t, outs[0])
+			stageOf[id] = s
+			for _, pc := range allInputs(t) {
+				addDep(s, stageOf[producer[pc]])
+			}
 			continue
 		}
 		ins := mainInputs(t)
@@ -230,13 +320,45 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			return nil, fmt.Errorf("%w: no transform produces PCollection %s, the input of %q", ErrMalformed, ins[0], t.GetUniqueName())
 		}
 		s := stageOf[up]
+		sides, err := sideInputsOf(id, t)
+		if err != nil {
+			return nil, err
+		}
+		if len(sides) > 0 && !fuseSideInputs(s, ins[0], sides, comps, producer, stageOf, deps, keepsWindows) {
+			if opts.Supported != nil && !opts.Supported[HeadSideInputs] {
+				return nil, fmt.Errorf("%w: transform %q (id %s) reads side inputs and needs a stage of its own (%s), which this runner does not execute yet", ErrUnsupported, t.GetUniqueName(), id, HeadSideInputs)
+			}
+			s = newStage(HeadSideInputs, id, t, ins[0])
+			addDep(s, stageOf[up])
+		}
 		stageOf[id] = s
 		s.Transforms = append(s.Transforms, id)
 		s.TransformNames = append(s.TransformNames, t.GetUniqueName())
-		s.URNs = append(s.URNs, t.GetSpec().GetUrn())
+		s.URNs = append(s.URNs, urn)
+		if urn == URNParDo && keepsWindows[ins[0]] {
+			for _, pc := range t.GetOutputs() {
+				keepsWindows[pc] = true
+			}
+		}
+		for _, si := range sides {
+			ys := stageOf[producer[si.PCollection]]
+			addDep(s, ys)
+			si.Upstream = ys.Name
+			si.Topic = fmt.Sprintf("%s-%s-side%d", opts.ApplicationID, s.Name, len(s.SideInputs))
+			s.SideInputs = append(s.SideInputs, si)
+		}
 	}
 	// Edges: a PCollection whose consumer is a head leaves its producer's stage.
 	outputs := map[*Stage]map[string]map[string]int{} // stage -> pcoll -> topic -> copies
+	addOutput := func(ps *Stage, pc, topic string) {
+		if outputs[ps] == nil {
+			outputs[ps] = map[string]map[string]int{}
+		}
+		if outputs[ps][pc] == nil {
+			outputs[ps][pc] = map[string]int{}
+		}
+		outputs[ps][pc][topic]++
+	}
 	for pc, cs := range consumers {
 		for _, c := range cs {
 			consumer := stageOf[c]
@@ -247,17 +369,17 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			if ps == nil {
 				return nil, fmt.Errorf("%w: no transform produces PCollection %s, an input of %q", ErrMalformed, pc, consumer.HeadUniqueName)
 			}
-			if outputs[ps] == nil {
-				outputs[ps] = map[string]map[string]int{}
-			}
-			if outputs[ps][pc] == nil {
-				outputs[ps][pc] = map[string]int{}
-			}
-			outputs[ps][pc][consumer.InputTopic]++
+			addOutput(ps, pc, consumer.InputTopic)
 			if !contains(consumer.Upstreams, ps.Name) {
 				consumer.Upstreams = append(consumer.Upstreams, ps.Name)
 				sort.Strings(consumer.Upstreams)
 			}
+		}
+	}
+	// Side-input edges: the producer writes the PCollection to the topic.
+	for _, s := range plan.Stages {
+		for _, si := range s.SideInputs {
+			addOutput(plan.Stage(si.Upstream), si.PCollection, si.Topic)
 		}
 	}
 	for _, s := range plan.Stages {
@@ -271,6 +393,93 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// sideInputsOf returns t's side inputs, sorted by local name, without Topic
+// and Upstream. Only ParDos have side inputs.
+func sideInputsOf(id string, t *pipepb.PTransform) ([]SideInput, error) {
+	if t.GetSpec().GetUrn() != URNParDo {
+		return nil, nil
+	}
+	pd := &pipepb.ParDoPayload{}
+	if err := unmarshal(t.GetSpec().GetPayload(), pd); err != nil {
+		return nil, fmt.Errorf("%w: transform %q (%s): ParDoPayload: %v", ErrMalformed, t.GetUniqueName(), id, err)
+	}
+	var out []SideInput
+	for _, local := range sortedKeys(pd.GetSideInputs()) {
+		pc, ok := t.GetInputs()[local]
+		if !ok {
+			return nil, fmt.Errorf("%w: transform %q (%s): side input %q is not one of its inputs", ErrMalformed, t.GetUniqueName(), id, local)
+		}
+		out = append(out, SideInput{
+			Transform:     id,
+			TransformName: t.GetUniqueName(),
+			LocalName:     local,
+			PCollection:   pc,
+			AccessPattern: pd.GetSideInputs()[local].GetAccessPattern().GetUrn(),
+		})
+	}
+	return out, nil
+}
+
+// fuseSideInputs says whether a ParDo with side inputs sides, reading main
+// input pc, may be fused into stage s (the stage of pc's producer). It may
+// when all of these hold, and otherwise starts a HeadSideInputs stage:
+//
+//   - s's head is a passthrough (passthroughHeads): the task holds back a
+//     main record by not consuming it, which a stateful head (GroupByKey,
+//     whose elements fire from state) cannot do;
+//   - no side input's producer stage is s or depends on s: the task would
+//     wait for a side input that waits for the task (a stage graph cycle;
+//     e.g. a side input made in the same stage, as in the SDK's
+//     ValidateWindowedSideInputs);
+//   - if a side input is not in the global window, pc's elements are in the
+//     windows they had at the head (keepsWindows): the runner decides
+//     readiness from the head's elements' windows, mapped to the side
+//     input's windows. A global side input's window is always the global
+//     window, whatever the main window.
+//
+// Must be called with deps holding every edge of the stages placed so far;
+// the caller adds the new side edges.
+func fuseSideInputs(s *Stage, pc string, sides []SideInput, comps *pipepb.Components, producer map[string]string, stageOf map[string]*Stage, deps map[*Stage]map[*Stage]bool, keepsWindows map[string]bool) bool {
+	if !passthroughHeads[s.Head] {
+		return false
+	}
+	for _, si := range sides {
+		ys := stageOf[producer[si.PCollection]]
+		if ys == nil || reaches(deps, ys, s) {
+			return false
+		}
+		col := comps.GetPcollections()[si.PCollection]
+		ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
+		if ws.GetWindowFn().GetUrn() != urnGlobalWindowFn && !keepsWindows[pc] {
+			return false
+		}
+	}
+	return true
+}
+
+// reaches says whether stage from depends on stage to, directly or through
+// other stages, or is it.
+func reaches(deps map[*Stage]map[*Stage]bool, from, to *Stage) bool {
+	seen := map[*Stage]bool{}
+	var walk func(s *Stage) bool
+	walk = func(s *Stage) bool {
+		if s == to {
+			return true
+		}
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+		for d := range deps[s] {
+			if walk(d) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(from)
 }
 
 func validateOptions(o Options) error {
@@ -382,8 +591,18 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 		if err := unmarshal(t.GetSpec().GetPayload(), pd); err != nil {
 			return fmt.Errorf("%w: %s: ParDoPayload: %v", ErrMalformed, name, err)
 		}
-		if len(pd.GetSideInputs()) > 0 {
-			return fmt.Errorf("%w: %s: side inputs are not implemented yet", ErrUnsupported, name)
+		for _, local := range sortedKeys(pd.GetSideInputs()) {
+			si := pd.GetSideInputs()[local]
+			switch ap := si.GetAccessPattern().GetUrn(); ap {
+			case URNSideInputIterable, URNSideInputMultimap:
+			default:
+				return fmt.Errorf("%w: %s: side input %q: access pattern %q is not implemented (iterable and multimap only)", ErrUnsupported, name, local, ap)
+			}
+			switch wm := si.GetWindowMappingFn().GetUrn(); wm {
+			case URNWindowMappingGlobal, URNWindowMappingFixed, URNWindowMappingSliding:
+			default:
+				return fmt.Errorf("%w: %s: side input %q: window mapping fn %q is not implemented (the Go SDK's global, fixed and sliding mappings only)", ErrUnsupported, name, local, wm)
+			}
 		}
 		if len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
 			return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented yet", ErrUnsupported, name)
