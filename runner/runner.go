@@ -251,7 +251,9 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 	return res, nil
 }
 
-// processFunc runs bundles of stage name on the in-process harness.
+// processFunc runs bundles of stage name on the in-process harness. A bundle
+// that returns residuals (a splittable DoFn checkpointed) fails: resuming them
+// is not supported yet, and dropping them would lose data.
 func processFunc(srv *fnapi.Server, name string, fs *fnapi.Stage, committed *committedMetrics) stage.ProcessFunc {
 	bySink := map[string]string{}
 	for pc, sink := range fs.Sinks {
@@ -261,6 +263,9 @@ func processFunc(srv *fnapi.Server, name string, fs *fnapi.Stage, committed *com
 		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
 		if err != nil {
 			return nil, err
+		}
+		if n := len(r.Residuals); n > 0 {
+			return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
 		}
 		out := map[string][][]byte{}
 		for sink, es := range r.Outputs {

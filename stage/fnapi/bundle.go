@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	fnpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/fnexecution_v1"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -110,6 +112,63 @@ type Result struct {
 	// (full infos: this runner does not offer short ids), including user
 	// metrics (beam:metric:user:*) and element counts.
 	MonitoringInfos []*pipepb.MonitoringInfo
+	// Residuals is the work the bundle handed back unfinished, in the
+	// harness's order: empty unless a splittable DoFn checkpointed (returned
+	// a resuming sdf.ProcessContinuation). The bundle's Outputs are complete
+	// for the work done; the caller must process every Residual later (or
+	// fail), never drop it. See Residual.
+	Residuals []Residual
+}
+
+// Residual is one residual root of a bundle (a DelayedBundleApplication): the
+// rest of a splittable DoFn's restriction that the DoFn asked to resume later.
+//
+// The Go harness checkpoints only a process-sized-elements-and-restrictions
+// step that a data source feeds directly, and encodes the residual with that
+// source's coder, so Element is in the wire coder of that source: sending it
+// to the same source of the same descriptor in a later bundle resumes the
+// work. (BuildStage fuses the splittable steps behind pair-with-restriction,
+// refusing DoFns that may checkpoint, so its stages never return residuals.)
+type Residual struct {
+	// TransformID is the descriptor transform to resume: the splittable
+	// DoFn's process step.
+	TransformID string
+	// InputID is the local name of that transform's input Element is for.
+	InputID string
+	// Element is one encoded windowed value, KV<KV<element, restriction>,
+	// size> for a process step, in the wire coder of the data source feeding
+	// TransformID.
+	Element []byte
+	// Delay is how long the DoFn asked the runner to wait before resuming;
+	// zero means at once.
+	Delay time.Duration
+	// OutputWatermarks maps output local names of TransformID to the
+	// watermark the DoFn reported for them (event time, millisecond
+	// precision): output the residual may still produce is not before it.
+	// Outputs without an estimate are absent.
+	OutputWatermarks map[string]mtime.Time
+}
+
+// residuals converts a ProcessBundleResponse's residual roots.
+func residuals(roots []*fnpb.DelayedBundleApplication) []Residual {
+	var out []Residual
+	for _, r := range roots {
+		app := r.GetApplication()
+		res := Residual{
+			TransformID: app.GetTransformId(),
+			InputID:     app.GetInputId(),
+			Element:     app.GetElement(),
+			Delay:       r.GetRequestedTimeDelay().AsDuration(),
+		}
+		for local, ts := range app.GetOutputWatermarks() {
+			if res.OutputWatermarks == nil {
+				res.OutputWatermarks = map[string]mtime.Time{}
+			}
+			res.OutputWatermarks[local] = mtime.FromTime(ts.AsTime())
+		}
+		out = append(out, res)
+	}
+	return out
 }
 
 // bundle collects the outputs of one ProcessBundle instruction. receive is
@@ -162,8 +221,9 @@ func (b *bundle) receive(sink string, data []byte, isLast bool) error {
 // Errors: ErrUnknownDescriptor; an inputs key that is not a data source of the
 // descriptor; the harness's error (a DoFn failed: the message names the
 // descriptor, the instruction and the harness's own text, which names the
-// transform); residual roots (splittable DoFn checkpoints, not supported yet);
-// output that cannot be split into elements; ctx's error; ErrHarnessGone.
+// transform); output that cannot be split into elements; ctx's error;
+// ErrHarnessGone. Residual roots (splittable DoFn checkpoints) are not an
+// error: they come back in Result.Residuals.
 // A failed bundle leaves the Server usable. A bundle abandoned because ctx
 // ended runs to completion in the harness on the input sent so far (the Fn
 // API has no cancel); its outputs are discarded.
@@ -236,9 +296,6 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 		return fail(fmt.Errorf("harness: %s", e))
 	}
 	pb := resp.GetProcessBundle()
-	if n := len(pb.GetResidualRoots()); n > 0 {
-		return fail(fmt.Errorf("harness returned %d residual roots (splittable DoFn checkpoints): not supported yet", n))
-	}
 	// The response and the sinks' last chunks travel on different streams.
 	select {
 	case <-b.allLast:
@@ -250,7 +307,7 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 		return fail(s.goneError())
 	}
 
-	res := &Result{Outputs: map[string][][]byte{}, MonitoringInfos: pb.GetMonitoringInfos()}
+	res := &Result{Outputs: map[string][][]byte{}, MonitoringInfos: pb.GetMonitoringInfos(), Residuals: residuals(pb.GetResidualRoots())}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for sink, skip := range r.sinks {

@@ -75,9 +75,14 @@ type Stage struct {
 // spec.Input's PCollection in the descriptor carries wireSafe(coder(P)) as its
 // coder, so that keys the SDK encodes for state match the wire.
 //
+// A splittable ParDo (one with a restriction coder) is expanded into its
+// pair-with-restriction, split-and-size and process steps in the same
+// descriptor, and each restriction is processed whole (see sdf.go).
+//
 // Errors name the offending transform or PCollection: an unknown id, a
 // composite or runner-executed transform, side inputs, timers, splittable
-// DoFns (not supported yet), transforms of different environments, an input
+// DoFns with an unbounded input or output (they may self-checkpoint: not
+// supported yet), transforms of different environments, an input
 // that is not spec.Input nor made in the stage, a PCollection that escapes the
 // stage without being an output, and window coders other than global and
 // interval.
@@ -136,7 +141,9 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 				return fail("transform %q (%s) has timers: not supported yet", tid, t.GetUniqueName())
 			}
 			if pardo.GetRestrictionCoderId() != "" {
-				return fail("transform %q (%s) is a splittable DoFn: not supported yet", tid, t.GetUniqueName())
+				if err := checkSplittable(comps, tid, t, pardo); err != nil {
+					return fail("%v", err)
+				}
 			}
 		}
 		for local, pid := range t.GetOutputs() {
@@ -259,6 +266,23 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 		UniqueName: st.Source,
 		Spec:       &pipepb.FunctionSpec{Urn: URNDataSource, Payload: payload},
 		Outputs:    map[string]string{"out": spec.Input},
+	}
+
+	// Splittable DoFns become their three steps (sdf.go), after the input's
+	// coder became wire-safe so that their element coder matches it.
+	sb := &sdfBuild{cs: cs, pcols: pcols, transforms: transforms, freshTransform: freshTransform,
+		freshPCollection: func(want string) string {
+			id := want
+			for i := 1; ; i++ {
+				_, inPipeline := comps.GetPcollections()[id]
+				if _, inDesc := pcols[id]; !inPipeline && !inDesc {
+					return id
+				}
+				id = fmt.Sprintf("%s%d", want, i)
+			}
+		}}
+	if err := sb.expandSplittables(); err != nil {
+		return fail("%v", err)
 	}
 
 	outs := append([]string(nil), spec.Outputs...)

@@ -12,6 +12,8 @@
 //     instruction per call; bundles may run concurrently.
 //   - BuildStage (descriptor.go): a ProcessBundleDescriptor for a fused chain
 //     of transforms of a pipeline proto, with a data source and data sinks.
+//     Splittable DoFns are expanded into their steps in the same descriptor
+//     and each restriction is processed whole (sdf.go).
 //   - Wire coders (coders.go): the rule that makes every PCollection's wire
 //     coder splittable by the runner (length-prefix what it does not know), and
 //     the splitter that cuts a sink's byte stream into elements.
@@ -52,6 +54,8 @@
 //
 // Not supported yet (each refused with a clear error, never silently):
 // side inputs and user state (the State service answers every request with an
-// error), timers, splittable DoFns (residual roots), bundle finalization
-// callbacks, progress and split requests, custom window coders.
+// error), timers, unbounded and self-checkpointing splittable DoFns (BuildStage
+// refuses them; residual roots a bundle returns anyway come back in
+// Result.Residuals), bundle finalization callbacks, progress and split
+// requests, custom window coders.
 package fnapi

@@ -286,8 +286,8 @@ func TestBuildStageRefuses(t *testing.T) {
 		{"timers", withPayload(func(pd *pipepb.ParDoPayload) {
 			pd.TimerFamilySpecs = map[string]*pipepb.TimerFamilySpec{"t": {}}
 		}), StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, "timers: not supported yet"},
-		{"splittable", withPayload(func(pd *pipepb.ParDoPayload) { pd.RestrictionCoderId = "c0" }),
-			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, "splittable DoFn: not supported yet"},
+		{"splittable without its restriction coder", withPayload(func(pd *pipepb.ParDoPayload) { pd.RestrictionCoderId = "nope" }),
+			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, `restriction coder "nope" is not in the pipeline`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := BuildStage(tc.comps, tc.spec, "127.0.0.1:1")
