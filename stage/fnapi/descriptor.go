@@ -73,14 +73,17 @@ type Stage struct {
 // into elements. The same rule applied to the same PCollection gives the same
 // bytes, so one stage's output bytes are the next stage's input bytes.
 // spec.Input's PCollection in the descriptor carries wireSafe(coder(P)) as its
-// coder, so that keys the SDK encodes for state match the wire.
+// coder, so that keys the SDK encodes for state match the wire; so does
+// every side input's PCollection, so that the element bytes the producer
+// stage wrote are what the SDK decodes from the State API (see SideInput).
 //
 // A splittable ParDo (one with a restriction coder) is expanded into its
 // pair-with-restriction, split-and-size and process steps in the same
 // descriptor, and each restriction is processed whole (see sdf.go).
 //
 // Errors name the offending transform or PCollection: an unknown id, a
-// composite or runner-executed transform, side inputs, timers, splittable
+// composite or runner-executed transform, side inputs other than iterable
+// and multimap or made in the stage itself, timers, splittable
 // DoFns with an unbounded input or output (they may self-checkpoint: not
 // supported yet), transforms of different environments, an input
 // that is not spec.Input nor made in the stage, a PCollection that escapes the
@@ -107,6 +110,7 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 	produced := map[string]string{} // pcollection -> producing stage transform
 	env := ""
 	transforms := map[string]*pipepb.PTransform{}
+	sides := map[string]map[string]*pipepb.SideInput{} // transform -> local -> side input
 	for _, tid := range spec.Transforms {
 		t, ok := comps.GetTransforms()[tid]
 		if !ok {
@@ -134,8 +138,11 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 			if err := proto.Unmarshal(t.GetSpec().GetPayload(), pardo); err != nil {
 				return fail("transform %q: bad ParDoPayload: %v", tid, err)
 			}
+			if err := checkSideInputs(tid, t, pardo); err != nil {
+				return fail("%v", err)
+			}
 			if len(pardo.GetSideInputs()) > 0 {
-				return fail("transform %q (%s) has side inputs: not supported yet", tid, t.GetUniqueName())
+				sides[tid] = pardo.GetSideInputs()
 			}
 			if len(pardo.GetTimerFamilySpecs()) > 0 {
 				return fail("transform %q (%s) has timers: not supported yet", tid, t.GetUniqueName())
@@ -160,6 +167,13 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 	consumed := false
 	for _, tid := range spec.Transforms {
 		for local, pid := range comps.GetTransforms()[tid].GetInputs() {
+			if _, side := sides[tid][local]; side {
+				// Served by the State API from the runner's side input store.
+				if p, ok := produced[pid]; ok {
+					return fail("transform %q side input %q reads pcollection %q, which is made in the stage by %q: side inputs must come from another stage", tid, local, pid, p)
+				}
+				continue
+			}
 			if pid == spec.Input {
 				consumed = true
 				continue
@@ -248,6 +262,9 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 	}
 
 	st := &Stage{Sinks: map[string]string{}, WireCoders: map[string]string{}}
+	if err := sideInputCoders(comps, cs, pcols, sides); err != nil {
+		return fail("%v", err)
+	}
 
 	inElm, inWV, err := wireCoder(spec.Input)
 	if err != nil {

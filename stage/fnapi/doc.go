@@ -14,6 +14,12 @@
 //     of transforms of a pipeline proto, with a data source and data sinks.
 //     Splittable DoFns are expanded into their steps in the same descriptor
 //     and each restriction is processed whole (sdf.go).
+//   - Side inputs (sideinput.go): the State service answers the harness's
+//     iterable, multimap and multimap-keys side input Gets from the
+//     SideInput registered per (transform, side input id), paged at element
+//     boundaries with continuation tokens; WireElements cuts a side input's
+//     wire elements into windows, element, key and value for the runner's
+//     store. BuildStage gives side input PCollections wireSafe coders.
 //   - Wire coders (coders.go): the rule that makes every PCollection's wire
 //     coder splittable by the runner (length-prefix what it does not know), and
 //     the splitter that cuts a sink's byte stream into elements.
@@ -53,8 +59,9 @@
 // for its life. A DoFn error fails only its bundle.
 //
 // Not supported yet (each refused with a clear error, never silently):
-// side inputs and user state (the State service answers every request with an
-// error), timers, unbounded and self-checkpointing splittable DoFns (BuildStage
+// user state (the State service answers every request but side input Gets
+// with an error), side input access patterns other than iterable and
+// multimap, timers, unbounded and self-checkpointing splittable DoFns (BuildStage
 // refuses them; residual roots a bundle returns anyway come back in
 // Result.Residuals), bundle finalization callbacks, progress and split
 // requests, custom window coders.

@@ -282,7 +282,7 @@ func TestBuildStageRefuses(t *testing.T) {
 		{"runner transform", sp.comps, StageSpec{ID: "x", Transforms: []string{impulse}, Input: sp.input}, "is not executed by the SDK"},
 		{"foreign input", sp.comps, StageSpec{ID: "x", Transforms: []string{discardID}, Input: sp.input}, "which is neither the stage input nor made in the stage"},
 		{"side input", withPayload(func(pd *pipepb.ParDoPayload) { pd.SideInputs = map[string]*pipepb.SideInput{"s": {}} }),
-			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, "side inputs: not supported yet"},
+			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, `side input "s": access pattern "" not supported`},
 		{"timers", withPayload(func(pd *pipepb.ParDoPayload) {
 			pd.TimerFamilySpecs = map[string]*pipepb.TimerFamilySpec{"t": {}}
 		}), StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, "timers: not supported yet"},

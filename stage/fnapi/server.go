@@ -84,6 +84,10 @@ type Server struct {
 
 	nextInst atomic.Uint64
 
+	// sides maps sideInputKey to the SideInput serving it
+	// (RegisterSideInput); read by the State handler.
+	sides sync.Map
+
 	mu struct {
 		sync.Mutex
 		ctrlTaken      bool
@@ -378,8 +382,11 @@ func (s *Server) deliverData(d *fnpb.Elements_Data) {
 	}
 }
 
-// State answers every state request with an error: side inputs and user
-// state are not supported yet. The harness fails the bundle with the message.
+// State serves the harness's state requests on one stream, in order: Gets
+// of side inputs (iterable, multimap, multimap keys) from the SideInputs
+// registered with RegisterSideInput, paged with continuation tokens; every
+// other request (user state, appends, clears) gets an error response, and
+// the harness fails the bundle with its message.
 func (s *Server) State(stream fnpb.BeamFnState_StateServer) error {
 	if err := s.checkWorker(stream.Context()); err != nil {
 		return err
@@ -392,12 +399,7 @@ func (s *Server) State(stream fnpb.BeamFnState_StateServer) error {
 		if err != nil {
 			return err
 		}
-		kind := fmt.Sprintf("%T", req.GetStateKey().GetType())
-		s.log.Warn("fnapi: state request refused", "instruction", req.GetInstructionId(), "key", kind)
-		if err := stream.Send(&fnpb.StateResponse{
-			Id:    req.GetId(),
-			Error: fmt.Sprintf("fnapi: state requests are not supported yet (key %s, instruction %s)", kind, req.GetInstructionId()),
-		}); err != nil {
+		if err := stream.Send(s.answerState(req)); err != nil {
 			return err
 		}
 	}
