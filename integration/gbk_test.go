@@ -66,6 +66,15 @@ func gbkCoFormat(key string, emails, phones func(*string) bool) string {
 	return fmt.Sprintf("%s emails=%v phones=%v", key, es, ps)
 }
 
+// gbkTimed turns "key:seconds" into the KV (key, seconds) at event time
+// seconds s.
+func gbkTimed(s string, emit func(beam.EventTime, string, int)) {
+	k, v, _ := strings.Cut(s, ":")
+	var sec int
+	fmt.Sscan(v, &sec)
+	emit(mtime.FromMilliseconds(int64(sec)*1000), k, sec)
+}
+
 func gbkSplit(s string) (string, string) {
 	k, v, _ := strings.Cut(s, ":")
 	return k, v
@@ -76,6 +85,7 @@ func init() {
 	register.Function5x1(gbkSum)
 	register.Function3x1(gbkCoFormat)
 	register.Function1x2(gbkSplit)
+	register.Function2x0(gbkTimed)
 	register.DoFn1x1[int, int](&gbkSlow{})
 	register.Emitter3[beam.EventTime, string, int]()
 	register.Iter1[int]()
@@ -370,4 +380,61 @@ func findChangelog(_ context.Context, bootstrap, app string) string {
 func hasRecords(ctx context.Context, bootstrap, topic string) bool {
 	recs, _ := kafkaenv.Consume(ctx, bootstrap, topic, 1, kafkaenv.ReadCommitted, 500*time.Millisecond)
 	return len(recs) > 0
+}
+
+// TestGroupByKeySlidingWindows: windows of 10 s every 5 s put each element
+// in two windows; one pane per (key, window).
+func TestGroupByKeySlidingWindows(t *testing.T) {
+	b := needBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 20
+	in := make([]int, n)
+	for i := range in {
+		in[i] = i
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kv := beam.WindowInto(s, window.NewSlidingWindows(5*time.Second, 10*time.Second), beam.ParDo(s, gbkKeyed, beam.CreateList(s, in)))
+	_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+
+	type kw struct {
+		key   string
+		start int64
+	}
+	sums, counts := map[kw]int{}, map[kw]int{}
+	for i := 0; i < n; i++ {
+		last := int64(i) / 5 * 5000
+		for _, start := range []int64{last - 5000, last} {
+			k := kw{fmt.Sprintf("k%d", i%5), start}
+			sums[k] += i
+			counts[k]++
+		}
+	}
+	var want []string
+	for k, sum := range sums {
+		want = append(want, fmt.Sprintf("%s [%d,%d) ts=%d ON_TIME/0/0/first=true/last=true n=%d sum=%d", k.key, k.start, k.start+10000, k.start+9999, counts[k], sum))
+	}
+	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), want)
+}
+
+// TestGroupByKeySessions: session windows with a 10 s gap merge
+// runner-side: a's values at 0, 4 and 12 s form one session [0,22) (12
+// bridges nothing here but extends it), 40 s starts another; b's 5 s is
+// alone; c's 30 s and 35 s merge.
+func TestGroupByKeySessions(t *testing.T) {
+	b := needBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, s := beam.NewPipelineWithRoot()
+	kv := beam.ParDo(s, gbkTimed, beam.Create(s, "a:0", "a:4", "a:12", "a:40", "b:5", "c:30", "c:35"))
+	kv = beam.WindowInto(s, window.NewSessions(10*time.Second), kv)
+	_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
+		"a [0,22000) ts=21999 ON_TIME/0/0/first=true/last=true n=3 sum=16",
+		"a [40000,50000) ts=49999 ON_TIME/0/0/first=true/last=true n=1 sum=40",
+		"b [5000,15000) ts=14999 ON_TIME/0/0/first=true/last=true n=1 sum=5",
+		"c [30000,45000) ts=44999 ON_TIME/0/0/first=true/last=true n=2 sum=65",
+	})
 }

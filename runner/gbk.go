@@ -13,7 +13,7 @@ import (
 )
 
 // gbkAllowMerging says whether session (merging) windows are executed.
-const gbkAllowMerging = false
+const gbkAllowMerging = true
 
 // gbkSpec is what a GroupByKey stage's head needs from the pipeline.
 type gbkSpec struct {

@@ -1,0 +1,93 @@
+package runner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
+)
+
+func gbkTestSplit(s string) (string, string) { return s, s }
+
+func init() { beam.RegisterFunction(gbkTestSplit) }
+
+func planOf(t *testing.T, p *beam.Pipeline) (*pipepb.Pipeline, *plan.Plan) {
+	t.Helper()
+	edges, _, err := p.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{Urn: "beam:env:embedded:v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: "app", Partitions: 4, Supported: Supported})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipe, pl
+}
+
+// TestPlanGroupByKeysRefusesTriggers: a GroupByKey under a non-default
+// trigger is refused by planGroupByKeys (which Execute calls before it
+// creates any topic), naming the transform and the trigger.
+func TestPlanGroupByKeysRefusesTriggers(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kv := beam.ParDo(s, gbkTestSplit, beam.Create(s, "a", "b"))
+	kv = beam.WindowInto(s, window.NewFixedWindows(time.Second), kv, beam.Trigger(trigger.AfterCount(2)))
+	beam.GroupByKey(s, kv)
+	pipe, pl := planOf(t, p)
+	_, err := planGroupByKeys(pipe.GetComponents(), pl)
+	if !errors.Is(err, gbk.ErrUnsupported) || !strings.Contains(err.Error(), "CoGBK") || !strings.Contains(err.Error(), "trigger") {
+		t.Fatalf("err = %v, want gbk.ErrUnsupported naming the transform and the trigger", err)
+	}
+}
+
+// TestPlanGroupByKeys: default-trigger GroupByKeys plan, with their
+// strategies; changelog topics have the stage's partition count; every
+// output to a GroupByKey topic has a KeyOf.
+func TestPlanGroupByKeys(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kv := beam.ParDo(s, gbkTestSplit, beam.Create(s, "a", "b"))
+	kv = beam.WindowInto(s, window.NewSessions(time.Minute), kv, beam.AllowedLateness(5*time.Second))
+	beam.GroupByKey(s, kv)
+	pipe, pl := planOf(t, p)
+	specs, err := planGroupByKeys(pipe.GetComponents(), pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 1 {
+		t.Fatalf("%d GroupByKey specs, want 1", len(specs))
+	}
+	for name, spec := range specs {
+		if spec.strategy.Kind != gbk.Sessions || spec.strategy.Gap != 60000 || spec.strategy.AllowedLateness != 5000 {
+			t.Errorf("stage %s: strategy %+v, want sessions, gap 60000 ms, lateness 5000 ms", name, spec.strategy)
+		}
+		topics := changelogTopics(pl)
+		if n := topics["app-"+name+"-changelog"]; n != 4 {
+			t.Errorf("changelog topics %v, want app-%s-changelog with 4 partitions", topics, name)
+		}
+	}
+	for _, st := range pl.Stages {
+		ko, err := keyOf(pipe.GetComponents(), pl, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range st.Outputs {
+			for _, topic := range o.Topics {
+				if pl.Stage(strings.TrimPrefix(topic, "app-")).Head == plan.HeadGroupByKey && ko[o.PCollection] == nil {
+					t.Errorf("stage %s output %s to %s has no KeyOf", st.Name, o.PCollection, topic)
+				}
+			}
+		}
+	}
+}

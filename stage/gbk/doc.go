@@ -1,0 +1,32 @@
+// Package gbk is the runner-side GroupByKey of a stage's head.
+//
+// Files:
+//
+//   - core.go, window.go, strategy.go: the pure core. Core groups one task's
+//     values per (key, window) in a Store and fires panes under Beam's
+//     default trigger as the input watermark advances; sessions merge as
+//     values arrive; allowed lateness, accumulation, timestamp combiners and
+//     garbage collection follow the Beam model (each rule is a formula on
+//     the function implementing it). No I/O but through Store, no
+//     goroutines, no clock. Scenario tests: testdata/core/*.txt.
+//   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
+//     elements (key and value bytes are copied, never re-encoded).
+//   - head.go: Head, the stage.Head shell: per task a Core over a
+//     state.Task, whose writes reach the changelog in the attempt's
+//     transaction.
+//
+// Invariants:
+//
+//   - Core's in-memory index is a function of the store (Load rebuilds it),
+//     so an abort (pending writes dropped) or a restore on another instance
+//     gives the same panes.
+//   - A pane's timestamp is never before the output watermark the task
+//     reported before it fired (see Core.Hold), except LATE panes, whose
+//     values were late already.
+//   - Values of an expired window (max timestamp + allowed lateness before
+//     the input watermark) are dropped and counted (Head.Dropped, and a log
+//     line naming the stage), never silently.
+//
+// It may import stage, stage/state, stage/fnapi and the Beam Go SDK; not
+// runner.
+package gbk
