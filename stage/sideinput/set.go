@@ -1,0 +1,249 @@
+package sideinput
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+)
+
+// Config configures the Set of one stage in one instance.
+type Config struct {
+	// BootstrapServers is Kafka's bootstrap.servers. Required.
+	BootstrapServers string
+	// Properties are extra librdkafka properties (security, …); the Set's
+	// own settings win.
+	Properties map[string]string
+	// Plan and Stage: the stage whose side inputs to read. Required.
+	Plan  *plan.Plan
+	Stage *plan.Stage
+	// Components are the pipeline's components (graphx.Marshal). Required.
+	Components *pipepb.Components
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Set is every side input of one stage in one instance: a Store per side
+// input, fed by one consumer that reads every side topic of the stage whole
+// (Assign from the beginning, read_committed, no group membership, no
+// commits), and the readiness check the stage's loop asks before an element
+// enters a bundle.
+//
+// One Set serves all the stage's tasks in the instance: a side input's
+// content is a function of its topic, the same for every task, and a window
+// once ready never changes (see Store.Record for late data), so tasks need
+// not read it separately.
+type Set struct {
+	cfg     Config
+	log     *slog.Logger
+	stores  []*Store
+	byTopic map[string]*Store
+	// mainWire and mainWinDec cut and decode the windows of the head output's
+	// wire elements; nil when every mapping is global (the main window does
+	// not matter then).
+	mainWire   *fnapi.WireElements
+	mainWinDec exec.WindowDecoder
+
+	consumer *kafka.Consumer
+	done     chan struct{}
+	cancel   context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		changed chan struct{} // closed and replaced when a watermark moves
+		err     error         // first error of the reader; sticky
+	}
+}
+
+// New builds the Stores of cfg.Stage's side inputs (errors, before any Kafka
+// client is made, name the transform and side input and wrap ErrUnsupported
+// for what cannot be served) and starts reading their topics until ctx is
+// done or Close.
+func New(ctx context.Context, cfg Config) (*Set, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Set{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage.Name), byTopic: map[string]*Store{}, done: make(chan struct{})}
+	s.mu.changed = make(chan struct{})
+	global := true
+	for _, si := range cfg.Stage.SideInputs {
+		spec, err := NewSpec(cfg.Components, si)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", cfg.Stage.Name, err)
+		}
+		st := NewStore(spec)
+		s.stores = append(s.stores, st)
+		s.byTopic[si.Topic] = st
+		global = global && spec.Mapping.Kind == window.GlobalWindows
+	}
+	if !global {
+		w, err := fnapi.NewWireElements(cfg.Components, cfg.Stage.HeadOutput, false)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: main input of its side inputs: %w", cfg.Stage.Name, err)
+		}
+		s.mainWire = w
+		if w.WindowCoderURN == "beam:coder:interval_window:v1" {
+			s.mainWinDec = exec.MakeWindowDecoder(coder.NewIntervalWindow())
+		} else {
+			s.mainWinDec = exec.MakeWindowDecoder(coder.NewGlobalWindow())
+		}
+	}
+	cc := kafka.ConfigMap{}
+	for k, v := range cfg.Properties {
+		cc[k] = v
+	}
+	cc["bootstrap.servers"] = cfg.BootstrapServers
+	cc["group.id"] = cfg.Plan.ApplicationID + "." + cfg.Stage.Name + ".side-inputs" // never joined: Assign, no commits
+	cc["enable.auto.commit"] = false
+	cc["isolation.level"] = "read_committed"
+	c, err := kafka.NewConsumer(&cc)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage.Name, err)
+	}
+	var tps []kafka.TopicPartition
+	for _, si := range cfg.Stage.SideInputs {
+		topic := si.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning})
+	}
+	if err := c.Assign(tps); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("stage %s: assign side input topics: %w", cfg.Stage.Name, err)
+	}
+	s.consumer = c
+	ctx, s.cancel = context.WithCancel(ctx)
+	go s.run(ctx)
+	return s, nil
+}
+
+// run feeds the Stores until ctx is done; it owns the consumer.
+func (s *Set) run(ctx context.Context) {
+	defer close(s.done)
+	defer s.consumer.Close()
+	for ctx.Err() == nil {
+		switch e := s.consumer.Poll(200).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				s.log.Warn("sideinput: consume error", "err", e.TopicPartition.Error)
+				continue
+			}
+			st := s.byTopic[*e.TopicPartition.Topic]
+			if st == nil {
+				continue
+			}
+			before := st.Watermark()
+			if err := st.Record(e.Value); err != nil {
+				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage.Name, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
+				return
+			}
+			if st.Watermark() != before {
+				s.log.Debug("sideinput: watermark", "side_input", st.spec.Side.LocalName, "transform", st.spec.Side.TransformName, "watermark", st.Watermark())
+				s.notify()
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				s.fail(fmt.Errorf("stage %s: side input consumer: %w", s.cfg.Stage.Name, e))
+				return
+			}
+			s.log.Warn("sideinput: consumer error", "err", e)
+		}
+	}
+}
+
+func (s *Set) fail(err error) {
+	s.log.Error("sideinput: reader stopped", "err", err)
+	s.mu.Lock()
+	if s.mu.err == nil {
+		s.mu.err = err
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// notify wakes everyone waiting on Changed.
+func (s *Set) notify() {
+	s.mu.Lock()
+	close(s.mu.changed)
+	s.mu.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// Changed returns a channel closed the next time a side watermark moves (or
+// the reader fails): a task held back by Ready may be ready then.
+func (s *Set) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.changed
+}
+
+// Ready reports whether every side input window that element (one element
+// of the stage's head output, in its wire encoding) reads is complete:
+// for each of the element's windows w and each side input,
+// Ready(Mapping.Map(w), side watermark). The reader's error, if it stopped,
+// is returned instead: the stage cannot make progress without it.
+func (s *Set) Ready(element []byte) (bool, error) {
+	s.mu.Lock()
+	err := s.mu.err
+	s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	mainWins := window.SingleGlobalWindow
+	if s.mainWire != nil {
+		encs, _, err := s.mainWire.Split(element)
+		if err != nil {
+			return false, fmt.Errorf("sideinput: stage %s: main element: %w", s.cfg.Stage.Name, err)
+		}
+		mainWins = make([]typex.Window, len(encs))
+		for i, b := range encs {
+			if mainWins[i], err = s.mainWinDec.DecodeSingle(strings.NewReader(string(b))); err != nil {
+				return false, fmt.Errorf("sideinput: stage %s: main element window: %w", s.cfg.Stage.Name, err)
+			}
+		}
+	}
+	for _, st := range s.stores {
+		for _, w := range mainWins {
+			if !st.ReadyFor(w) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// Waiting describes every side input (watermark, hold, windows), for the
+// log line of a task held back.
+func (s *Set) Waiting() string {
+	var parts []string
+	for _, st := range s.stores {
+		parts = append(parts, st.describe())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Register makes srv's State service answer the harness's requests for
+// these side inputs from the Stores.
+func (s *Set) Register(srv *fnapi.Server) {
+	for _, st := range s.stores {
+		srv.RegisterSideInput(st.spec.Side.Transform, st.spec.Side.LocalName, st)
+	}
+}
+
+// Stores returns the Stores, in the stage's side input order.
+func (s *Set) Stores() []*Store { return s.stores }
+
+// Close stops the reader and waits for it. Idempotent.
+func (s *Set) Close() {
+	s.cancel()
+	<-s.done
+}
