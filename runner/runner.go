@@ -178,7 +178,9 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 		if len(s.Transforms) > 0 {
 			var outs []string
 			for _, o := range s.Outputs {
-				outs = append(outs, o.PCollection)
+				if o.PCollection != s.HeadOutput { // the head's own output leaves as it is: see processFunc
+					outs = append(outs, o.PCollection)
+				}
 			}
 			fs, err := fnapi.BuildStage(pipe.GetComponents(), fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}, srv.Endpoint())
 			if err != nil {
@@ -187,7 +189,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
-			cfg.Process = processFunc(srv, s.Name, fs, committed)
+			cfg.Process = processFunc(srv, s, fs, committed)
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -253,8 +255,15 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 
 // processFunc runs bundles of stage name on the in-process harness. A bundle
 // that returns residuals (a splittable DoFn checkpointed) fails: resuming them
-// is not supported yet, and dropping them would lose data.
-func processFunc(srv *fnapi.Server, name string, fs *fnapi.Stage, committed *committedMetrics) stage.ProcessFunc {
+// is not supported yet, and dropping them would lose data. When the head's
+// output PCollection also leaves the stage (it feeds a fused ParDo and a
+// GroupByKey, say), the bundle's input elements are that output as they are.
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics) stage.ProcessFunc {
+	name := st.Name
+	headOut := false
+	for _, o := range st.Outputs {
+		headOut = headOut || o.PCollection == st.HeadOutput
+	}
 	bySink := map[string]string{}
 	for pc, sink := range fs.Sinks {
 		bySink[sink] = pc
@@ -270,6 +279,9 @@ func processFunc(srv *fnapi.Server, name string, fs *fnapi.Stage, committed *com
 		out := map[string][][]byte{}
 		for sink, es := range r.Outputs {
 			out[bySink[sink]] = es
+		}
+		if headOut {
+			out[st.HeadOutput] = elements
 		}
 		infos := r.MonitoringInfos
 		return &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}, nil
