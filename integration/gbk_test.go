@@ -17,6 +17,7 @@ import (
 	bexec "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/protobuf/proto"
 
@@ -66,6 +67,12 @@ func gbkCoFormat(key string, emails, phones func(*string) bool) string {
 	return fmt.Sprintf("%s emails=%v phones=%v", key, es, ps)
 }
 
+// gbkFormatKV formats a per-key result.
+func gbkFormatKV(k string, v int) string { return fmt.Sprintf("%s=%d", k, v) }
+
+// gbkFormatInt formats a global result.
+func gbkFormatInt(v int) string { return fmt.Sprintf("total=%d", v) }
+
 // gbkTimed turns "key:seconds" into the KV (key, seconds) at event time
 // seconds s.
 func gbkTimed(s string, emit func(beam.EventTime, string, int)) {
@@ -86,6 +93,8 @@ func init() {
 	register.Function3x1(gbkCoFormat)
 	register.Function1x2(gbkSplit)
 	register.Function2x0(gbkTimed)
+	register.Function2x1(gbkFormatKV)
+	register.Function1x1(gbkFormatInt)
 	register.DoFn1x1[int, int](&gbkSlow{})
 	register.Emitter3[beam.EventTime, string, int]()
 	register.Iter1[int]()
@@ -437,4 +446,34 @@ func TestGroupByKeySessions(t *testing.T) {
 		"b [5000,15000) ts=14999 ON_TIME/0/0/first=true/last=true n=1 sum=5",
 		"c [30000,45000) ts=44999 ON_TIME/0/0/first=true/last=true n=2 sum=65",
 	})
+}
+
+// TestCombinePerKey: stats.SumPerKey and a global beam.Combine (the Go SDK
+// marshals both as a combine_per_key composite of a GroupByKey and a
+// Combine ParDo, which the runner executes unlifted: the GroupByKey
+// shuffles the values, the ParDo combines each key's iterable).
+func TestCombinePerKey(t *testing.T) {
+	b := needBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 200
+	in := make([]int, n)
+	for i := range in {
+		in[i] = i
+	}
+	p, s := beam.NewPipelineWithRoot()
+	col := beam.CreateList(s, in)
+	perKey := beam.ParDo(s, gbkFormatKV, stats.SumPerKey(s, beam.ParDo(s, gbkKeyed, col)))
+	total := beam.ParDo(s, gbkFormatInt, stats.Sum(s, col))
+	_ = beam.Reshuffle(s, beam.Flatten(s, perKey, total))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+	want := []string{fmt.Sprintf("total=%d", n*(n-1)/2)}
+	for k := 0; k < 5; k++ {
+		sum := 0
+		for i := k; i < n; i += 5 {
+			sum += i
+		}
+		want = append(want, fmt.Sprintf("k%d=%d", k, sum))
+	}
+	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), want)
 }

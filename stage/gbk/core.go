@@ -182,9 +182,11 @@ func (c *Core) Dropped() int64 { return c.dropped }
 //
 //	hold = min over (key, window) with pending values of
 //	       window.MaxTimestamp()   (EndOfWindow)
-//	       min value timestamp     (EarliestInPane)
-//	       max value timestamp     (LatestInPane)
+//	       min value timestamp     (EarliestInPane, LatestInPane)
 //
+// (for LatestInPane the earliest value is a lower bound of the pane's
+// timestamp that, unlike the latest, only moves down as values arrive: the
+// hold stays a function of the store, whatever the order of arrivals).
 // The task's output watermark is max(previous, min(input watermark, hold)).
 // With EarliestInPane a value added later may lower a pane below an earlier
 // hold, but never below the input watermark it arrived under, and so never
@@ -202,13 +204,10 @@ func (c *Core) entryHold(e *entry) mtime.Time {
 	if e.m.Pending == 0 {
 		return mtime.MaxTimestamp
 	}
-	switch c.strat.Combiner {
-	case EarliestInPane:
-		return e.m.MinTs
-	case LatestInPane:
-		return e.m.MaxTs
+	if c.strat.Combiner == EndOfWindow {
+		return e.win.MaxTimestamp()
 	}
-	return e.win.MaxTimestamp()
+	return e.m.MinTs
 }
 
 func (c *Core) index(e *entry) {
@@ -297,10 +296,9 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 		win, merged = c.mergeCandidates(e.Key, e.Window)
 	}
 	ent := c.lookup(win, e.Key)
-	if ent == nil {
+	isNew := ent == nil
+	if isNew {
 		ent = &entry{key: append([]byte{}, e.Key...), win: win, m: meta{MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp}}
-	} else {
-		c.unindex(ent)
 	}
 	for _, o := range merged {
 		if o == ent {
@@ -318,7 +316,13 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 	ent.m.Total++
 	ent.m.MinTs = min(ent.m.MinTs, e.Timestamp)
 	ent.m.MaxTs = max(ent.m.MaxTs, e.Timestamp)
-	c.index(ent)
+	if isNew {
+		c.index(ent)
+	} else {
+		// O(1): an entry's hold only moves down as values arrive.
+		ws := c.windows[win]
+		ws.hold = min(ws.hold, c.entryHold(ent))
+	}
 	return false, c.save(ent)
 }
 

@@ -1,0 +1,103 @@
+package gbk
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+)
+
+// TestReloadAnywhere checks the invariant that Core's in-memory index is a
+// function of its store: for random sequences of values and watermarks,
+// under every window kind, a core that is replaced by a freshly Loaded one
+// after any step fires exactly the panes, with the same holds, as one that
+// never is. (A restore on another instance, and the reload after an
+// abort, rely on it.)
+func TestReloadAnywhere(t *testing.T) {
+	strats := []Strategy{
+		{Kind: FixedWindows, Combiner: EndOfWindow},
+		{Kind: FixedWindows, Combiner: EarliestInPane, AllowedLateness: 7, Accumulating: true},
+		{Kind: SlidingWindows, Combiner: LatestInPane, AllowedLateness: 3},
+		{Kind: Sessions, Gap: 5, Combiner: EndOfWindow, AllowedLateness: 4},
+		{Kind: GlobalWindows, Combiner: EndOfWindow},
+	}
+	for seed := int64(0); seed < 200; seed++ {
+		strat := strats[seed%int64(len(strats))]
+		rng := rand.New(rand.NewSource(seed))
+		type op struct {
+			add bool
+			e   Element
+			wm  mtime.Time
+		}
+		var ops []op
+		wm := mtime.Time(0)
+		for i := 0; i < 60; i++ {
+			if rng.Intn(4) == 0 {
+				wm += mtime.Time(rng.Intn(6))
+				if i > 50 {
+					wm = mtime.MaxTimestamp
+				}
+				ops = append(ops, op{wm: wm})
+				continue
+			}
+			ts := wm - 5 + mtime.Time(rng.Intn(15)) // some late, some early
+			e := Element{Key: []byte{byte('a' + rng.Intn(3))}, Timestamp: ts, Value: []byte(fmt.Sprint(i))}
+			switch strat.Kind {
+			case GlobalWindows:
+				e.Window = GlobalWindow
+			case FixedWindows:
+				start := ts - ((ts%10)+10)%10
+				e.Window = Window{Start: start, End: start + 10}
+			case SlidingWindows: // size 10, period 5: the later of its windows
+				start := ts - ((ts%5)+5)%5
+				e.Window = Window{Start: start - 5, End: start + 5}
+			case Sessions:
+				e.Window = Window{Start: ts, End: ts + mtime.Time(strat.Gap)}
+			}
+			ops = append(ops, op{add: true, e: e})
+		}
+		run := func(reloadAt int) []string {
+			st := NewMemStore()
+			c := NewCore(strat, st)
+			var out []string
+			for i, o := range ops {
+				if i == reloadAt {
+					c = NewCore(strat, st)
+					if err := c.Load(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if o.add {
+					d, err := c.Add(o.e)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, fmt.Sprintf("add %s dropped=%v hold=%d", o.e.Value, d, c.Hold()))
+					continue
+				}
+				ps, err := c.Advance(o.wm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ps {
+					out = append(out, fmt.Sprintf("fire %s %s %d %+v %q", p.Key, p.Window, p.Timestamp, p.Info, p.Values))
+				}
+				out = append(out, fmt.Sprintf("advance %d hold=%d", o.wm, c.Hold()))
+			}
+			return out
+		}
+		want := run(-1)
+		for at := 0; at < len(ops); at += 7 {
+			if got := run(at); !reflect.DeepEqual(got, want) {
+				for i := range want {
+					if i >= len(got) || got[i] != want[i] {
+						t.Fatalf("seed %d (%s), reload before op %d: step %d differs:\n got  %v\n want %s", seed, strat, at, i, got[min(i, len(got)-1)], want[i])
+					}
+				}
+				t.Fatalf("seed %d: reload before op %d: %d steps, want %d", seed, at, len(got), len(want))
+			}
+		}
+	}
+}
