@@ -176,6 +176,26 @@ func TestSplittableDoFnProcessedWhole(t *testing.T) {
 				t.Fatalf("descriptor transforms by urn %v, want the three sdf steps with the process step as %q", urns, sp.sdf)
 			}
 
+			// Coders: pair makes KV<E, R>, split-and-size KV<KV<E, R>, double>,
+			// E being the process step's original input coder as the
+			// descriptor has it and R the payload's restriction coder.
+			desc := st.Descriptor
+			pardo := &pipepb.ParDoPayload{}
+			if err := proto.Unmarshal(desc.GetTransforms()[sp.sdf].GetSpec().GetPayload(), pardo); err != nil {
+				t.Fatal(err)
+			}
+			pair := desc.GetTransforms()[urns[urnPairWithRestriction]]
+			sized := desc.GetCoders()[desc.GetPcollections()[only(desc.GetTransforms()[sp.sdf].GetInputs())].GetCoderId()]
+			paired := desc.GetCoders()[desc.GetPcollections()[only(pair.GetOutputs())].GetCoderId()]
+			if sized.GetSpec().GetUrn() != urnCoderKV || sized.GetComponentCoderIds()[0] != desc.GetPcollections()[only(pair.GetOutputs())].GetCoderId() ||
+				desc.GetCoders()[sized.GetComponentCoderIds()[1]].GetSpec().GetUrn() != urnCoderDouble {
+				t.Errorf("split-and-size output coder %v, want KV<pair's output coder, double>", sized)
+			}
+			if paired.GetSpec().GetUrn() != urnCoderKV || paired.GetComponentCoderIds()[0] != desc.GetPcollections()[only(pair.GetInputs())].GetCoderId() ||
+				paired.GetComponentCoderIds()[1] != pardo.GetRestrictionCoderId() {
+				t.Errorf("pair output coder %v, want KV<%s, %s>", paired, desc.GetPcollections()[only(pair.GetInputs())].GetCoderId(), pardo.GetRestrictionCoderId())
+			}
+
 			in := []elm{{"abcdefg", 1000}, {"", 1001}, {"xy", 1002}}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
