@@ -27,6 +27,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -44,6 +45,7 @@ var Supported = map[plan.HeadKind]bool{
 	plan.HeadReshuffle:  true,
 	plan.HeadFlatten:    true,
 	plan.HeadGroupByKey: true,
+	plan.HeadSideInputs: true,
 }
 
 // Result is the beam.PipelineResult of a kafkastreams run.
@@ -216,6 +218,15 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 			defer h.Close()
 			cfg.Head = h
+		}
+		if len(s.SideInputs) > 0 {
+			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: %w", err)
+			}
+			defer set.Close()
+			set.Register(srv)
+			cfg.SideInputs = set
 		}
 		l, err := stage.New(ctx, cfg)
 		if err != nil {

@@ -65,6 +65,11 @@ type Config struct {
 	// topic: the record's Kafka key and partition (equal keys meet on one
 	// partition). Required for such outputs.
 	KeyOf map[string]func(element []byte) ([]byte, error)
+	// SideInputs, if set, holds back main input whose side input windows are
+	// not complete yet (see sideGate). Only for stages whose head is a
+	// passthrough (plan: side-input ParDos are never fused after a stateful
+	// head). Nil for a stage without side inputs.
+	SideInputs SideInputGate
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
@@ -116,6 +121,8 @@ type Loop struct {
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
 	tasks map[int32]*task
+	// side holds back tasks waiting for side inputs (sidegate.go).
+	side sideGate
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts atomic.Uint64
@@ -271,6 +278,7 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		for _, tp := range e.Partitions {
 			delete(l.tasks, tp.Partition)
+			delete(l.side.paused, tp.Partition)
 			l.head.Revoke(tp.Partition)
 		}
 		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
@@ -305,6 +313,10 @@ func (l *Loop) Run(ctx context.Context) error {
 			continue
 		}
 		err = l.commitBatch(ctx, batch)
+		if err == nil {
+			err = l.holdBlocked()
+		}
+		l.side.blocked = nil // after an abort, rewind seeks every task of the batch
 		switch {
 		case err == nil:
 			attempts = 0
@@ -332,6 +344,9 @@ func (l *Loop) Run(ctx context.Context) error {
 // poll collects records for at most CommitInterval or MaxBatchRecords.
 // Records of partitions revoked meanwhile are dropped.
 func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
+	if err := l.resumeHeld(); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(l.cfg.CommitInterval)
 	var batch []*kafka.Message
 	for len(batch) < l.cfg.MaxBatchRecords && ctx.Err() == nil {
@@ -384,6 +399,11 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 	for _, m := range batch {
 		p := m.TopicPartition.Partition
 		t := l.tasks[p]
+		if ok, err := l.sideReady(m, impulse); err != nil {
+			return err
+		} else if !ok {
+			continue // held back, with the rest of the partition (sideGate)
+		}
 		touched[p] = t
 		next[p] = m.TopicPartition.Offset + 1
 		if impulse {
@@ -412,6 +432,9 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		default:
 			return fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset)
 		}
+	}
+	if len(touched) == 0 {
+		return nil // every task of the batch is held back by side inputs
 	}
 	// Watermarks: input from the reports, then the head fires what it can.
 	type wmState struct {
