@@ -1,27 +1,20 @@
-package state
+package integration
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
-// broker returns $KAFKA_BOOTSTRAP_SERVERS or skips: these tests need a real
-// Kafka (go run ./cmd/localkafka starts one).
-func broker(t *testing.T) string {
-	t.Helper()
-	bs := os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
-	if bs == "" || testing.Short() {
-		t.Skip("KAFKA_BOOTSTRAP_SERVERS not set (or -short): no broker")
-	}
-	return bs
-}
+// The state store (stage/state) against the real broker: pending, committed
+// and aborted attempts, and the restore rate.
 
-func createTopic(t *testing.T, bs, topic string, partitions int) {
+func createCompactedTopic(t *testing.T, bs, topic string, partitions int) {
 	t.Helper()
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
 	if err != nil {
@@ -38,7 +31,7 @@ func createTopic(t *testing.T, bs, topic string, partitions int) {
 
 // txn runs fn in one Kafka transaction of a fresh transactional producer
 // and commits it, or aborts it if commit is false.
-func txn(t *testing.T, bs, id string, commit bool, fn func(produce ProduceFunc) error) {
+func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.ProduceFunc) error) {
 	t.Helper()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": id, "linger.ms": 5})
 	if err != nil {
@@ -80,9 +73,9 @@ func txn(t *testing.T, bs, id string, commit bool, fn func(produce ProduceFunc) 
 	}
 }
 
-func newManager(t *testing.T, bs, topic string) *Manager {
+func newStateManager(t *testing.T, bs, topic string) *state.Manager {
 	t.Helper()
-	m, err := Open(Options{Dir: t.TempDir(), Name: "test", Topic: topic, BootstrapServers: bs})
+	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, BootstrapServers: bs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +83,7 @@ func newManager(t *testing.T, bs, topic string) *Manager {
 	return m
 }
 
-func get(t *testing.T, tk *Task, key string) string {
+func stateGet(t *testing.T, tk *state.Task, key string) string {
 	t.Helper()
 	v, ok, err := tk.Get([]byte(key))
 	if err != nil {
@@ -102,16 +95,16 @@ func get(t *testing.T, tk *Task, key string) string {
 	return string(v)
 }
 
-// TestPendingCommittedAborted: an attempt's writes are visible to reads of
+// TestStateStorePendingCommittedAborted: an attempt's writes are visible to reads of
 // the task at once, go to the changelog in Prepare, reach Pebble on
 // Committed and vanish on Aborted; a restore on another Manager sees
 // exactly the committed transactions (an aborted transaction's changelog
 // records never survive).
-func TestPendingCommittedAborted(t *testing.T) {
-	bs := broker(t)
+func TestStateStorePendingCommittedAborted(t *testing.T) {
+	bs := needBroker(t).BootstrapServers()
 	topic := fmt.Sprintf("state-test-%d", time.Now().UnixNano())
-	createTopic(t, bs, topic, 2)
-	m := newManager(t, bs, topic)
+	createCompactedTopic(t, bs, topic, 2)
+	m := newStateManager(t, bs, topic)
 	tk, err := m.Restore(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +113,11 @@ func TestPendingCommittedAborted(t *testing.T) {
 	must(t, tk.Set([]byte("a"), []byte("1")))
 	must(t, tk.Set([]byte("b"), []byte("2")))
 	must(t, tk.Set([]byte("a"), []byte("3")))
-	if got := get(t, tk, "a"); got != "3" {
+	if got := stateGet(t, tk, "a"); got != "3" {
 		t.Fatalf("pending read a = %s, want 3", got)
 	}
 	var produced []string
-	txn(t, bs, topic+"-1", true, func(produce ProduceFunc) error {
+	stateTxn(t, bs, topic+"-1", true, func(produce state.ProduceFunc) error {
 		return m.Prepare(func(topic string, p int32, k, v []byte) error {
 			produced = append(produced, fmt.Sprintf("%d:%s=%s", p, k, v))
 			return produce(topic, p, k, v)
@@ -145,24 +138,24 @@ func TestPendingCommittedAborted(t *testing.T) {
 	if fmt.Sprint(scanned) != "[a=3 c=9]" {
 		t.Errorf("scan with pending writes %v, want [a=3 c=9]", scanned)
 	}
-	txn(t, bs, topic+"-2", false, func(produce ProduceFunc) error { return m.Prepare(produce) })
+	stateTxn(t, bs, topic+"-2", false, func(produce state.ProduceFunc) error { return m.Prepare(produce) })
 	m.Aborted([]int32{1})
-	if got := get(t, tk, "b") + get(t, tk, "c"); got != "2<absent>" {
+	if got := stateGet(t, tk, "b") + stateGet(t, tk, "c"); got != "2<absent>" {
 		t.Errorf("after abort b,c = %s, want 2<absent>", got)
 	}
 	// Attempt 3: a delete, committed (a tombstone in the changelog).
 	must(t, tk.Delete([]byte("a")))
-	txn(t, bs, topic+"-3", true, func(produce ProduceFunc) error { return m.Prepare(produce) })
+	stateTxn(t, bs, topic+"-3", true, func(produce state.ProduceFunc) error { return m.Prepare(produce) })
 	must(t, m.Committed())
 
 	// Another instance restores task 1: only the committed state.
-	m2 := newManager(t, bs, topic)
+	m2 := newStateManager(t, bs, topic)
 	tk2, err := m2.Restore(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{"a": "<absent>", "b": "2", "c": "<absent>"} {
-		if got := get(t, tk2, k); got != want {
+		if got := stateGet(t, tk2, k); got != want {
 			t.Errorf("restored %s = %s, want %s", k, got, want)
 		}
 	}
@@ -171,26 +164,26 @@ func TestPendingCommittedAborted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := get(t, tk0, "b"); got != "<absent>" {
+	if got := stateGet(t, tk0, "b"); got != "<absent>" {
 		t.Errorf("task 0 b = %s, want absent", got)
 	}
 }
 
-// TestRestoreRate writes 200 000 records of ~100 bytes (and one aborted
+// TestStateStoreRestoreRate writes 200 000 records of ~100 bytes (and one aborted
 // transaction after them) to a changelog partition and restores it,
 // logging the rate; every committed key must be back.
-func TestRestoreRate(t *testing.T) {
-	bs := broker(t)
+func TestStateStoreRestoreRate(t *testing.T) {
+	bs := needBroker(t).BootstrapServers()
 	const n, chunk = 200000, 50000
 	topic := fmt.Sprintf("state-rate-%d", time.Now().UnixNano())
-	createTopic(t, bs, topic, 1)
+	createCompactedTopic(t, bs, topic, 1)
 	val := make([]byte, 90)
 	for i := range val {
 		val[i] = byte('a' + i%26)
 	}
 	start := time.Now()
 	for c := 0; c < n/chunk; c++ {
-		txn(t, bs, topic+"-w", true, func(produce ProduceFunc) error {
+		stateTxn(t, bs, topic+"-w", true, func(produce state.ProduceFunc) error {
 			for i := c * chunk; i < (c+1)*chunk; i++ {
 				if err := produce(topic, 0, []byte(fmt.Sprintf("key-%08d", i)), val); err != nil {
 					return err
@@ -199,11 +192,11 @@ func TestRestoreRate(t *testing.T) {
 			return nil
 		})
 	}
-	txn(t, bs, topic+"-w", false, func(produce ProduceFunc) error {
+	stateTxn(t, bs, topic+"-w", false, func(produce state.ProduceFunc) error {
 		return produce(topic, 0, []byte("aborted"), val)
 	})
 	t.Logf("wrote %d records in %v", n, time.Since(start))
-	m := newManager(t, bs, topic)
+	m := newStateManager(t, bs, topic)
 	start = time.Now()
 	tk, err := m.Restore(context.Background(), 0)
 	if err != nil {
@@ -218,12 +211,5 @@ func TestRestoreRate(t *testing.T) {
 	}))
 	if count != n {
 		t.Errorf("restored %d keys, want %d (the aborted record must not be there)", count, n)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
