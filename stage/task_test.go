@@ -1,0 +1,111 @@
+package stage
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr"
+)
+
+func report(stage string, p int32, wm mtime.Time, total int32, idle bool) *pb.WatermarkReport {
+	return &pb.WatermarkReport{Stage: stage, SourcePartition: p, CommittedWatermarkMillis: int64(wm), TotalSourcePartitions: total, Idle: idle}
+}
+
+// TestCheckpointRestoresTheInputWatermark: a new owner of a partition rebuilds
+// the task's input watermark from the checkpoint alone (the reports it covers
+// are behind the committed offset), including holds and idleness.
+func TestCheckpointRestoresTheInputWatermark(t *testing.T) {
+	up := []string{"a", "b"}
+	tk := newTask(3, up)
+	for _, r := range []*pb.WatermarkReport{
+		report("a", 0, 100, 2, false), report("a", 1, 70, 2, false),
+		report("b", 0, 90, 1, false), report("a", 1, 80, 2, false),
+	} {
+		if err := tk.observe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, _ := tk.inputWatermark()
+	if in != 80 {
+		t.Fatalf("input watermark %d, want 80 = min(a: min(100, 80), b: 90)", in)
+	}
+	tk.out, tk.reported = 80, true
+	md, err := tk.checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := restoreTask(3, up, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in2, _ := back.inputWatermark(); in2 != in || back.out != 80 || !back.reported {
+		t.Fatalf("restored: input %d out %d reported %v, want %d 80 true", in2, back.out, back.reported, in)
+	}
+	// A held upstream stays held after a restore.
+	held := newTask(0, up)
+	_ = held.observe(report("a", 0, 5, 2, false))
+	_ = held.observe(report("b", 0, 5, 1, false))
+	md, _ = held.checkpoint()
+	back, _ = restoreTask(0, up, md)
+	if in, _ := back.inputWatermark(); in != mtime.MinTimestamp {
+		t.Fatalf("held task restored at %d, want mtime.MinTimestamp (partition a/1 never reported)", in)
+	}
+}
+
+func TestRestoreRefusesBadCheckpoints(t *testing.T) {
+	if _, err := restoreTask(2, nil, "not base64!"); err == nil || !strings.Contains(err.Error(), "input partition 2") {
+		t.Fatalf("want an error naming partition 2, got %v", err)
+	}
+	tk := newTask(1, []string{"a"})
+	_ = tk.observe(report("a", 0, 5, 1, false))
+	md, _ := tk.checkpoint()
+	if _, err := restoreTask(1, []string{"other"}, md); !errors.Is(err, watermarkmgr.ErrUnknownUpstream) {
+		t.Fatalf("a checkpoint of another plan: want ErrUnknownUpstream, got %v", err)
+	}
+	if tk, err := restoreTask(4, []string{"a"}, ""); err != nil || tk.out != mtime.MinTimestamp || tk.reported {
+		t.Fatalf("no checkpoint: want a fresh task, got %+v, %v", tk, err)
+	}
+}
+
+func TestObserveRefusesBadReportsAndKeepsState(t *testing.T) {
+	tk := newTask(0, []string{"a"})
+	_ = tk.observe(report("a", 0, 50, 1, false))
+	if err := tk.observe(report("a", 3, 60, 1, false)); !errors.Is(err, watermarkmgr.ErrPartitionOutOfRange) {
+		t.Fatalf("want ErrPartitionOutOfRange, got %v", err)
+	}
+	if len(tk.last["a"]) != 1 {
+		t.Fatalf("a refused report was recorded for the checkpoint: %v", tk.last)
+	}
+	if in, _ := tk.inputWatermark(); in != 50 {
+		t.Fatalf("input watermark %d after a refused report, want 50", in)
+	}
+}
+
+// TestKeyPartitionIsStableAndInRange: equal keys meet on one partition in
+// every instance, so the partition is a pure function of the key bytes.
+func TestKeyPartitionIsStableAndInRange(t *testing.T) {
+	seen := map[int32]bool{}
+	for i := 0; i < 1000; i++ {
+		k := []byte{byte(i), byte(i >> 8), 7}
+		p := keyPartition(k, 4)
+		if p < 0 || p >= 4 || keyPartition(append([]byte(nil), k...), 4) != p {
+			t.Fatalf("key %v: partition %d", k, p)
+		}
+		seen[p] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("1000 keys over 4 partitions reached only %d", len(seen))
+	}
+	// Pinned: a change of the hash would move keys between partitions of a
+	// running application (its state would be on the wrong task).
+	if got := keyPartition([]byte("beam"), 7); got != keyPartition([]byte("beam"), 7) || got != pinnedBeam {
+		t.Fatalf("keyPartition(\"beam\", 7) = %d, want %d", got, pinnedBeam)
+	}
+}
+
+// pinnedBeam is FNV-1a("beam") mod 7, computed outside Go.
+const pinnedBeam = 1
