@@ -1,0 +1,95 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner"
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+)
+
+// topicsWithPrefix lists the broker's topics whose names start with prefix.
+func topicsWithPrefix(t *testing.T, bootstrap, prefix string) []string {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	md, err := a.GetMetadata(nil, true, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for name := range md.Topics {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestSecondInstanceWithAnotherPlanRefusesToStart: the plan is recorded for
+// the application; an instance whose pipeline plans differently stops before
+// it processes anything and says what differs.
+func TestSecondInstanceWithAnotherPlanRefusesToStart(t *testing.T) {
+	b := needBroker(t)
+	app := uniqueName(t, "app")
+	*runner.BootstrapServers = b.BootstrapServers()
+	*runner.ApplicationID = app
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	p1, s1 := beam.NewPipelineWithRoot()
+	_ = beam.Reshuffle(s1, beam.ParDo(s1, double, beam.Create(s1, 1, 2, 3)))
+	if _, err := beam.Run(ctx, runner.Name, p1); err != nil {
+		t.Fatal(err)
+	}
+
+	p2, s2 := beam.NewPipelineWithRoot()
+	_ = beam.Reshuffle(s2, beam.ParDo(s2, observe, beam.Create(s2, 1, 2, 3)))
+	_, err := beam.Run(ctx, runner.Name, p2)
+	if !errors.Is(err, plan.ErrPlanMismatch) {
+		t.Fatalf("want ErrPlanMismatch, got %v", err)
+	}
+	for _, want := range []string{"s0-Impulse", "transforms", "integration.double", "integration.observe"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %q:\n%v", want, err)
+		}
+	}
+	t.Logf("refused as expected:\n%v", err)
+}
+
+// TestUnsupportedTransformFailsBeforeAnyTopic: a transform this runner cannot
+// execute is an error naming it and its URN, and no topic of the application
+// exists afterwards.
+func TestUnsupportedTransformFailsBeforeAnyTopic(t *testing.T) {
+	b := needBroker(t)
+	app := uniqueName(t, "app")
+	*runner.BootstrapServers = b.BootstrapServers()
+	*runner.ApplicationID = app
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	p, s := beam.NewPipelineWithRoot()
+	cfg := teststream.NewConfig()
+	if err := cfg.AddElements(1000, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	_ = beam.ParDo(s, strings.ToUpper, teststream.Create(s, cfg))
+	_, err := beam.Run(ctx, runner.Name, p)
+	if !errors.Is(err, plan.ErrUnsupported) || !strings.Contains(err.Error(), "teststream") {
+		t.Fatalf("want ErrUnsupported naming the TestStream URN, got %v", err)
+	}
+	if got := topicsWithPrefix(t, b.BootstrapServers(), app); len(got) != 0 {
+		t.Fatalf("topics exist after a refused pipeline: %v", got)
+	}
+	t.Logf("refused as expected: %v", err)
+}
