@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+
+	"github.com/kafkastreams/kafkastreams/cmd/commitactivity/activity"
+	"github.com/kafkastreams/kafkastreams/runner"
+)
+
+var (
+	input  = flag.String("input", "cmd/commitactivity/data/git-commits.csv", "the git-commits.csv file to read")
+	output = flag.String("output", "commitactivity.csv", "the CSV file to write (rows in no particular order; columns: "+activity.CSVHeader+")")
+	table  = flag.Bool("table", true, "print a short table of the output when the job is done")
+	show   = flag.Bool("show", false, "run nothing: print the table from the output topic of --application_id (and compare it with --output if that file exists)")
+)
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	log.SetFlags(0)
+	log.SetPrefix("commitactivity: ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *show {
+		err = showTopic(ctx)
+	} else {
+		err = run(ctx)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func bootstrap() string {
+	if *runner.BootstrapServers != "" {
+		return *runner.BootstrapServers
+	}
+	if b := os.Getenv("KAFKA_BOOTSTRAP_SERVERS"); b != "" {
+		return b
+	}
+	return "127.0.0.1:9092"
+}
+
+func run(ctx context.Context) error {
+	name := *runners.Runner
+	if name == "" {
+		name = runner.Name
+	}
+	if _, err := os.Stat(*input); err != nil {
+		return fmt.Errorf("input: %w (run from the repository's root, or pass --input)", err)
+	}
+	if name == runner.Name {
+		log.Printf("running on %s at %s, application %q; reading %s", name, bootstrap(), *runner.ApplicationID, *input)
+	} else {
+		log.Printf("running on %s; reading %s", name, *input)
+	}
+	start := time.Now()
+	res, err := beam.Run(ctx, name, activity.Pipeline(activity.Options{Input: *input, Output: *output}))
+	took := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("the job failed after %v: %w", took.Round(time.Millisecond), err)
+	}
+	counters := map[string]int64{}
+	if res != nil {
+		for _, c := range res.Metrics().AllMetrics().Counters() {
+			counters[c.Key.Name] += c.Committed
+		}
+	}
+	log.Printf("done in %v on %s: this instance parsed %d rows and skipped %d malformed rows", took.Round(time.Millisecond), name, counters["parsed_rows"], counters["malformed_rows"])
+	if r, ok := res.(*runner.Result); ok {
+		topic, err := activity.OutputTopic(r.Plan)
+		if err != nil {
+			return err
+		}
+		log.Printf("output: topic %s (read_committed), file %s", topic, *output)
+	} else {
+		log.Printf("output: file %s", *output)
+	}
+	if !*table {
+		return nil
+	}
+	rows, err := readCSV(*output)
+	if err != nil {
+		return err
+	}
+	return printTable(rows)
+}
+
+// showTopic prints the table from the output topic, and checks that the CSV
+// file, if there is one, holds the same rows.
+func showTopic(ctx context.Context) error {
+	if *runner.ApplicationID == "" {
+		return errors.New("--show needs --application_id")
+	}
+	topic, err := activity.FindOutputTopic(bootstrap(), *runner.ApplicationID)
+	if err != nil {
+		return err
+	}
+	rows, err := activity.ReadTopic(ctx, bootstrap(), topic)
+	if err != nil {
+		return err
+	}
+	slices.Sort(rows)
+	log.Printf("read %d rows from topic %s (read_committed)", len(rows), topic)
+	if fileRows, err := readCSV(*output); err == nil {
+		if !slices.Equal(rows, fileRows) {
+			return fmt.Errorf("the topic's %d rows differ from the %d rows of %s:%s", len(rows), len(fileRows), *output, activity.DiffSorted(rows, fileRows, 5))
+		}
+		log.Printf("the topic holds the same %d rows as %s, each once", len(rows), *output)
+	}
+	return printTable(rows)
+}
+
+// readCSV returns the rows of the CSV file, sorted.
+func readCSV(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rows = append(rows, sc.Text())
+	}
+	slices.Sort(rows)
+	return rows, sc.Err()
+}
+
+func printTable(rows []string) error {
+	sum, err := activity.Summarize(rows)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	sum.PrintTable(os.Stdout, 6, 5)
+	fmt.Println()
+	return nil
+}
