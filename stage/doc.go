@@ -8,6 +8,12 @@
 // in-process Go SDK harness, ProcessBundleDescriptors for fused stages and
 // running one bundle.
 //
+// Subpackage sideinput materialises a stage's side inputs from their topics;
+// the loop asks it (Config.SideInputs, a SideInputGate) before an element
+// enters a bundle and holds a task back at the first element whose side
+// input windows are not complete (sidegate.go: pause, seek back, resume on a
+// side watermark change), so no element is processed early or dropped.
+//
 // It may import watermarkmgr, proto, the Beam Go SDK and confluent-kafka-go. It
 // must not import runner.
 package stage

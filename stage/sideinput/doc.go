@@ -25,6 +25,12 @@
 // them from the topics at start. Side inputs larger than memory are not
 // supported yet.
 //
+// Goroutines and locks: a Set owns one goroutine (Set.run) that owns the
+// consumer and feeds the Stores; each Store guards its windows and watermark
+// with its own mutex (the State service and the stage loop read them from
+// other goroutines); Set.mu guards the Changed channel and the reader's
+// error. No lock is held while calling into another Store or Kafka.
+//
 // Imports: the Beam SDK (coders, windows), Kafka, and this module's plan,
 // stage/fnapi, watermarkmgr and proto packages; never package stage.
 package sideinput
