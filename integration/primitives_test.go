@@ -113,7 +113,6 @@ var skipList = map[string]string{
 	"TestCheckpointing":        needsSDF,
 	"TestDrain":                needsDrain,
 	"TestOomParDo":             needsTempLoc,
-	"TestParDoPipelineOptions": needsOptions,
 	"TestParDoBundleFinalizer": needsFinalizer,
 
 	"TestValueState": needsState, "TestValueStateWindowed": needsState, "TestValueStateClear": needsState,
