@@ -44,6 +44,10 @@ var sdkURNs = map[string]bool{
 	URNParDo:      true,
 	URNWindowInto: true,
 	URNMapWindows: true,
+
+	URNCombinePerKeyPrecombine: true,
+	URNCombinePerKeyMerge:      true,
+	URNCombinePerKeyExtract:    true,
 }
 
 // Errors. ErrUnsupported wraps every "cannot execute this transform" error;
@@ -228,6 +232,12 @@ func (p *Plan) Sinks() []*Stage {
 
 // Build plans the pipeline. Errors wrap ErrUnsupported (naming the transform
 // and its URN) or ErrMalformed; they are returned before anything is created.
+//
+// Build lifts p's liftable combines in place first (liftCombines): it adds
+// the lifted transforms, PCollections and coders to p's components and
+// replaces each such composite's expansion, so that the stages' transform
+// ids are in p. p means the same pipeline after; a second Build of it
+// plans the same.
 func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	if err := validateOptions(opts); err != nil {
 		return nil, err
@@ -236,6 +246,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	if comps == nil {
 		return nil, fmt.Errorf("%w: no components", ErrMalformed)
 	}
+	liftCombines(p)
 	leaves, err := leafTransforms(p)
 	if err != nil {
 		return nil, err
