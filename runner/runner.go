@@ -75,6 +75,9 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if !beam.Initialized() {
 		beam.Init() // the harness runs in this process: its init hooks must have run
 	}
+	// DoFns read beam.PipelineOptions in this process: load the flags into
+	// them, as the direct and universal runners do for their workers.
+	beam.PipelineOptions.LoadOptionsFromFlags(nil)
 	bootstrap := *BootstrapServers
 	if bootstrap == "" {
 		bootstrap = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
