@@ -161,8 +161,10 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 		return nil, err
 	}
 	defer wm.Stop()
+	var wmURL string
 	if a := wm.HTTPAddr(); a != "" {
-		log.Info("kafkastreams: watch the watermarks: curl -s http://" + a + "/watermarks")
+		wmURL = "http://" + a + "/watermarks"
+		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL)
 	}
 
 	committed := newCommittedMetrics()
@@ -252,7 +254,9 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 		}()
 	}
-	err = waitDone(ctx, log, wm.Tracker, pl, errc, h)
+	err = waitDone(ctx, log, wm.Tracker, pl, errc, h, func(running time.Duration) {
+		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
+	})
 	cancel()
 	wg.Wait()
 
@@ -303,9 +307,11 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 }
 
 // waitDone returns nil once every sink stage's watermark is the end of time,
-// or the first stage error, or ctx's error. Every 10 s it logs each stage's
-// watermark, so a stuck job says which stage and partition hold it.
-func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *plan.Plan, errc <-chan error, h *fnapi.Harness) error {
+// or the first stage error, or ctx's error. Every 10 s it calls progress
+// (logProgress: each stage's watermark and element counts), so a stuck job
+// says which stage and partition hold it.
+func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *plan.Plan, errc <-chan error, h *fnapi.Harness, progress func(running time.Duration)) error {
+	start := time.Now()
 	sinks := pl.Sinks()
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
@@ -335,14 +341,7 @@ func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *pla
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			for _, s := range pl.Stages {
-				v, err := t.Stage(s.Name)
-				if err != nil {
-					log.Info("kafkastreams: progress", "stage", s.Name, "watermark", "no report yet")
-					continue
-				}
-				log.Info("kafkastreams: progress", "stage", s.Name, "watermark", service.ISO(v.Snapshot.Watermark), "held", v.Snapshot.Held, "missing", v.Snapshot.Missing)
-			}
+			progress(time.Since(start))
 		}
 	}
 }
