@@ -121,6 +121,9 @@ type Loop struct {
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
 	tasks map[int32]*task
+	// rebalanceErr is set by the rebalance callback when a task cannot be
+	// restored (the client ignores a callback's error); Run returns it.
+	rebalanceErr error
 	// side holds back tasks waiting for side inputs (sidegate.go).
 	side sideGate
 
@@ -253,6 +256,14 @@ func (l *Loop) Close() {
 // restores every new task from its committed offset's metadata, before the
 // partition is consumed.
 func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	if err := l.applyRebalance(c, ev); err != nil {
+		l.rebalanceErr = err
+		return err
+	}
+	return nil
+}
+
+func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
 		committed, err := c.Committed(e.Partitions, 10000)
@@ -349,6 +360,11 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	}
 	deadline := time.Now().Add(l.cfg.CommitInterval)
 	var batch []*kafka.Message
+	// owners[i] is the task that owned batch[i]'s partition when it was
+	// polled. A partition revoked and assigned again during the poll has a
+	// new task and a position back at its committed offset: its records
+	// polled before are stale and would be processed twice.
+	var owners []*task
 	for len(batch) < l.cfg.MaxBatchRecords && ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -361,16 +377,20 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 				continue
 			}
 			batch = append(batch, e)
+			owners = append(owners, l.tasks[e.TopicPartition.Partition])
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, fmt.Errorf("stage %s: consumer: %w", l.cfg.Stage.Name, e)
 			}
 			l.log.Warn("stage: consumer error", "err", e)
 		}
+		if l.rebalanceErr != nil {
+			return nil, l.rebalanceErr
+		}
 	}
 	kept := batch[:0]
-	for _, m := range batch {
-		if l.tasks[m.TopicPartition.Partition] != nil {
+	for i, m := range batch {
+		if t := l.tasks[m.TopicPartition.Partition]; t != nil && t == owners[i] {
 			kept = append(kept, m)
 		}
 	}
