@@ -35,6 +35,9 @@ type Config struct {
 type Server struct {
 	Tracker  *Tracker
 	Consumer *Consumer
+	// Registry is what GET /metrics serves; an embedding process registers
+	// its own collectors on it (the runner: late elements dropped per stage).
+	Registry *prometheus.Registry
 
 	httpLis, grpcLis net.Listener
 	httpSrv          *http.Server
@@ -52,7 +55,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Consumer.Logger = cfg.Logger
-	s := &Server{Tracker: NewTracker(nil)}
+	s := &Server{Tracker: NewTracker(nil), Registry: prometheus.NewRegistry()}
 	c, err := NewConsumer(cfg.Consumer, s.Tracker)
 	if err != nil {
 		return nil, err
@@ -63,7 +66,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			c.c.Close()
 			return nil, fmt.Errorf("watermarkmgr/service: HTTP listener on %s: %w", cfg.HTTPAddr, err)
 		}
-		reg := prometheus.NewRegistry()
+		reg := s.Registry
 		reg.MustRegister(NewCollector(s.Tracker), collectors.NewGoCollector(),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "kafkastreams_watermark_undecodable_records_total",
