@@ -23,6 +23,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
@@ -223,6 +224,11 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 			defer h.Close()
 			cfg.Head = h
+			wm.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "kafkastreams_late_elements_dropped_total",
+				Help:        "Elements behind the watermark by more than the allowed lateness, dropped by the stage's GroupByKey (Beam: droppedDueToLateness).",
+				ConstLabels: prometheus.Labels{"stage": s.Name},
+			}, func() float64 { return float64(h.Dropped()) }))
 		}
 		if len(s.SideInputs) > 0 {
 			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
