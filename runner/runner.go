@@ -313,9 +313,9 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 }
 
 // waitDone returns nil once every sink stage's watermark is the end of time,
-// or the first stage error, or ctx's error. Every 10 s it calls progress
-// (logProgress: each stage's watermark and element counts), so a stuck job
-// says which stage and partition hold it.
+// or the first stage error, or ctx's error. Every 10 s, and once more when
+// done, it calls progress (logProgress: each stage's watermark and element
+// counts), so a stuck job says which stage and partition hold it.
 func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *plan.Plan, errc <-chan error, h *fnapi.Harness, progress func(running time.Duration)) error {
 	start := time.Now()
 	sinks := pl.Sinks()
@@ -333,6 +333,7 @@ func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *pla
 		}
 		if done {
 			log.Info("kafkastreams: every sink stage reached the end of time: done")
+			progress(time.Since(start)) // the final counts
 			return nil
 		}
 		select {
