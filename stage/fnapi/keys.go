@@ -34,25 +34,9 @@ type KVWire struct {
 // pipeline's components), which must be KV(K, V), or with grouped
 // KV(K, Iterable(V)). Errors name the PCollection and the coder.
 func NewKVWire(comps *pipepb.Components, pcoll string, grouped bool) (*KVWire, error) {
-	col, ok := comps.GetPcollections()[pcoll]
-	if !ok {
-		return nil, fmt.Errorf("fnapi: pcollection %q not found", pcoll)
-	}
-	ws, ok := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
-	if !ok {
-		return nil, fmt.Errorf("fnapi: pcollection %q: windowing strategy %q not found", pcoll, col.GetWindowingStrategyId())
-	}
-	cs := &coderSet{base: comps.GetCoders(), added: map[string]*pipepb.Coder{}}
-	elm, err := cs.wireSafe(col.GetCoderId(), 0)
+	col, ws, elm, coders, err := wireCodersOf(comps, pcoll)
 	if err != nil {
-		return nil, fmt.Errorf("fnapi: pcollection %q: %w", pcoll, err)
-	}
-	coders := make(map[string]*pipepb.Coder, len(cs.base)+len(cs.added))
-	for id, c := range cs.base {
-		coders[id] = c
-	}
-	for id, c := range cs.added {
-		coders[id] = c
+		return nil, err
 	}
 	kv := coders[elm]
 	if kv.GetSpec().GetUrn() != urnCoderKV || len(kv.GetComponentCoderIds()) != 2 {
@@ -162,4 +146,32 @@ func describeCoder(id string, coders map[string]*pipepb.Coder, depth int) string
 		b.WriteString(")")
 	}
 	return b.String()
+}
+
+// wireCodersOf returns PCollection pcoll of comps, its windowing strategy,
+// the id of its wire-safe element coder (see coderSet.wireSafe) and every
+// coder that id may refer to (the pipeline's and the ones wireSafe added).
+// Errors name the PCollection.
+func wireCodersOf(comps *pipepb.Components, pcoll string) (*pipepb.PCollection, *pipepb.WindowingStrategy, string, map[string]*pipepb.Coder, error) {
+	col, ok := comps.GetPcollections()[pcoll]
+	if !ok {
+		return nil, nil, "", nil, fmt.Errorf("fnapi: pcollection %q not found", pcoll)
+	}
+	ws, ok := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
+	if !ok {
+		return nil, nil, "", nil, fmt.Errorf("fnapi: pcollection %q: windowing strategy %q not found", pcoll, col.GetWindowingStrategyId())
+	}
+	cs := &coderSet{base: comps.GetCoders(), added: map[string]*pipepb.Coder{}}
+	elm, err := cs.wireSafe(col.GetCoderId(), 0)
+	if err != nil {
+		return nil, nil, "", nil, fmt.Errorf("fnapi: pcollection %q: %w", pcoll, err)
+	}
+	coders := make(map[string]*pipepb.Coder, len(cs.base)+len(cs.added))
+	for id, c := range cs.base {
+		coders[id] = c
+	}
+	for id, c := range cs.added {
+		coders[id] = c
+	}
+	return col, ws, elm, coders, nil
 }

@@ -161,25 +161,9 @@ type WireElements struct {
 // (the pipeline's components). With kv, its coder must be a KV coder and
 // SplitKV works. Errors name the PCollection and the coder.
 func NewWireElements(comps *pipepb.Components, pcoll string, kv bool) (*WireElements, error) {
-	col, ok := comps.GetPcollections()[pcoll]
-	if !ok {
-		return nil, fmt.Errorf("fnapi: pcollection %q not found", pcoll)
-	}
-	ws, ok := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
-	if !ok {
-		return nil, fmt.Errorf("fnapi: pcollection %q: windowing strategy %q not found", pcoll, col.GetWindowingStrategyId())
-	}
-	cs := &coderSet{base: comps.GetCoders(), added: map[string]*pipepb.Coder{}}
-	elm, err := cs.wireSafe(col.GetCoderId(), 0)
+	col, ws, elm, coders, err := wireCodersOf(comps, pcoll)
 	if err != nil {
-		return nil, fmt.Errorf("fnapi: pcollection %q: %w", pcoll, err)
-	}
-	coders := make(map[string]*pipepb.Coder, len(cs.base)+len(cs.added))
-	for id, c := range cs.base {
-		coders[id] = c
-	}
-	for id, c := range cs.added {
-		coders[id] = c
+		return nil, err
 	}
 	w := &WireElements{}
 	wc, ok := coders[ws.GetWindowCoderId()]
