@@ -16,7 +16,7 @@ KAFKA_IMAGE   := kafkastreams/kafka:$(KAFKA_VERSION)
 UNIT_TIMEOUT        ?= 10m
 INTEGRATION_TIMEOUT ?= 30m
 
-.PHONY: all test unit integration bench kafka-jars kafka-image proto proto-check run vet fmt-check lint clean
+.PHONY: all test unit integration bench kafka-jars kafka-image proto proto-check run run-prism vet fmt-check lint clean
 
 all: test
 
@@ -71,12 +71,23 @@ proto-check: proto
 	@untracked="$$(git ls-files --others --exclude-standard -- proto/)"; \
 	if [[ -n "$$untracked" ]]; then echo "make: untracked generated files: $$untracked" >&2; exit 1; fi
 
-## run: for now starts a local broker, prints its address and stops it.
+## run: the main job (cmd/commitactivity) over git-commits.csv on a local
+## Kafka broker it starts and stops (a container when a Docker daemon
+## answers, else a java process; $$KAFKA_BOOTSTRAP_SERVERS if set), with
+## --runner=kafkastreams as INSTANCES OS processes sharing the work; prints
+## the table once and the wall time (cmd/commitactivity/run.sh).
+INSTANCES ?= 1
 run:
 	$(GO) build -o bin/localkafka ./cmd/localkafka
+	$(GO) build -o bin/commitactivity ./cmd/commitactivity
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
-	./bin/localkafka -once
-	@echo "make run: the main job is not built yet: this only started and stopped a Kafka broker (bin/localkafka without -once keeps it running)"
+	INSTANCES=$(INSTANCES) bash cmd/commitactivity/run.sh
+
+## run-prism: the same job on Prism (Beam's local runner, in-process) for
+## comparison: no broker; prints the table and the wall time.
+run-prism:
+	$(GO) build -o bin/commitactivity ./cmd/commitactivity
+	./bin/commitactivity --runner=prism --output=bin/commitactivity-prism.csv
 
 vet:
 	$(GO) vet ./...

@@ -65,7 +65,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("input: %w (run from the repository's root, or pass --input)", err)
 	}
 	if name == runner.Name {
-		log.Printf("running on %s at %s, application %q; reading %s", name, bootstrap(), *runner.ApplicationID, *input)
+		log.Printf("running on %s at %s, application %s; reading %s", name, bootstrap(), *runner.ApplicationID, *input)
 	} else {
 		log.Printf("running on %s; reading %s", name, *input)
 	}
