@@ -449,9 +449,9 @@ func TestGroupByKeySessions(t *testing.T) {
 }
 
 // TestCombinePerKey: stats.SumPerKey and a global beam.Combine (the Go SDK
-// marshals both as a combine_per_key composite of a GroupByKey and a
-// Combine ParDo, which the runner executes unlifted: the GroupByKey
-// shuffles the values, the ParDo combines each key's iterable).
+// marshals both as a combine_per_key composite; the runner lifts them, see
+// combine_test.go: a precombine before the shuffle, merge and extract
+// after the GroupByKey).
 func TestCombinePerKey(t *testing.T) {
 	b := needBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
