@@ -21,5 +21,15 @@
 // it starts a HeadSideInputs stage, a passthrough topic hop. The stage graph,
 // side edges included, is acyclic.
 //
+// Combiner lifting (combine.go): Build first rewrites each liftable
+// combine_per_key composite of the pipeline in place into a precombine
+// (fused after its input's producer), a GroupByKey of KV<K, accumulator>
+// (a stage head) and merge-accumulators and extract-outputs fused after it,
+// so the combine's topic carries one accumulator per key, window and
+// bundle, not every value. Its ids and names derive from the composite's,
+// so every instance derives the same plan; a combine that may not lift
+// (element-count triggers, a timestamp combiner other than the end of the
+// window, taken ids) runs its unlifted expansion.
+//
 // It may import the Beam model protos only.
 package plan
