@@ -258,22 +258,22 @@ func init() { register.Function2x2(cmbSumValues) }
 // TestCombineLiftedShuffleVolume measures the shuffle of a sum per key of
 // the same input, lifted (stats.SumPerKey) and unlifted (GroupByKey and a
 // summing ParDo: the expansion the runner ran before lifting), both after a
-// Reshuffle and a ParDo taking 1 ms per value, so that the values arrive in
-// many bundles of four tasks: the records on the GroupByKey stage's topic,
-// with the same sums.
+// Reshuffle, so that the values arrive in several bundles (a transaction
+// reads at most stage.Config.MaxBatchRecords, 10 000) of four tasks: the
+// records on the GroupByKey stage's topic, with the same sums. Lifted, the
+// topic carries at most one accumulator per key per upstream bundle.
 func TestCombineLiftedShuffleVolume(t *testing.T) {
 	b := needBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const n = 3000
+	const n = 25000
 	build := func(lifted bool) *beam.Pipeline {
 		in := make([]int, n)
 		for i := range in {
 			in[i] = i
 		}
 		p, s := beam.NewPipelineWithRoot()
-		slow := beam.ParDo(s, &gbkSlow{SlowMillis: 1}, beam.Reshuffle(s, beam.CreateList(s, in)))
-		kv := beam.ParDo(s, gbkKeyed, slow)
+		kv := beam.ParDo(s, gbkKeyed, beam.Reshuffle(s, beam.CreateList(s, in)))
 		var sums beam.PCollection
 		if lifted {
 			sums = stats.SumPerKey(s, kv)
@@ -291,21 +291,24 @@ func TestCombineLiftedShuffleVolume(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("sum k%d global ts=eogw =%d", k, sum))
 	}
-	count := map[bool]int{}
+	count, bundles := map[bool]int{}, 0
 	for _, lifted := range []bool{false, true} {
 		r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, fmt.Sprint("lifted-", lifted)), build(lifted))
 		checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), want)
 		for name, c := range gbkTopicElements(t, ctx, b.BootstrapServers(), r.Plan) {
 			count[lifted] += c
 			up := r.Plan.Stage(name).Upstreams[0]
+			if lifted {
+				bundles = int(r.Stats[up].Commits + r.Stats[up].Aborts)
+			}
 			t.Logf("lifted=%v: %d records on %s's topic for %d values; upstream %s: %+v", lifted, c, name, n, up, r.Stats[up])
 		}
 	}
 	if count[false] != n {
 		t.Errorf("unlifted: %d records on the GroupByKey topic, want one per value: %d", count[false], n)
 	}
-	if count[true] >= n/10 {
-		t.Errorf("lifted: %d records on the GroupByKey topic, want far fewer than the %d values", count[true], n)
+	if count[true] > 5*bundles || count[true] >= n/10 {
+		t.Errorf("lifted: %d records on the GroupByKey topic, want at most 5 keys × %d upstream bundles, far fewer than the %d values", count[true], bundles, n)
 	}
 	t.Logf("shuffle records for %d values: unlifted %d, lifted %d (%.1fx fewer)", n, count[false], count[true], float64(count[false])/float64(max(count[true], 1)))
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"sort"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -326,17 +325,4 @@ func lift(tid string, t *pipepb.PTransform, comps *pipepb.Components) {
 	nt := proto.Clone(t).(*pipepb.PTransform)
 	nt.Subtransforms = ids.transforms()
 	comps.Transforms[tid] = nt
-}
-
-// LiftedCombines returns the ids of p's combine_per_key composites that
-// Build executes lifted, sorted. For people and tests; Build decides.
-func LiftedCombines(p *pipepb.Pipeline) []string {
-	var out []string
-	for id, t := range p.GetComponents().GetTransforms() {
-		if t.GetSpec().GetUrn() == URNCombinePerKey && slices.Equal(t.GetSubtransforms(), liftedIDsOf(id).transforms()) {
-			out = append(out, id)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
