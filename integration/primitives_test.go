@@ -96,16 +96,15 @@ var primitiveSuite = []primitive{
 
 // Reasons a primitive does not run yet, each naming what is missing.
 const (
-	needsGBK        = "needs runner-side GroupByKey (passert groups by a fixed key): in progress"
-	needsOptions    = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
-	needsState      = "needs user state (stateful DoFns): not built yet"
-	needsTimers     = "needs timers: not built yet"
-	needsTestStream = "needs TestStream (beam:transform:teststream:v1): not built yet"
-	needsTriggers   = "needs non-default triggers: not built yet"
-	needsSDF        = "needs splittable DoFns with self-checkpointing: not built yet"
-	needsDrain      = "needs drain (of an unbounded pipeline): not built yet"
-	needsTempLoc    = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
-	needsFinalizer  = "needs bundle finalization: not built yet"
+	needsGBK       = "needs runner-side GroupByKey (passert groups by a fixed key): in progress"
+	needsOptions   = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
+	needsState     = "needs user state (stateful DoFns): not built yet"
+	needsTimers    = "needs timers: not built yet"
+	needsTriggers  = "needs non-default triggers: not built yet"
+	needsSDF       = "needs splittable DoFns with self-checkpointing: not built yet"
+	needsDrain     = "needs drain (of an unbounded pipeline): not built yet"
+	needsTempLoc   = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
+	needsFinalizer = "needs bundle finalization: not built yet"
 )
 
 // skipList names every primitive that does not run today and why.
@@ -120,13 +119,7 @@ var skipList = map[string]string{
 	"TestCombiningState": needsState, "TestMapState": needsState, "TestMapStateClear": needsState,
 	"TestSetState": needsState, "TestSetStateClear": needsState, "TestOrderedListState": needsState,
 
-	"TestTestStreamStrings": needsTestStream, "TestTestStreamByteSliceSequence": needsTestStream,
-	"TestTestStreamInt64Sequence": needsTestStream, "TestTestStreamInt16Sequence": needsTestStream,
-	"TestTestStreamTwoInt64Sequences": needsTestStream, "TestTestStreamFloat64Sequence": needsTestStream,
-	"TestTestStreamTwoFloat64Sequences": needsTestStream, "TestTestStreamBoolSequence": needsTestStream,
-	"TestTestStreamTwoBoolSequences": needsTestStream, "TestTestStreamTwoUserTypeSequences": needsTestStream,
-	"TestTestStreamSimple": needsTestStream, "TestTestStreamSimple_InfinityDefault": needsTestStream,
-	"TestTestStreamToGBK": needsTestStream, "TestTestStreamTimersEventTime": needsTestStream,
+	"TestTestStreamTimersEventTime": needsTimers,
 
 	"TestTimers_EventTime_Bounded": needsTimers, "TestTimers_EventTime_Unbounded": needsTimers,
 	"TestTimers_EventTime_WithOutputTimestamp": needsTimers, "TestTimers_EventTime_WithNoOutputTimestamp": needsTimers,
@@ -134,18 +127,17 @@ var skipList = map[string]string{
 	"TestTimers_ProcessingTime_Unbounded": needsTimers,
 
 	"TestPanes":                                  needsTriggers,
-	"TestTriggerDefault":                         needsTestStream,
-	"TestTriggerAlways":                          needsTestStream,
-	"TestTriggerElementCount":                    needsTestStream,
-	"TestTriggerRepeat":                          needsTestStream,
-	"TestTriggerAfterEndOfWindow":                needsTestStream,
-	"TestTriggerAfterAll":                        needsTestStream,
-	"TestTriggerAfterEach":                       needsTestStream,
-	"TestTriggerAfterAny":                        needsTestStream,
-	"TestTriggerAfterProcessingTime":             needsTestStream,
-	"TestTriggerAfterSynchronizedProcessingTime": needsTestStream,
-	"TestTriggerNever":                           needsTestStream,
-	"TestTriggerOrFinally":                       needsTestStream,
+	"TestTriggerAlways":                          needsTriggers,
+	"TestTriggerElementCount":                    needsTriggers,
+	"TestTriggerRepeat":                          needsTriggers,
+	"TestTriggerAfterEndOfWindow":                needsTriggers,
+	"TestTriggerAfterAll":                        needsTriggers,
+	"TestTriggerAfterEach":                       needsTriggers,
+	"TestTriggerAfterAny":                        needsTriggers,
+	"TestTriggerAfterProcessingTime":             needsTriggers,
+	"TestTriggerAfterSynchronizedProcessingTime": needsTriggers,
+	"TestTriggerNever":                           needsTriggers,
+	"TestTriggerOrFinally":                       needsTriggers,
 }
 
 // TestPrimitiveSuiteIsComplete guards the list itself: every primitive is

@@ -47,6 +47,7 @@ var Supported = map[plan.HeadKind]bool{
 	plan.HeadFlatten:    true,
 	plan.HeadGroupByKey: true,
 	plan.HeadSideInputs: true,
+	plan.HeadTestStream: true,
 }
 
 // Result is the beam.PipelineResult of a kafkastreams run.
@@ -118,7 +119,11 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
 		return nil, err
 	}
-	recorded, err := recordPlan(ctx, bootstrap, props, pl)
+	streams, err := planTestStreams(pipe.GetComponents(), pl)
+	if err != nil {
+		return nil, err
+	}
+	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}
@@ -216,6 +221,15 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 		}
 		if cfg.KeyOf, err = keyOf(pipe.GetComponents(), pl, s); err != nil {
 			return nil, err
+		}
+		if s.Head == plan.HeadTestStream {
+			segs, err := planTestStreams(pipe.GetComponents(), &plan.Plan{Stages: []*plan.Stage{s}})
+			if err != nil {
+				return nil, err
+			}
+			if cfg.Head, err = newTestStreamHead(pipe.GetComponents(), s, segs[s.Name]); err != nil {
+				return nil, err
+			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
 			h, err := newGBKHead(spec, pl, s, bootstrap, props, log)

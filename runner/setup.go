@@ -99,20 +99,22 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 
 // recordPlan makes the plan the application's plan, or checks it against the
 // one recorded. In one transaction under the transactional.id
-// "<application_id>-plan" it writes the encoded plan to the plan topic and
+// "<application_id>-plan" it writes the encoded plan to the plan topic,
 // one record to the input topic of every Impulse stage (the impulse each
-// such stage turns into its element, exactly once). Instances racing here
+// such stage turns into its element, exactly once), and sources[topic],
+// in order, to partition 0 of each such source topic (a TestStream stage's
+// segment records, teststream.Records). Instances racing here
 // fence each other: InitTransactions aborts a rival's open transaction, and
 // each reads the plan topic (read_committed) after its own InitTransactions,
 // so exactly one plan is ever committed. Returns ErrPlanMismatch (wrapped,
 // naming every difference) if another plan was recorded.
-func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) (recorded bool, err error) {
+func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, sources map[string][][]byte) (recorded bool, err error) {
 	enc, err := p.Encode()
 	if err != nil {
 		return false, err
 	}
 	for attempt := 1; ; attempt++ {
-		recorded, err = tryRecordPlan(ctx, bootstrap, props, p, enc)
+		recorded, err = tryRecordPlan(ctx, bootstrap, props, p, enc, sources)
 		var ke kafka.Error
 		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !(errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())) {
 			return recorded, err
@@ -125,7 +127,7 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 	}
 }
 
-func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, enc []byte) (bool, error) {
+func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, enc []byte, sources map[string][][]byte) (bool, error) {
 	pc := clientConfig(bootstrap, props)
 	pc["transactional.id"] = PlanTopic(p.ApplicationID)
 	pc["go.delivery.reports"] = false
@@ -159,6 +161,11 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 		if s.Head == plan.HeadImpulse {
 			t := s.InputTopic
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: []byte("impulse")})
+		}
+	}
+	for _, t := range sortedTopics(sources) {
+		for _, v := range sources[t] {
+			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: v})
 		}
 	}
 	for _, m := range msgs {

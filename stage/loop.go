@@ -73,7 +73,9 @@ type Config struct {
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
-	// MaxBatchRecords bounds the records in one transaction. Default 10 000.
+	// MaxBatchRecords bounds the records in one transaction. Default 10 000;
+	// always 1 for a TestStream stage (one segment per transaction, so that
+	// each segment's watermark report follows exactly its elements).
 	MaxBatchRecords int
 	// MaxAttempts is how many times a failing bundle is retried (abort,
 	// rewind, read again) before Run returns its error. Default 4.
@@ -145,6 +147,9 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	if cfg.MaxBatchRecords <= 0 {
 		cfg.MaxBatchRecords = 10000
 	}
+	if cfg.Stage != nil && cfg.Stage.Head == plan.HeadTestStream {
+		cfg.MaxBatchRecords = 1
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 4
 	}
@@ -163,8 +168,8 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		head:      cfg.Head,
 	}
 	if l.head == nil {
-		if cfg.Stage.Head == plan.HeadGroupByKey {
-			return nil, fmt.Errorf("stage %s: a GroupByKey stage needs a Head", cfg.Stage.Name)
+		if cfg.Stage.Head == plan.HeadGroupByKey || cfg.Stage.Head == plan.HeadTestStream {
+			return nil, fmt.Errorf("stage %s: a %s stage needs a Head", cfg.Stage.Name, cfg.Stage.Head)
 		}
 		l.head = &passthrough{impulse: cfg.ImpulseElement}
 	}
@@ -415,7 +420,9 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 			}
 		}
 	}()
-	impulse := l.cfg.Stage.Head == plan.HeadImpulse
+	// A source stage (Impulse, TestStream) reads the raw records the plan
+	// transaction wrote, not Envelopes, and has no upstream.
+	impulse := l.cfg.Stage.Head == plan.HeadImpulse || l.cfg.Stage.Head == plan.HeadTestStream
 	for _, m := range batch {
 		p := m.TopicPartition.Partition
 		t := l.tasks[p]
@@ -466,8 +473,9 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		t := touched[p]
 		in, idle := t.inputWatermark()
 		if impulse {
-			// An Impulse task has no upstream: once its record is read, its
-			// input is complete.
+			// A source task has no upstream: once its record is read, its
+			// input is complete (a TestStream head holds the output
+			// watermark at the segment's).
 			in, idle = mtime.MaxTimestamp, false
 		}
 		fired, hold, err := l.head.Advance(p, in)

@@ -80,6 +80,12 @@ const (
 	// input crosses the stage's topic unchanged and the ParDo is the first
 	// fused transform (HeadTransform is the ParDo; HeadOutput its main input).
 	HeadSideInputs HeadKind = "side_inputs"
+	// HeadTestStream: like HeadImpulse, a one-partition input topic written
+	// with the plan, here one record per segment of the TestStream's events
+	// (stage/teststream); the head replays each segment's elements and
+	// reports the watermark the stream declares after them, one segment
+	// per transaction, and the end of time after the last.
+	HeadTestStream HeadKind = "teststream"
 )
 
 // passthroughHeads hand the records of a task to the bundle one element per
@@ -94,8 +100,9 @@ type Options struct {
 	// ApplicationID prefixes every topic name. Required; Kafka topic-name
 	// characters only ([A-Za-z0-9._-]).
 	ApplicationID string
-	// Partitions is the partition count of internal topics (the Impulse
-	// stage's input topic always has 1). Must be positive.
+	// Partitions is the partition count of internal topics (the input
+	// topics of Impulse and TestStream stages always have 1). Must be
+	// positive.
 	Partitions int32
 	// Supported, if non-nil, narrows the head kinds this build of the runner
 	// executes; a pipeline needing another is refused with ErrUnsupported.
@@ -294,7 +301,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			Partitions:     opts.Partitions,
 			HeadOutput:     headOutput,
 		}
-		if kind == HeadImpulse {
+		if kind == HeadImpulse || kind == HeadTestStream {
 			s.Partitions = 1
 		}
 		s.Name = fmt.Sprintf("s%d-%s", len(plan.Stages), slug(t.GetUniqueName()))
@@ -538,6 +545,8 @@ func headKind(urn string) (HeadKind, bool) {
 		return HeadReshuffle, true
 	case URNFlatten:
 		return HeadFlatten, true
+	case URNTestStream:
+		return HeadTestStream, true
 	}
 	return "", false
 }

@@ -1,0 +1,52 @@
+// Package teststream is the runner side of Beam's TestStream
+// (beam:transform:teststream:v1): a source stage that replays a scripted
+// sequence of elements and watermark advances, exactly once.
+//
+// Files:
+//
+//   - stream.go: the pure core. Parse cuts a TestStreamPayload's events into
+//     Segments, each a run of elements followed by the watermark the stream
+//     declares after them; Record and ParseRecord are the input records
+//     naming them. No I/O, no clock, no goroutines.
+//   - encode.go: Encoder, the element bytes of the payload (encoded with the
+//     PCollection's coder) re-encoded as wire elements (windowed values in
+//     the global window at the event's timestamp), through the Go SDK's
+//     coders, as the harness itself decodes them.
+//   - head.go: Head, the stage.Head shell: a segment record in, the
+//     segment's elements out, the segment's watermark as the task's hold.
+//
+// Exactly once. The TestStream stage's input topic has one partition; the
+// plan transaction (runner.recordPlan) writes one record per segment into
+// it, "segment i of n", in order, together with the plan: so the records
+// exist once or not at all. The stage's loop reads one record per
+// transaction (stage.Config: a TestStream stage commits every record on
+// its own), and that transaction holds the segment's elements, the report
+// of the segment's watermark after them, and the consumed offset. A crash
+// aborts the open transaction; the next owner resumes at the committed
+// offset, the next segment: every element is written once, and every
+// report follows exactly the elements before it in the stream. One
+// transaction per segment (rather than the whole stream in one) is what
+// lets reports interleave with data: a task writes its report at the end
+// of its transaction, after the transaction's outputs, so a downstream
+// task reads the elements of segment i, then the watermark of segment i,
+// then the elements of segment i+1, which are late exactly when the stream
+// says so. The event index lives in the record (and so in the committed
+// offset), never in separate state.
+//
+// Watermarks. Segment i's watermark is the last AdvanceWatermark at or
+// before its end (mtime.MinTimestamp before any); the last segment ends at
+// the end of time (mtime.MaxTimestamp) whatever the script says, like
+// Prism's final event: a bounded job finishes. The stage's output watermark
+// is exactly the segment's watermark (its input watermark is the end of
+// time, as for Impulse).
+//
+// Processing time. AdvanceProcessingTime ends a segment (the elements after
+// it commit in a later transaction) and is otherwise not replayed: Prism
+// advances one synthetic processing-time clock for the whole job, but here
+// every stage runs in its own process with its own clock, and the report
+// carries no processing time. Downstream processing-time triggers read
+// their injected clock (the wall clock in production); in a bounded job
+// what they hold fires when the window expires at the end of time.
+//
+// It may import stage, stage/fnapi and the Beam Go SDK; not runner.
+package teststream

@@ -1,0 +1,95 @@
+package teststream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/kafkastreams/kafkastreams/stage"
+)
+
+// Head replays a TestStream (stage.Head). Its stage has one task (input
+// partition 0) whose records are the segment records (Record), in order;
+// the loop commits each on its own (see the package comment).
+//
+// Element(record i of n) returns segment i's elements, encoded; the
+// Advance after it returns segment i's watermark as the hold, so the
+// task's output watermark, max(previous, min(end of time, hold)), is
+// exactly the segment's watermark. (The hold here is the stream's
+// declaration, not a bound on later timestamps: a later segment may hold
+// elements behind it, which downstream sees as late, as the script says.)
+// The head keeps no state but the segment of the attempt: a crash or an
+// abort resumes at the committed offset, the next segment.
+type Head struct {
+	name     string
+	segments []Segment
+	encoded  [][][]byte // encoded[i] are segment i's wire elements
+	// cur[p] is the segment task p read in the current attempt.
+	cur map[int32]int
+}
+
+var _ stage.Head = (*Head)(nil)
+
+// NewHead returns the head replaying segments (Parse), whose elements enc
+// encodes; name names the stage in errors. Every element is encoded now,
+// so a bad element fails the job before anything runs.
+func NewHead(name string, segments []Segment, enc *Encoder) (*Head, error) {
+	h := &Head{name: name, segments: segments, encoded: make([][][]byte, len(segments)), cur: map[int32]int{}}
+	for i, s := range segments {
+		for j, e := range s.Elements {
+			b, err := enc.Encode(e)
+			if err != nil {
+				return nil, fmt.Errorf("teststream: stage %s: segment %d element %d: %w", name, i, j, err)
+			}
+			h.encoded[i] = append(h.encoded[i], b)
+		}
+	}
+	return h, nil
+}
+
+// Assign implements stage.Head: nothing to restore.
+func (h *Head) Assign(context.Context, int32) error { return nil }
+
+// Revoke implements stage.Head.
+func (h *Head) Revoke(p int32) { delete(h.cur, p) }
+
+// Element implements stage.Head: value is segment record i of n, and n must
+// be the head's segment count (a different count means the recorded plan
+// was made from another TestStream: an error, never a guess).
+func (h *Head) Element(p int32, _, value []byte) ([][]byte, error) {
+	i, n, err := ParseRecord(value)
+	if err != nil {
+		return nil, fmt.Errorf("teststream: stage %s: %w", h.name, err)
+	}
+	if n != len(h.segments) {
+		return nil, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, value, len(h.segments))
+	}
+	h.cur[p] = i
+	return h.encoded[i], nil
+}
+
+// Advance implements stage.Head: the hold is the watermark of the segment
+// read in this attempt (mtime.MinTimestamp if none: the previous output
+// watermark stays).
+func (h *Head) Advance(p int32, _ mtime.Time) ([][]byte, mtime.Time, error) {
+	i, ok := h.cur[p]
+	if !ok {
+		return nil, mtime.MinTimestamp, nil
+	}
+	return nil, h.segments[i].Watermark, nil
+}
+
+// Prepare implements stage.Head: no state.
+func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
+
+// Committed implements stage.Head.
+func (h *Head) Committed() error { h.cur = map[int32]int{}; return nil }
+
+// Aborted implements stage.Head.
+func (h *Head) Aborted(ps []int32) error {
+	for _, p := range ps {
+		delete(h.cur, p)
+	}
+	return nil
+}
