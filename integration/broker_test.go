@@ -163,6 +163,11 @@ func transact(t *testing.T, ctx context.Context, p *kafka.Producer, c *kafka.Con
 	if commit {
 		must(t, p.CommitTransaction(ctx))
 	} else {
+		// AbortTransaction purges what is still queued: flush first so the
+		// aborted records reach the log (read_uncommitted must see them).
+		if n := p.Flush(30000); n > 0 {
+			t.Fatalf("%d records still queued after 30 s", n)
+		}
 		must(t, p.AbortTransaction(ctx))
 	}
 	return next
