@@ -126,7 +126,6 @@ var skipList = map[string]string{
 	"TestTimers_ProcessingTime_Infinity": needsTimers, "TestTimers_ProcessingTime_Bounded": needsTimers,
 	"TestTimers_ProcessingTime_Unbounded": needsTimers,
 
-	"TestPanes":                                  needsTriggers,
 	"TestTriggerAlways":                          needsTriggers,
 	"TestTriggerElementCount":                    needsTriggers,
 	"TestTriggerRepeat":                          needsTriggers,

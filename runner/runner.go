@@ -28,6 +28,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
@@ -58,6 +59,10 @@ type Result struct {
 	Plan *plan.Plan
 	// Stats are the committed counters of this instance's stage loops, by stage.
 	Stats map[string]stage.Stats
+	// LateDropped counts, by GroupByKey stage, the values this instance's
+	// committed attempts dropped as expired (behind the watermark by more
+	// than the allowed lateness; Beam's droppedDueToLateness).
+	LateDropped map[string]int64
 }
 
 // JobID is the application id.
@@ -176,6 +181,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 	committed := newCommittedMetrics()
 	inst := instanceID()
 	loops := map[string]*stage.Loop{}
+	gbkHeads := map[string]*gbk.Head{}
 	for _, s := range pl.Stages {
 		cfg := stage.Config{
 			BootstrapServers: bootstrap,
@@ -238,6 +244,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 			defer h.Close()
 			cfg.Head = h
+			gbkHeads[s.Name] = h
 			wm.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name:        "kafkastreams_late_elements_dropped_total",
 				Help:        "Elements behind the watermark by more than the allowed lateness, dropped by the stage's GroupByKey (Beam: droppedDueToLateness).",
@@ -283,6 +290,10 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 	res := &Result{jobID: pl.ApplicationID, Plan: pl, Stats: map[string]stage.Stats{}}
 	for name, l := range loops {
 		res.Stats[name] = l.Stats()
+	}
+	res.LateDropped = map[string]int64{}
+	for name, h := range gbkHeads {
+		res.LateDropped[name] = h.Dropped()
 	}
 	res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
 	if err != nil {

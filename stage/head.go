@@ -15,7 +15,10 @@ type ProduceFunc func(topic string, partition int32, key, value []byte) error
 //
 // One transaction attempt is: Element for each element record of the batch
 // (in offset order per task), Advance once for every task the batch touched,
-// then, inside the open transaction, Prepare; then Committed if the
+// then, inside the open transaction, Prepare; a GroupByKey head also gets an
+// Advance right after each report that moves a task's input watermark,
+// before the task's next record (Loop.advanceOnReport), so that a value's
+// lateness follows the partition's order; then Committed if the
 // transaction committed, or Aborted if it did not (the Loop then rewinds the
 // aborted tasks to their committed offsets).
 type Head interface {

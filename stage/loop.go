@@ -456,6 +456,17 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 			if err := t.observe(pl.Report); err != nil {
 				return fmt.Errorf("stage %s: report at offset %d: %w", l.cfg.Stage.Name, m.TopicPartition.Offset, err)
 			}
+			if l.cfg.Stage.Head == plan.HeadGroupByKey {
+				// The partition's order is the truth: a value after this
+				// report is on time or late with respect to it, so the
+				// GroupByKey advances here, before the next record, not
+				// only once at the end of the batch.
+				fired, err := l.advanceOnReport(p, t)
+				if err != nil {
+					return err
+				}
+				elements = append(elements, fired...)
+			}
 		default:
 			return fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset)
 		}
@@ -579,6 +590,26 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		bundle.Committed()
 	}
 	return nil
+}
+
+// advanceOnReport advances the head of task p (in the middle of a batch)
+// if the report just observed moved the task's input watermark:
+//
+//	Advance(p, in) ⇔ in > the input watermark of p's last Advance
+//
+// The Advance at the end of the batch (commitBatch) still happens, with
+// the same or a later watermark; the head's watermarks never decrease.
+func (l *Loop) advanceOnReport(p int32, t *task) ([][]byte, error) {
+	in, _ := t.inputWatermark()
+	if in <= t.advanced {
+		return nil, nil
+	}
+	fired, _, err := l.head.Advance(p, in)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: task %d: %w", l.cfg.Stage.Name, p, err)
+	}
+	t.advanced = in
+	return fired, nil
 }
 
 // keyPartition is the partition of a record keyed by an encoded Beam key:

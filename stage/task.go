@@ -26,6 +26,10 @@ type task struct {
 	out mtime.Time
 	// reported is true once out has been reported at least once.
 	reported bool
+	// advanced is the input watermark of the head's last mid-batch Advance
+	// (Loop.advanceOnReport); mtime.MinTimestamp when restored. In memory
+	// only: a lower value only costs one more Advance.
+	advanced mtime.Time
 }
 
 func newTask(partition int32, upstreams []string) *task {
@@ -35,6 +39,7 @@ func newTask(partition int32, upstreams []string) *task {
 		agg:       watermarkmgr.NewAggregator(upstreams...),
 		last:      map[string]map[int32]*pb.WatermarkReport{},
 		out:       mtime.MinTimestamp,
+		advanced:  mtime.MinTimestamp,
 	}
 }
 
