@@ -54,11 +54,11 @@ func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSp
 }
 
 // changelogTopics are the state changelog topics of pl's stages: one per
-// GroupByKey stage, as many partitions as its input topic.
+// GroupByKey and stateful ParDo stage, as many partitions as its input topic.
 func changelogTopics(pl *plan.Plan) map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range pl.Stages {
-		if s.Head == plan.HeadGroupByKey {
+		if s.Head == plan.HeadGroupByKey || s.Head == plan.HeadStateful {
 			out[state.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
 		}
 	}
@@ -71,8 +71,8 @@ func changelogTopics(pl *plan.Plan) map[string]int32 {
 func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]func([]byte) ([]byte, error), error) {
 	gbkTopics := map[string]bool{}
 	for _, o := range pl.Stages {
-		if o.Head == plan.HeadGroupByKey {
-			gbkTopics[o.InputTopic] = true
+		if o.Head == plan.HeadGroupByKey || o.Head == plan.HeadStateful {
+			gbkTopics[o.InputTopic] = true // keyed topics
 		}
 	}
 	out := map[string]func([]byte) ([]byte, error){}

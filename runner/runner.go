@@ -30,6 +30,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
+	"github.com/kafkastreams/kafkastreams/stage/userstate"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -48,6 +49,7 @@ var Supported = map[plan.HeadKind]bool{
 	plan.HeadFlatten:    true,
 	plan.HeadGroupByKey: true,
 	plan.HeadSideInputs: true,
+	plan.HeadStateful:   true,
 	plan.HeadTestStream: true,
 }
 
@@ -208,7 +210,16 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
-			cfg.Process = processFunc(srv, s, fs, committed)
+			var sh *userstate.Head
+			if s.Head == plan.HeadStateful {
+				if sh, err = newStatefulHead(pipe.GetComponents(), pl, s, fs, bootstrap, props, log); err != nil {
+					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+				}
+				defer sh.Close()
+				srv.RegisterUserState(s.HeadTransform, sh)
+				cfg.Head = sh
+			}
+			cfg.Process = processFunc(srv, s, fs, committed, sh)
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -307,8 +318,23 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 // is not supported yet, and dropping them would lose data. When the head's
 // output PCollection also leaves the stage (it feeds a fused ParDo and a
 // GroupByKey, say), the bundle's input elements are that output as they are.
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics) stage.ProcessFunc {
+// A stateful stage's head (sh, nil for other stages) runs the attempt's
+// bundles itself: the elements with its fired timers, then the timers they
+// set that are already due (userstate.Head.Run); their outputs are
+// concatenated in order.
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, sh *userstate.Head) stage.ProcessFunc {
 	name := st.Name
+	runBundles := func(ctx context.Context, elements [][]byte) ([]*fnapi.Result, error) {
+		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
+		return []*fnapi.Result{r}, err
+	}
+	if sh != nil {
+		runBundles = func(ctx context.Context, elements [][]byte) ([]*fnapi.Result, error) {
+			return sh.Run(ctx, elements, func(ctx context.Context, elements [][]byte, timers map[fnapi.TimerFamilyID][][]byte) (*fnapi.Result, error) {
+				return srv.RunBundle(ctx, name, map[string][][]byte{fs.Source: elements}, timers)
+			})
+		}
+	}
 	headOut := false
 	for _, o := range st.Outputs {
 		headOut = headOut || o.PCollection == st.HeadOutput
@@ -318,21 +344,24 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 		bySink[sink] = pc
 	}
 	return func(ctx context.Context, elements [][]byte) (*stage.Bundle, error) {
-		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
+		rs, err := runBundles(ctx, elements)
 		if err != nil {
 			return nil, err
 		}
-		if n := len(r.Residuals); n > 0 {
-			return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
-		}
 		out := map[string][][]byte{}
-		for sink, es := range r.Outputs {
-			out[bySink[sink]] = es
+		var infos []*pipepb.MonitoringInfo
+		for _, r := range rs {
+			if n := len(r.Residuals); n > 0 {
+				return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
+			}
+			for sink, es := range r.Outputs {
+				out[bySink[sink]] = append(out[bySink[sink]], es...)
+			}
+			infos = append(infos, r.MonitoringInfos...)
 		}
 		if headOut {
 			out[st.HeadOutput] = elements
 		}
-		infos := r.MonitoringInfos
 		return &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}, nil
 	}
 }

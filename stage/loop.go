@@ -128,6 +128,9 @@ type Loop struct {
 	rebalanceErr error
 	// side holds back tasks waiting for side inputs (sidegate.go).
 	side sideGate
+	// woken are the tasks the last attempt ran for due processing-time
+	// timers without records of theirs (wakeDue): rewind restores them too.
+	woken []int32
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts atomic.Uint64
@@ -174,7 +177,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		l.head = &passthrough{impulse: cfg.ImpulseElement}
 	}
 	for _, s := range cfg.Plan.Stages {
-		if s.Head == plan.HeadGroupByKey {
+		if s.Head == plan.HeadGroupByKey || s.Head == plan.HeadStateful {
 			l.keyed[s.InputTopic] = true
 		}
 	}
@@ -325,7 +328,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(batch) == 0 {
+		if len(batch) == 0 && len(l.dueTasks()) == 0 {
 			continue
 		}
 		err = l.commitBatch(ctx, batch)
@@ -471,6 +474,9 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 			return fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", l.cfg.Stage.Name, *m.TopicPartition.Topic, p, m.TopicPartition.Offset)
 		}
 	}
+	if err := l.wakeDue(touched, next); err != nil {
+		return err
+	}
 	if len(touched) == 0 {
 		return nil // every task of the batch is held back by side inputs
 	}
@@ -478,6 +484,7 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 	type wmState struct {
 		out  mtime.Time
 		idle bool
+		in   mtime.Time // input watermark, to take a TimerHead's hold again after the bundle
 	}
 	outWM := map[int32]wmState{}
 	for _, p := range sortedInt32Keys(touched) {
@@ -498,16 +505,28 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		if wm < t.out {
 			wm = t.out
 		}
-		outWM[p] = wmState{wm, idle && hold == mtime.MaxTimestamp}
+		outWM[p] = wmState{wm, idle && hold == mtime.MaxTimestamp, in}
 	}
 
+	th, timed := l.head.(TimerHead)
 	var bundle *Bundle
-	if l.cfg.Process != nil && len(elements) > 0 {
+	if l.cfg.Process != nil && (len(elements) > 0 || timed && th.Pending()) {
 		if bundle, err = l.cfg.Process(ctx, elements); err != nil {
 			return fmt.Errorf("stage %s: bundle of %d elements: %w", l.cfg.Stage.Name, len(elements), err)
 		}
 	} else if len(elements) > 0 {
 		bundle = &Bundle{Outputs: map[string][][]byte{l.cfg.Stage.HeadOutput: elements}}
+	}
+	if timed {
+		// Timers the bundle set hold the output too (TimerHead).
+		for p, st := range outWM {
+			hold := th.Hold(p)
+			if wm := min(st.in, hold); wm < st.out {
+				st.out = max(wm, touched[p].out)
+			}
+			st.idle = st.idle && hold == mtime.MaxTimestamp
+			outWM[p] = st
+		}
 	}
 
 	if err := l.producer.BeginTransaction(); err != nil {
@@ -699,6 +718,9 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 	for _, m := range batch {
 		parts[m.TopicPartition.Partition] = true
 	}
+	for _, p := range l.woken {
+		parts[p] = true
+	}
 	topic := l.cfg.Stage.InputTopic
 	var tps []kafka.TopicPartition
 	for p := range parts {
@@ -729,6 +751,51 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 	}
 	if _, err := l.consumer.SeekPartitions(committed); err != nil {
 		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Stage.Name, err)
+	}
+	return nil
+}
+
+// dueTasks are the assigned tasks whose processing-time timers are due
+// (TimerHead.Due); none for other heads.
+func (l *Loop) dueTasks() []int32 {
+	th, ok := l.head.(TimerHead)
+	if !ok {
+		return nil
+	}
+	var out []int32
+	for _, p := range th.Due() {
+		if l.tasks[p] != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// wakeDue adds to the attempt the tasks with due processing-time timers
+// that no record of the batch touched, at their current position (the
+// consumer's position; the committed offset before the first fetch): the
+// attempt commits the same offset with the task's new checkpoint.
+func (l *Loop) wakeDue(touched map[int32]*task, next map[int32]kafka.Offset) error {
+	l.woken = l.woken[:0]
+	topic := l.cfg.Stage.InputTopic
+	for _, p := range l.dueTasks() {
+		if touched[p] != nil {
+			continue
+		}
+		tps := []kafka.TopicPartition{{Topic: &topic, Partition: p}}
+		pos, err := l.consumer.Position(tps)
+		if err == nil && (len(pos) != 1 || pos[0].Offset < 0) {
+			pos, err = l.consumer.Committed(tps, 10000)
+		}
+		if err != nil {
+			return fmt.Errorf("stage %s: task %d: position for due timers: %w", l.cfg.Stage.Name, p, err)
+		}
+		if len(pos) != 1 || pos[0].Offset < 0 {
+			continue // nothing consumed nor committed yet: wait for a record
+		}
+		touched[p] = l.tasks[p]
+		next[p] = pos[0].Offset
+		l.woken = append(l.woken, p)
 	}
 	return nil
 }

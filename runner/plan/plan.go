@@ -80,6 +80,15 @@ const (
 	// input crosses the stage's topic unchanged and the ParDo is the first
 	// fused transform (HeadTransform is the ParDo; HeadOutput its main input).
 	HeadSideInputs HeadKind = "side_inputs"
+	// HeadStateful: a ParDo with user state or timers (state specs or
+	// timer family specs in its ParDoPayload) starts a stage whose input
+	// topic is keyed like a GroupByKey's (the ParDo's main input is KV;
+	// equal keys meet on one task): Beam's state and timers are per key and
+	// window, so one task must own every element of a key. The ParDo's
+	// main input crosses the topic unchanged; the ParDo is the first fused
+	// transform (HeadTransform is the ParDo; HeadOutput its main input), and
+	// the stage's head keeps the state and timers (stage/userstate).
+	HeadStateful HeadKind = "stateful"
 	// HeadTestStream: like HeadImpulse, a one-partition input topic written
 	// with the plan, here one record per segment of the TestStream's events
 	// (stage/teststream); the head replays each segment's elements and
@@ -342,7 +351,10 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(sides) > 0 && !fuseSideInputs(s, ins[0], sides, comps, producer, stageOf, deps, keepsWindows) {
+		if isStateful(t) {
+			s = newStage(HeadStateful, id, t, ins[0])
+			addDep(s, stageOf[up])
+		} else if len(sides) > 0 && !fuseSideInputs(s, ins[0], sides, comps, producer, stageOf, deps, keepsWindows) {
 			if opts.Supported != nil && !opts.Supported[HeadSideInputs] {
 				return nil, fmt.Errorf("%w: transform %q (id %s) reads side inputs and needs a stage of its own (%s), which this runner does not execute yet", ErrUnsupported, t.GetUniqueName(), id, HeadSideInputs)
 			}
@@ -625,10 +637,28 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 			}
 		}
 		if len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
-			return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented yet", ErrUnsupported, name)
+			if opts.Supported != nil && !opts.Supported[HeadStateful] {
+				return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented in this runner yet", ErrUnsupported, name)
+			}
+			if len(pd.GetSideInputs()) > 0 {
+				return fmt.Errorf("%w: %s: a stateful DoFn (state or timers) with side inputs is not implemented yet", ErrUnsupported, name)
+			}
 		}
 	}
 	return nil
+}
+
+// isStateful says whether t is a ParDo with user state or timers: it heads
+// a HeadStateful stage.
+func isStateful(t *pipepb.PTransform) bool {
+	if t.GetSpec().GetUrn() != URNParDo {
+		return false
+	}
+	pd := &pipepb.ParDoPayload{}
+	if unmarshal(t.GetSpec().GetPayload(), pd) != nil {
+		return false
+	}
+	return len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0
 }
 
 // mainInputs returns the PCollections of t's inputs that are not side inputs,

@@ -23,6 +23,9 @@ type registered struct {
 	desc    *fnpb.ProcessBundleDescriptor
 	sources []string          // data source transform ids, sorted
 	sinks   map[string]skipFn // data sink transform id -> splitter of its wire coder
+	// timers are the timer families of the descriptor's ParDos, sorted:
+	// every bundle sends and awaits an is_last for each.
+	timers []TimerFamily
 }
 
 // parseDescriptor finds the data sources and sinks of desc and checks that
@@ -53,6 +56,10 @@ func (s *Server) parseDescriptor(desc *fnpb.ProcessBundleDescriptor) (*registere
 	}
 	if len(r.sources) == 0 {
 		return nil, fmt.Errorf("no %s transform", URNDataSource)
+	}
+	var err error
+	if r.timers, err = timerFamilies(desc); err != nil {
+		return nil, err
 	}
 	sort.Strings(r.sources)
 	return r, nil
@@ -118,6 +125,10 @@ type Result struct {
 	// for the work done; the caller must process every Residual later (or
 	// fail), never drop it. See Residual.
 	Residuals []Residual
+	// Timers are the timers the bundle set or cleared, by family, in the
+	// order the harness sent them (the last one of a (key, window, tag)
+	// wins). Empty for a descriptor without timer families.
+	Timers map[TimerFamilyID][]Timer
 }
 
 // Residual is one residual root of a bundle (a DelayedBundleApplication): the
@@ -176,15 +187,19 @@ func residuals(roots []*fnpb.DelayedBundleApplication) []Residual {
 // allLast is closed.
 type bundle struct {
 	mu      sync.Mutex
-	out     map[string][]byte // sink transform id -> concatenated encoded elements
-	waiting map[string]bool   // sinks whose is_last has not arrived yet
-	allLast chan struct{}     // closed when waiting becomes empty
+	out     map[string][]byte        // sink transform id -> concatenated encoded elements
+	waiting map[string]bool          // sinks (and timer families: TimerFamilyID.waitKey) whose is_last has not arrived yet
+	allLast chan struct{}            // closed when waiting becomes empty
+	timers  map[TimerFamilyID][]byte // concatenated encoded timers, by family
 }
 
 func newBundle(r *registered) *bundle {
 	b := &bundle{out: map[string][]byte{}, waiting: map[string]bool{}, allLast: make(chan struct{})}
 	for sink := range r.sinks {
 		b.waiting[sink] = true
+	}
+	for _, f := range r.timers {
+		b.waiting[f.waitKey()] = true
 	}
 	if len(b.waiting) == 0 {
 		close(b.allLast)
@@ -228,6 +243,16 @@ func (b *bundle) receive(sink string, data []byte, isLast bool) error {
 // ended runs to completion in the harness on the input sent so far (the Fn
 // API has no cancel); its outputs are discarded.
 func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[string][][]byte) (*Result, error) {
+	return s.RunBundle(ctx, descID, inputs, nil)
+}
+
+// RunBundle is ProcessBundle with timers to fire: timers maps timer
+// families of the descriptor to encoded timers (Timer.Encoded), sent on the
+// Data API after the elements, in order. Every timer family of the
+// descriptor gets an is_last whether or not it has timers, and the bundle
+// waits for the harness's is_last of each (Prism does the same). A timers
+// key that is not a family of the descriptor is an error.
+func (s *Server) RunBundle(ctx context.Context, descID string, inputs map[string][][]byte, timers map[TimerFamilyID][][]byte) (*Result, error) {
 	s.mu.Lock()
 	r, ok := s.mu.descs[descID]
 	s.mu.Unlock()
@@ -237,6 +262,15 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 	for src := range inputs {
 		if !contains(r.sources, src) {
 			return nil, fmt.Errorf("fnapi: bundle of %q: input %q is not a data source of the descriptor (sources: %s)", descID, src, strings.Join(r.sources, ", "))
+		}
+	}
+	families := map[TimerFamilyID]*TimerFamily{}
+	for i := range r.timers {
+		families[r.timers[i].TimerFamilyID] = &r.timers[i]
+	}
+	for id := range timers {
+		if families[id] == nil {
+			return nil, fmt.Errorf("fnapi: bundle of %q: timers of %s: %w", descID, id, errTimerFamily)
 		}
 	}
 
@@ -263,19 +297,25 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 	// Send the input while watching for an early answer: a harness that
 	// failed stops reading, and we must stop writing.
 	var resp *fnpb.InstructionResponse
+	var msgs []*fnpb.Elements
+	for _, src := range r.sources {
+		msgs = append(msgs, chunk(inst, src, inputs[src])...)
+	}
+	for _, f := range r.timers {
+		msgs = append(msgs, chunkTimers(inst, f.TimerFamilyID, timers[f.TimerFamilyID])...)
+	}
+	msgs = append(msgs, lastMessage(inst, r))
 	sendErr := func() error {
-		for i, src := range r.sources {
-			for _, msg := range chunk(inst, src, inputs[src]) {
-				select {
-				case s.dataOut <- msg:
-				case resp = <-p.resp:
-					return nil
-				case <-ctx.Done():
-					go s.abandon(inst, r.sources[i:])
-					return context.Cause(ctx)
-				case <-s.gone:
-					return s.goneError()
-				}
+		for _, msg := range msgs {
+			select {
+			case s.dataOut <- msg:
+			case resp = <-p.resp:
+				return nil
+			case <-ctx.Done():
+				go s.abandon(inst, r)
+				return context.Cause(ctx)
+			case <-s.gone:
+				return s.goneError()
 			}
 		}
 		return nil
@@ -320,6 +360,16 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 		}
 		res.Outputs[sink] = elms
 	}
+	for id, data := range b.timers {
+		ts, err := families[id].ParseAll(data)
+		if err != nil {
+			return fail(err)
+		}
+		if res.Timers == nil {
+			res.Timers = map[TimerFamilyID][]Timer{}
+		}
+		res.Timers[id] = ts
+	}
 	return res, nil
 }
 
@@ -328,37 +378,61 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 // for the rest of its input forever. The harness finishes the bundle on the
 // input it got; its answer and outputs arrive for an instruction no longer
 // pending and are dropped. Gives up when the harness or the Server is gone.
-func (s *Server) abandon(inst string, sources []string) {
-	for _, src := range sources {
-		select {
-		case s.dataOut <- &fnpb.Elements{Data: []*fnpb.Elements_Data{{InstructionId: inst, TransformId: src, IsLast: true}}}:
-		case <-s.gone:
-			return
-		}
+func (s *Server) abandon(inst string, r *registered) {
+	select {
+	case s.dataOut <- lastMessage(inst, r):
+	case <-s.gone:
 	}
 }
 
-// chunk packs one source's elements into Elements messages of about
-// maxChunkBytes, followed by an empty one carrying is_last.
-func chunk(inst, src string, elms [][]byte) []*fnpb.Elements {
-	var msgs []*fnpb.Elements
-	var buf []byte
-	flush := func(last bool) {
-		msgs = append(msgs, &fnpb.Elements{Data: []*fnpb.Elements_Data{{
-			InstructionId: inst, TransformId: src, Data: buf, IsLast: last,
-		}}})
-		buf = nil
+// lastMessage carries the is_last of every data source and timer family of
+// r, as Prism sends it after a bundle's input.
+func lastMessage(inst string, r *registered) *fnpb.Elements {
+	m := &fnpb.Elements{}
+	for _, f := range r.timers {
+		m.Timers = append(m.Timers, &fnpb.Elements_Timers{InstructionId: inst, TransformId: f.Transform, TimerFamilyId: f.Family, IsLast: true})
 	}
+	for _, src := range r.sources {
+		m.Data = append(m.Data, &fnpb.Elements_Data{InstructionId: inst, TransformId: src, IsLast: true})
+	}
+	return m
+}
+
+// chunkTimers packs one family's encoded timers into Elements messages of
+// about maxChunkBytes, without is_last (lastMessage carries it).
+func chunkTimers(inst string, id TimerFamilyID, timers [][]byte) []*fnpb.Elements {
+	var msgs []*fnpb.Elements
+	for _, c := range pack(timers) {
+		msgs = append(msgs, &fnpb.Elements{Timers: []*fnpb.Elements_Timers{{InstructionId: inst, TransformId: id.Transform, TimerFamilyId: id.Family, Timers: c}}})
+	}
+	return msgs
+}
+
+// pack concatenates encoded elements into chunks of about maxChunkBytes;
+// an element larger than that goes alone in its chunk.
+func pack(elms [][]byte) [][]byte {
+	var out [][]byte
+	var buf []byte
 	for _, e := range elms {
 		if len(buf) > 0 && len(buf)+len(e) > maxChunkBytes {
-			flush(false)
+			out = append(out, buf)
+			buf = nil
 		}
 		buf = append(buf, e...)
 	}
 	if len(buf) > 0 {
-		flush(false)
+		out = append(out, buf)
 	}
-	flush(true) // an empty is_last message, as Prism sends it
+	return out
+}
+
+// chunk packs one source's elements into Elements messages of about
+// maxChunkBytes, without is_last (lastMessage carries it).
+func chunk(inst, src string, elms [][]byte) []*fnpb.Elements {
+	var msgs []*fnpb.Elements
+	for _, c := range pack(elms) {
+		msgs = append(msgs, &fnpb.Elements{Data: []*fnpb.Elements_Data{{InstructionId: inst, TransformId: src, Data: c}}})
+	}
 	return msgs
 }
 

@@ -55,6 +55,9 @@ type Stage struct {
 	// Descriptor.Coders) of the windowed-value coder of its elements on the
 	// Data API. Elements sent and received are encoded with these.
 	WireCoders map[string]string
+	// Timers are the timer families of the stage's ParDos, sorted by
+	// transform and family (see TimerFamily). Empty for most stages.
+	Timers []TimerFamily
 }
 
 // BuildStage builds the ProcessBundleDescriptor of one fused stage of a
@@ -76,6 +79,9 @@ type Stage struct {
 // coder, so that keys the SDK encodes for state match the wire; so does
 // every side input's PCollection, so that the element bytes the producer
 // stage wrote are what the SDK decodes from the State API (see SideInput).
+// A ParDo's timer families get the coder timer(wireSafe(K), W) and the
+// descriptor the timer API endpoint (the data endpoint): timer keys are the
+// wire's key bytes (see TimerFamily).
 //
 // A splittable ParDo (one with a restriction coder) is expanded into its
 // pair-with-restriction, split-and-size and process steps in the same
@@ -83,7 +89,7 @@ type Stage struct {
 //
 // Errors name the offending transform or PCollection: an unknown id, a
 // composite or runner-executed transform, side inputs other than iterable
-// and multimap or made in the stage itself, timers, splittable
+// and multimap or made in the stage itself, splittable
 // DoFns with an unbounded input or output (they may self-checkpoint: not
 // supported yet), transforms of different environments, an input
 // that is not spec.Input nor made in the stage, a PCollection that escapes the
@@ -111,6 +117,7 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 	env := ""
 	transforms := map[string]*pipepb.PTransform{}
 	sides := map[string]map[string]*pipepb.SideInput{} // transform -> local -> side input
+	timed := map[string]*pipepb.ParDoPayload{}         // transform -> payload, for ParDos with timers
 	for _, tid := range spec.Transforms {
 		t, ok := comps.GetTransforms()[tid]
 		if !ok {
@@ -145,7 +152,7 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 				sides[tid] = pardo.GetSideInputs()
 			}
 			if len(pardo.GetTimerFamilySpecs()) > 0 {
-				return fail("transform %q (%s) has timers: not supported yet", tid, t.GetUniqueName())
+				timed[tid] = pardo
 			}
 			if pardo.GetRestrictionCoderId() != "" {
 				if err := checkSplittable(comps, tid, t, pardo); err != nil {
@@ -266,6 +273,19 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 		return fail("%v", err)
 	}
 
+	for _, tid := range sortedKeys(timed) {
+		if err := wireSafeTimerCoders(cs, tid, timed[tid]); err != nil {
+			return fail("%v", err)
+		}
+		payload, err := proto.Marshal(timed[tid])
+		if err != nil {
+			return fail("transform %q: %v", tid, err)
+		}
+		t := proto.Clone(transforms[tid]).(*pipepb.PTransform)
+		t.Spec.Payload = payload
+		transforms[tid] = t
+	}
+
 	inElm, inWV, err := wireCoder(spec.Input)
 	if err != nil {
 		return fail("input: %v", err)
@@ -338,6 +358,12 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 		Coders:                    coders,
 		Environments:              comps.GetEnvironments(),
 		StateApiServiceDescriptor: &pipepb.ApiServiceDescriptor{Url: endpoint},
+	}
+	if len(timed) > 0 {
+		st.Descriptor.TimerApiServiceDescriptor = &pipepb.ApiServiceDescriptor{Url: endpoint}
+	}
+	if st.Timers, err = timerFamilies(st.Descriptor); err != nil {
+		return fail("%v", err)
 	}
 	return st, nil
 }

@@ -135,7 +135,9 @@ func TestFusedChain(t *testing.T) {
 	}
 }
 
-func TestStateRequestsGetAClearError(t *testing.T) {
+// TestUnregisteredUserStateGetsAClearError: a stateful transform whose
+// UserState is not registered fails its bundle with a message naming it.
+func TestUnregisteredUserStateGetsAClearError(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	kvs := beam.ParDo(s, toKV, beam.Create(s, "seed"))
 	out := beam.ParDo(s, &countStateFn{}, kvs)
@@ -157,7 +159,7 @@ func TestStateRequestsGetAClearError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = shared.ProcessBundle(ctx, "stateful", map[string][][]byte{st.Source: {[]byte(buf.String())}})
-	if err == nil || !strings.Contains(err.Error(), "state requests are not supported yet") {
+	if err == nil || !strings.Contains(err.Error(), "no user state is registered for the transform") {
 		t.Fatalf("stateful bundle: %v, want the state service's error", err)
 	}
 }
@@ -283,9 +285,9 @@ func TestBuildStageRefuses(t *testing.T) {
 		{"foreign input", sp.comps, StageSpec{ID: "x", Transforms: []string{discardID}, Input: sp.input}, "which is neither the stage input nor made in the stage"},
 		{"side input", withPayload(func(pd *pipepb.ParDoPayload) { pd.SideInputs = map[string]*pipepb.SideInput{"s": {}} }),
 			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, `side input "s": access pattern "" not supported`},
-		{"timers", withPayload(func(pd *pipepb.ParDoPayload) {
+		{"timer family without a timer coder", withPayload(func(pd *pipepb.ParDoPayload) {
 			pd.TimerFamilySpecs = map[string]*pipepb.TimerFamilySpec{"t": {}}
-		}), StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, "timers: not supported yet"},
+		}), StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, `timer family "t": coder "" is not a timer coder`},
 		{"splittable without its restriction coder", withPayload(func(pd *pipepb.ParDoPayload) { pd.RestrictionCoderId = "nope" }),
 			StageSpec{ID: "x", Transforms: []string{sp.pardo}, Input: sp.input, Outputs: both}, `restriction coder "nope" is not in the pipeline`},
 	} {

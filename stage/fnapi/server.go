@@ -87,6 +87,9 @@ type Server struct {
 	// sides maps sideInputKey to the SideInput serving it
 	// (RegisterSideInput); read by the State handler.
 	sides sync.Map
+	// userStates maps a transform id to the UserState serving it
+	// (RegisterUserState); read by the State handler.
+	userStates sync.Map
 
 	mu struct {
 		sync.Mutex
@@ -329,7 +332,7 @@ func (s *Server) Data(stream fnpb.BeamFnData_DataServer) error {
 				s.deliverData(d)
 			}
 			for _, t := range elms.GetTimers() {
-				s.failInstruction(t.GetInstructionId(), fmt.Errorf("fnapi: timers from transform %q family %q: not supported yet", t.GetTransformId(), t.GetTimerFamilyId()))
+				s.deliverTimers(t)
 			}
 		}
 	}()
@@ -382,11 +385,12 @@ func (s *Server) deliverData(d *fnpb.Elements_Data) {
 	}
 }
 
-// State serves the harness's state requests on one stream, in order: Gets
-// of side inputs (iterable, multimap, multimap keys) from the SideInputs
-// registered with RegisterSideInput, paged with continuation tokens; every
-// other request (user state, appends, clears) gets an error response, and
-// the harness fails the bundle with its message.
+// State serves the harness's state requests on one stream, in order: user
+// state (Get, Append, Clear) from the UserState registered for the
+// transform with RegisterUserState (userstate.go); Gets of side inputs
+// (iterable, multimap, multimap keys) from the SideInputs registered with
+// RegisterSideInput, paged with continuation tokens; every other request
+// gets an error response, and the harness fails the bundle with its message.
 func (s *Server) State(stream fnpb.BeamFnState_StateServer) error {
 	if err := s.checkWorker(stream.Context()); err != nil {
 		return err
@@ -399,7 +403,11 @@ func (s *Server) State(stream fnpb.BeamFnState_StateServer) error {
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(s.answerState(req)); err != nil {
+		resp := s.answerUserState(req)
+		if resp == nil {
+			resp = s.answerState(req)
+		}
+		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,351 @@
+package userstate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+)
+
+// Store is what a Task needs of a task's store (state.Task satisfies it):
+// reads see the attempt's pending writes.
+type Store interface {
+	Get(key []byte) ([]byte, bool, error)
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	// Scan calls fn for every key with the prefix in key order; fn must not
+	// keep key or value nor write to the store.
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+}
+
+// Timer domains as stored.
+const (
+	domainEvent      byte = 0
+	domainProcessing byte = 1
+)
+
+// Task is the user state and the timers of one task over its store: a pure
+// core (no clock, no Kafka, no goroutine). Timers are indexed in memory
+// (Load builds the index from the store); the store is the truth.
+type Task struct {
+	st Store
+	// windowURN is the window coder of the stateful transform's input.
+	windowURN string
+	// timers are the pending timers by store key.
+	timers map[string]*timer
+}
+
+// timer is one pending timer.
+type timer struct {
+	key        string // store key
+	family     string
+	processing bool
+	fire, hold mtime.Time
+	encoded    []byte
+}
+
+// NewTask returns the core of a task over st; call Load before use.
+func NewTask(st Store, windowCoderURN string) *Task {
+	return &Task{st: st, windowURN: windowCoderURN, timers: map[string]*timer{}}
+}
+
+// errStop ends a Scan early.
+var errStop = errors.New("userstate: stop scan")
+
+// Load (re)builds the timer index from the store: after a restore, and
+// after an abort dropped the attempt's writes.
+func (t *Task) Load() error {
+	t.timers = map[string]*timer{}
+	return t.st.Scan([]byte{tagTimer}, func(k, v []byte) error {
+		fam, err := timerFamilyOf(k)
+		if err != nil {
+			return err
+		}
+		d, fire, hold, enc, err := parseTimerValue(v)
+		if err != nil {
+			return err
+		}
+		t.timers[string(k)] = &timer{key: string(k), family: fam, processing: d == domainProcessing, fire: fire, hold: hold, encoded: append([]byte{}, enc...)}
+		return nil
+	})
+}
+
+// base is the store prefix of user state k.
+func (t *Task) base(k fnapi.UserStateKey) ([]byte, error) {
+	maxTs, err := fnapi.WindowMaxTimestamp(t.windowURN, k.Window)
+	if err != nil {
+		return nil, fmt.Errorf("userstate: window %x of state %q: %w", k.Window, k.StateID, err)
+	}
+	return userBase(maxTs, k.Window, k.StateID, k.Key), nil
+}
+
+// Get answers a Get of user state k (see fnapi.UserStateKind for the
+// answer of each kind). The chunks are copies.
+func (t *Task) Get(k fnapi.UserStateKey) ([][]byte, error) {
+	b, err := t.base(k)
+	if err != nil {
+		return nil, err
+	}
+	switch k.Kind {
+	case fnapi.UserStateBag:
+		return t.listGet(append(b, partBag))
+	case fnapi.UserStateMultimap:
+		return t.listGet(appendLP(append(b, partMultimap), k.MapKey))
+	case fnapi.UserStateMultimapKeys:
+		// Every map key with a count record: lp(map key) | listCount.
+		var out [][]byte
+		prefix := append(b, partMultimap)
+		err := t.st.Scan(prefix, func(key, _ []byte) error {
+			mk, rest, err := readLP(key[len(prefix):])
+			if err != nil {
+				return err
+			}
+			if len(rest) == 1 && rest[0] == listCount {
+				out = append(out, append([]byte{}, mk...))
+			}
+			return nil
+		})
+		return out, err
+	case fnapi.UserStateOrderedList:
+		var out [][]byte
+		err := t.orderedScan(b, k.Start, k.End, func(key, v []byte) error {
+			out = append(out, append([]byte{}, v...))
+			return nil
+		})
+		return out, err
+	}
+	return nil, fmt.Errorf("userstate: state kind %v", k.Kind)
+}
+
+// Append appends data to user state k. For an ordered list, data is one
+// entry: varint(sort key) || encoded value (the Go SDK appends one entry
+// per request).
+func (t *Task) Append(k fnapi.UserStateKey, data []byte) error {
+	b, err := t.base(k)
+	if err != nil {
+		return err
+	}
+	switch k.Kind {
+	case fnapi.UserStateBag:
+		return t.listAppend(append(b, partBag), data)
+	case fnapi.UserStateMultimap:
+		return t.listAppend(appendLP(append(b, partMultimap), k.MapKey), data)
+	case fnapi.UserStateOrderedList:
+		sortKey, n := binary.Uvarint(data)
+		if n <= 0 {
+			return fmt.Errorf("userstate: ordered list entry without a varint sort key")
+		}
+		p := append(b, partOrderedList)
+		seq, err := t.nextSeq(p)
+		if err != nil {
+			return err
+		}
+		ek := appendInt64(append(append([]byte{}, p...), listEntry), int64(sortKey))
+		return t.st.Set(binary.BigEndian.AppendUint64(ek, seq), data)
+	}
+	return fmt.Errorf("userstate: append to state kind %v", k.Kind)
+}
+
+// Clear clears user state k: all of a bag, one map key, all map keys, or
+// the ordered list entries in [Start, End).
+func (t *Task) Clear(k fnapi.UserStateKey) error {
+	b, err := t.base(k)
+	if err != nil {
+		return err
+	}
+	switch k.Kind {
+	case fnapi.UserStateBag:
+		return t.deletePrefix(append(b, partBag))
+	case fnapi.UserStateMultimap:
+		return t.deletePrefix(appendLP(append(b, partMultimap), k.MapKey))
+	case fnapi.UserStateMultimapKeys:
+		return t.deletePrefix(append(b, partMultimap))
+	case fnapi.UserStateOrderedList:
+		var keys [][]byte
+		if err := t.orderedScan(b, k.Start, k.End, func(key, _ []byte) error {
+			keys = append(keys, append([]byte{}, key...))
+			return nil
+		}); err != nil {
+			return err
+		}
+		return t.deleteAll(keys)
+	}
+	return fmt.Errorf("userstate: clear of state kind %v", k.Kind)
+}
+
+// orderedScan calls fn for the ordered list entries of base with
+// start <= sort key < end, in sort key then append order.
+func (t *Task) orderedScan(base []byte, start, end int64, fn func(key, v []byte) error) error {
+	prefix := append(append(base, partOrderedList), listEntry)
+	err := t.st.Scan(prefix, func(key, v []byte) error {
+		rest := key[len(prefix):]
+		if len(rest) != 16 {
+			return fmt.Errorf("%w: ordered list key %x", errMalformedKey, key)
+		}
+		sk := readInt64(rest)
+		if sk < start {
+			return nil
+		}
+		if sk >= end {
+			return errStop
+		}
+		return fn(key, v)
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// nextSeq returns the next sequence number of the list at prefix p and
+// counts it.
+func (t *Task) nextSeq(p []byte) (uint64, error) {
+	ck := append(append([]byte{}, p...), listCount)
+	v, ok, err := t.st.Get(ck)
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
+	if ok {
+		var n int
+		if seq, n = binary.Uvarint(v); n <= 0 {
+			return 0, fmt.Errorf("%w: list count %x", errMalformedKey, v)
+		}
+	}
+	return seq, t.st.Set(ck, binary.AppendUvarint(nil, seq+1))
+}
+
+func (t *Task) listAppend(p, data []byte) error {
+	seq, err := t.nextSeq(p)
+	if err != nil {
+		return err
+	}
+	return t.st.Set(binary.BigEndian.AppendUint64(append(append([]byte{}, p...), listEntry), seq), data)
+}
+
+func (t *Task) listGet(p []byte) ([][]byte, error) {
+	var out [][]byte
+	err := t.st.Scan(append(append([]byte{}, p...), listEntry), func(_, v []byte) error {
+		out = append(out, append([]byte{}, v...))
+		return nil
+	})
+	return out, err
+}
+
+func (t *Task) deletePrefix(p []byte) error {
+	var keys [][]byte
+	if err := t.st.Scan(p, func(k, _ []byte) error {
+		keys = append(keys, append([]byte{}, k...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return t.deleteAll(keys)
+}
+
+func (t *Task) deleteAll(keys [][]byte) error {
+	for _, k := range keys {
+		if err := t.st.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GC deletes the user state of every window whose max timestamp + allowed
+// lateness is before the input watermark wm (Beam: a window's state is
+// garbage once wm > window.maxTimestamp() + allowedLateness; Java's
+// StatefulDoFnRunner state cleanup). The global window's state is kept: its
+// window ends only at the end of time, when the job is over. It returns
+// the number of records deleted.
+func (t *Task) GC(wm mtime.Time, allowedLateness mtime.Time) (int, error) {
+	var keys [][]byte
+	err := t.st.Scan([]byte{tagUser}, func(k, _ []byte) error {
+		maxTs, err := userMaxTs(k)
+		if err != nil {
+			return err
+		}
+		if maxTs >= mtime.EndOfGlobalWindowTime || maxTs+allowedLateness >= wm {
+			return errStop
+		}
+		keys = append(keys, append([]byte{}, k...))
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return 0, err
+	}
+	return len(keys), t.deleteAll(keys)
+}
+
+// SetTimer applies one timer the bundle set or cleared in family of
+// domain processing (or event time): a set replaces the timer of the same
+// (family, key, window, tag); a clear removes it.
+func (t *Task) SetTimer(family string, processing bool, tm fnapi.Timer) error {
+	k := timerKey(family, tm.Key, tm.Window, tm.Tag)
+	if tm.Clear {
+		delete(t.timers, string(k))
+		return t.st.Delete(k)
+	}
+	d := domainEvent
+	if processing {
+		d = domainProcessing
+	}
+	t.timers[string(k)] = &timer{key: string(k), family: family, processing: processing, fire: tm.Fire, hold: tm.Hold, encoded: append([]byte{}, tm.Encoded...)}
+	return t.st.Set(k, timerValue(d, tm.Fire, tm.Hold, tm.Encoded))
+}
+
+// PopDue removes and returns the timers due: event-time timers with
+// fire < wm (the input watermark; every one at mtime.MaxTimestamp), and,
+// if processing, processing-time timers with fire <= now (ms). They come
+// in (fire, family, key) order.
+func (t *Task) PopDue(wm mtime.Time, processing bool, now mtime.Time) ([]*timer, error) {
+	var due []*timer
+	for _, tm := range t.timers {
+		if tm.processing && processing && tm.fire <= now || !tm.processing && (tm.fire < wm || wm == mtime.MaxTimestamp) {
+			due = append(due, tm)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool {
+		if due[i].fire != due[j].fire {
+			return due[i].fire < due[j].fire
+		}
+		return due[i].key < due[j].key
+	})
+	for _, tm := range due {
+		delete(t.timers, tm.key)
+		if err := t.st.Delete([]byte(tm.key)); err != nil {
+			return nil, err
+		}
+	}
+	return due, nil
+}
+
+// Hold is the earliest hold (output timestamp) of the pending timers;
+// mtime.MaxTimestamp when none is pending. Beam: a set timer holds the
+// output watermark of its transform at its output timestamp.
+func (t *Task) Hold() mtime.Time {
+	h := mtime.MaxTimestamp
+	for _, tm := range t.timers {
+		h = min(h, tm.hold)
+	}
+	return h
+}
+
+// NextProcessing is the earliest fire time of the pending processing-time
+// timers; ok=false when none is pending.
+func (t *Task) NextProcessing() (next mtime.Time, ok bool) {
+	next = mtime.MaxTimestamp
+	for _, tm := range t.timers {
+		if tm.processing {
+			next, ok = min(next, tm.fire), true
+		}
+	}
+	return next, ok
+}
+
+// Timers is the number of pending timers.
+func (t *Task) Timers() int { return len(t.timers) }
