@@ -23,6 +23,10 @@ var (
 	// CommitInterval is how long a transaction collects records, like
 	// Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval = flag.Duration("commit_interval", 100*time.Millisecond, "longest a transaction collects records before it commits (Kafka Streams commit.interval.ms)")
+	// MaxBundleSize bounds the records of one bundle (and one transaction):
+	// a task commits after this many records even within CommitInterval, like
+	// Kafka's max.poll.records. Default 10 000.
+	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction (like Kafka's max.poll.records)")
 	// StateDir is where task state stores live, like Kafka Streams'
 	// state.dir. Default: a directory under os.TempDir().
 	StateDir = flag.String("state_dir", "", "directory for task state stores (Kafka Streams state.dir); default under the system temp dir")

@@ -193,6 +193,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			ReportTopic:      service.ReportTopic(pl.ApplicationID),
 			InstanceID:       inst,
 			CommitInterval:   *CommitInterval,
+			MaxBatchRecords:  *MaxBundleSize,
 			Logger:           log,
 		}
 		var impulseCoder *coder.Coder
