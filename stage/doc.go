@@ -14,6 +14,13 @@
 // input windows are not complete (sidegate.go: pause, seek back, resume on a
 // side watermark change), so no element is processed early or dropped.
 //
+// Subpackage userstate is the head of a stateful ParDo stage: user state
+// and timers per task in the task's store. Such a head is a TimerHead
+// (timerhead.go): the loop runs a bundle for fired timers even without
+// elements, takes the head's hold again after the bundle (timers it set
+// hold the output watermark), and wakes tasks whose processing-time timers
+// are due though no record arrived.
+//
 // It may import watermarkmgr, proto, the Beam Go SDK and confluent-kafka-go. It
 // must not import runner.
 package stage

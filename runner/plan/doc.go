@@ -14,6 +14,11 @@
 // a Flatten's inputs all write to the Flatten stage's one topic, and a
 // PCollection consumed by two boundaries is written to both topics.
 //
+// Stateful ParDos (HeadStateful): a ParDo with user state or timers starts
+// a stage of its own whose input topic is keyed like a GroupByKey's, so
+// that every element of a key reaches the one task that keeps the key's
+// state and timers.
+//
 // Side inputs (SideInput): a PCollection read as a side input is an edge from
 // its producer's stage to a one-partition topic of the reading stage. A ParDo
 // with side inputs is fused like any SDK transform unless that would make its

@@ -58,10 +58,20 @@
 // and every later call fails with ErrHarnessGone; a Server serves one harness
 // for its life. A DoFn error fails only its bundle.
 //
+//   - User state (userstate.go): the State service answers BagUserState,
+//     MultimapUserState, MultimapKeysUserState and OrderedListUserState
+//     requests from the UserState registered per transform, only for
+//     instructions that are running bundles (a late write of an abandoned
+//     bundle is refused, never applied to the next attempt).
+//   - Timers (timers.go): RunBundle sends timers to fire on the Data API
+//     after the elements and an is_last for every timer family of the
+//     descriptor; Result.Timers holds the timers the bundle set, parsed
+//     (TimerFamily.Parse). BuildStage gives timer families the coder
+//     timer(wireSafe(K), W) so timer keys are the wire's key bytes.
+//
 // Not supported yet (each refused with a clear error, never silently):
-// user state (the State service answers every request but side input Gets
-// with an error), side input access patterns other than iterable and
-// multimap, timers, unbounded and self-checkpointing splittable DoFns (BuildStage
+// side input access patterns other than iterable and
+// multimap, unbounded and self-checkpointing splittable DoFns (BuildStage
 // refuses them; residual roots a bundle returns anyway come back in
 // Result.Residuals), bundle finalization callbacks, progress and split
 // requests, custom window coders.
