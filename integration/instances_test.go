@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,7 +17,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	bexec "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/protobuf/proto"
 
@@ -72,6 +77,14 @@ func (f *finishFn) ProcessElement(ctx context.Context, s string) string {
 func init() {
 	register.Function2x1(tag)
 	register.DoFn2x1[context.Context, string, string](&finishFn{})
+	register.Function2x0(stampFn)
+	register.Emitter3[beam.EventTime, string, int]()
+	register.Function3x1(paneFn)
+	register.Iter1[int]()
+	register.DoFn3x0[string, int, func(string, int)](&slowKV{})
+	register.Emitter2[string, int]()
+	// Register everything above this line: init functions run in file
+	// order, and a child instance exits here.
 	if name := os.Getenv(envChild); name != "" {
 		os.Exit(runChild(name))
 	}
@@ -103,6 +116,11 @@ func runChild(name string) int {
 	switch name {
 	case "exactly-once":
 		p = exactlyOncePipeline(n, slow)
+	case "gbk":
+		// Small bundles, so the GroupByKey stage commits state early and
+		// often: a kill then leaves state to restore from the changelog.
+		*runner.MaxBundleSize = 200
+		p = gbkPipeline(n, slow)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child pipeline %q\n", name)
 		return 2
@@ -136,11 +154,15 @@ type child struct {
 }
 
 func startChild(t *testing.T, b *kafkaenv.Broker, app string, n, slow int, idx int) *child {
+	return startPipelineChild(t, b, "exactly-once", app, n, slow, idx)
+}
+
+func startPipelineChild(t *testing.T, b *kafkaenv.Broker, pipeline, app string, n, slow int, idx int) *child {
 	t.Helper()
 	c := &child{out: fmt.Sprintf("%s/child-%d.json", t.TempDir(), idx)}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(),
-		envChild+"=exactly-once", envChildOut+"="+c.out, envChildApp+"="+app,
+		envChild+"="+pipeline, envChildOut+"="+c.out, envChildApp+"="+app,
 		envChildN+"="+strconv.Itoa(n), envChildSlow+"="+strconv.Itoa(slow),
 		kafkaenv.EnvBootstrapServers+"="+b.BootstrapServers())
 	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
@@ -288,4 +310,142 @@ func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 		t.Logf("instance %d: %.1fs, committed counters %v", i+1, r.Seconds, r.Counters)
 	}
 	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
+}
+
+// killWindow is the fixed window of gbkPipeline, in event time.
+const killWindow = time.Minute
+
+// stampFn gives element i the event time i seconds after the Unix epoch and
+// the key "k<i mod 37>".
+func stampFn(i int, emit func(beam.EventTime, string, int)) {
+	emit(mtime.FromMilliseconds(int64(i)*1000), "k"+strconv.Itoa(i%37), i)
+}
+
+// paneFn formats one pane: "key|window start in ms|sum".
+func paneFn(w typex.Window, k string, vs func(*int) bool) string {
+	sum, v := 0, 0
+	for vs(&v) {
+		sum += v
+	}
+	return fmt.Sprintf("%s|%d|%d", k, w.MaxTimestamp().Milliseconds()+1-killWindow.Milliseconds(), sum)
+}
+
+type slowKV struct {
+	SlowMicros int
+	n          int
+}
+
+func (f *slowKV) ProcessElement(k string, v int, emit func(string, int)) {
+	if f.n++; f.SlowMicros > 0 && f.n%100 == 0 {
+		time.Sleep(time.Duration(f.SlowMicros*100) * time.Microsecond)
+	}
+	emit(k, v)
+}
+
+// gbkPipeline is Create(0..n-1) -> timestamps and keys -> Reshuffle -> slow
+// ParDo -> fixed 1-minute windows -> GroupByKey -> sum per pane -> global
+// window -> Reshuffle: the last stage's input topic holds one
+// "key|window|sum" per pane.
+func gbkPipeline(n, slowMicros int) *beam.Pipeline {
+	in := make([]int, n)
+	for i := range in {
+		in[i] = i
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kv := beam.ParDo(s, stampFn, beam.CreateList(s, in))
+	kv = beam.ParDo(s, &slowKV{SlowMicros: slowMicros}, beam.Reshuffle(s, kv))
+	w := beam.WindowInto(s, window.NewFixedWindows(killWindow), kv)
+	panes := beam.ParDo(s, paneFn, beam.GroupByKey(s, w))
+	_ = beam.Reshuffle(s, beam.WindowInto(s, window.NewGlobalWindows(), panes))
+	return p
+}
+
+// restoredRe finds the state store's restore log lines and their record count.
+var restoredRe = regexp.MustCompile(`restored task store from changelog.* records=(\d+)`)
+
+// gbkExpected computes gbkPipeline's panes directly.
+func gbkExpected(n int) map[string]int {
+	sums := map[string]int{}
+	for i := 0; i < n; i++ {
+		win := int64(i) * 1000 / killWindow.Milliseconds() * killWindow.Milliseconds()
+		sums[fmt.Sprintf("k%d|%d", i%37, win)] += i
+	}
+	out := map[string]int{}
+	for k, v := range sums {
+		out[fmt.Sprintf("%s|%d", k, v)] = 1
+	}
+	return out
+}
+
+// TestSIGKILLGroupByKeyGivesTheSamePanes: a two-instance GroupByKey job
+// where one instance is SIGKILLed mid-stream (its tasks hold buffered values
+// in their stores) gives exactly the panes of an uninterrupted run, computed
+// directly, each once in a read_committed read of the output.
+func TestSIGKILLGroupByKeyGivesTheSamePanes(t *testing.T) {
+	b := needBroker(t)
+	const n = 20_000
+	app := uniqueName(t, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// 1 ms of work per element before the GroupByKey: ~10 s per instance.
+	cs := []*child{startPipelineChild(t, b, "gbk", app, n, 1000, 0), startPipelineChild(t, b, "gbk", app, n, 1000, 1)}
+	time.Sleep(7 * time.Second)
+	if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	_ = cs[0].cmd.Wait()
+	t.Logf("killed instance 0 (pid %d) after 7s", cs[0].cmd.Process.Pid)
+	cs = append(cs, startPipelineChild(t, b, "gbk", app, n, 1000, 2))
+	for i, c := range cs[1:] {
+		_ = c.cmd.Wait()
+		r := c.result(t)
+		if r.Err != "" {
+			t.Fatalf("instance %d failed: %s\n%s", i+1, r.Err, tail(c.log.String(), 4000))
+		}
+		t.Logf("instance %d: %.1fs", i+1, r.Seconds)
+		if m := restoredRe.FindAllStringSubmatch(c.log.String(), -1); len(m) > 0 {
+			for _, r := range m {
+				if r[1] != "0" {
+					restored = true
+				}
+			}
+		}
+	}
+	if !restored {
+		t.Errorf("no surviving instance restored GroupByKey state from the changelog: the kill did not test recovery (kill later or slow the job)")
+	}
+	got := outputStringsByName(t, ctx, b, app, "Reshuffle_1")
+	want := gbkExpected(n)
+	dup, missing, extra := 0, 0, 0
+	for k, c := range got {
+		if c > 1 {
+			dup++
+		}
+		if want[k] == 0 {
+			extra++
+		}
+	}
+	for k := range want {
+		if got[k] == 0 {
+			missing++
+		}
+	}
+	if dup+missing+extra > 0 {
+		t.Fatalf("panes: %d distinct, want %d: %d twice, %d missing, %d not expected", len(got), len(want), dup, missing, extra)
+	}
+	t.Logf("%d panes, each exactly once, equal to the uninterrupted result", len(want))
+}
+
+// outputStringsByName reads the input topic of the stage whose name ends in
+// suffix (topics are "<app>-s<N>-<name>").
+func outputStringsByName(t *testing.T, ctx context.Context, b *kafkaenv.Broker, app, suffix string) map[string]int {
+	t.Helper()
+	for _, topic := range topicsWithPrefix(t, b.BootstrapServers(), app+"-s") {
+		if strings.HasSuffix(topic, "-"+suffix) {
+			return outputStrings(t, ctx, b, topic)
+		}
+	}
+	t.Fatalf("no topic %s-s<N>-%s", app, suffix)
+	return nil
 }
