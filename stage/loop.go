@@ -96,6 +96,10 @@ var (
 // Stats are counters of committed work (never of aborted attempts).
 type Stats struct {
 	RecordsIn, ElementsIn, ElementsOut, ReportsOut, Commits, Aborts uint64
+	// FirstCommit and LastCommit are the wall-clock times of the first and
+	// the last committed transaction that read an element (zero if none):
+	// ElementsIn / (LastCommit - FirstCommit) is the stage's throughput.
+	FirstCommit, LastCommit time.Time
 }
 
 // Loop is the transactional consume-process-produce loop of one stage in one
@@ -134,6 +138,8 @@ type Loop struct {
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts atomic.Uint64
+		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
+		firstCommit, lastCommit atomic.Int64
 	}
 	closeOnce sync.Once
 }
@@ -249,7 +255,16 @@ func (l *Loop) Stats() Stats {
 		ReportsOut:  l.stats.reportsOut.Load(),
 		Commits:     l.stats.commits.Load(),
 		Aborts:      l.stats.aborts.Load(),
+		FirstCommit: unixNanos(l.stats.firstCommit.Load()),
+		LastCommit:  unixNanos(l.stats.lastCommit.Load()),
 	}
+}
+
+func unixNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // Close leaves the group and closes the clients. Safe to call twice.
@@ -601,6 +616,11 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		return fmt.Errorf("%w: stage %s: head state after commit: %w", ErrFenced, l.cfg.Stage.Name, err)
 	}
 	l.stats.commits.Add(1)
+	if len(elements) > 0 {
+		now := time.Now().UnixNano()
+		l.stats.firstCommit.CompareAndSwap(0, now)
+		l.stats.lastCommit.Store(now)
+	}
 	l.stats.recordsIn.Add(uint64(len(batch)))
 	l.stats.elementsIn.Add(uint64(len(elements)))
 	l.stats.elementsOut.Add(out)
