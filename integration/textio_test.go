@@ -22,7 +22,7 @@ import (
 
 // commitsCSV is every non-merge commit of git/git, one CSV row each after a
 // header (see /work/shared/data/README.md): 60 746 rows, 3.3 MB.
-const commitsCSV = "testdata/git-commits.csv"
+const commitsCSV = "../cmd/commitactivity/data/git-commits.csv" // the data of make run (cmd/commitactivity/data/README.md)
 
 var textioRows = beam.NewCounter("kafkastreams.test", "textio_rows")
 
