@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
@@ -259,4 +261,89 @@ func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Durat
 		copied += len(batch)
 	}
 	return time.Since(start), nil
+}
+
+const (
+	gbkBenchValues = 1_000_000
+	gbkBenchKeys   = 100_000
+)
+
+// genKVFn emits gbkBenchValues values over gbkBenchKeys keys, their event
+// times spread over ten minutes (ten fixed one-minute windows).
+func genKVFn(_ []byte, emit func(beam.EventTime, string, int)) {
+	for i := 0; i < gbkBenchValues; i++ {
+		emit(mtime.FromMilliseconds(int64(i%600)*1000), "key"+strconv.Itoa(i%gbkBenchKeys), i)
+	}
+}
+
+// countFn counts a pane's values.
+func countFn(k string, vs func(*int) bool) (string, int) {
+	n, v := 0, 0
+	for vs(&v) {
+		n++
+	}
+	return k, n
+}
+
+func identityKV(k string, v int) (string, int) { return k, v }
+
+func init() {
+	register.Function2x0(genKVFn)
+	register.Function2x2(countFn)
+	register.Function2x2(identityKV)
+}
+
+// stageRate runs p on this runner and returns the throughput of its stage
+// named stage (input records read / time between its first and last commit).
+func stageRate(b *testing.B, p *beam.Pipeline, stage string) (rate float64, records uint64) {
+	b.Helper()
+	*runner.BootstrapServers = broker.BootstrapServers()
+	*runner.ApplicationID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	res, err := beam.Run(ctx, runner.Name, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, ok := res.(*runner.Result).Stats[stage]
+	if !ok {
+		b.Fatalf("no stage %s in %v", stage, res.(*runner.Result).Stats)
+	}
+	busy := st.LastCommit.Sub(st.FirstCommit)
+	if busy <= 0 || st.RecordsIn == 0 {
+		b.Fatalf("stage %s: %+v", stage, st)
+	}
+	b.Logf("stage %s: %d records in over %v, %d elements into bundles, %d out", stage, st.RecordsIn, busy, st.ElementsIn, st.ElementsOut)
+	return float64(st.RecordsIn) / busy.Seconds(), st.RecordsIn
+}
+
+// BenchmarkGroupByKeyStage measures a GroupByKey stage (100 000 keys,
+// 1 000 000 values, fixed one-minute windows, default trigger, state in
+// Pebble with a changelog) against the stateless stage (a Reshuffle head and
+// an identity ParDo) over the same generated values, in the same run, and
+// reports both rates (input records read per second between the stage's
+// first and last commit: the values, plus a few watermark reports) and their
+// ratio. It ignores b.N: run it with -benchtime=1x.
+func BenchmarkGroupByKeyStage(b *testing.B) {
+	if broker == nil {
+		b.Skip("needs a Kafka broker; not under -short")
+	}
+	gen := func() (*beam.Pipeline, beam.Scope, beam.PCollection) {
+		p, s := beam.NewPipelineWithRoot()
+		kv := beam.ParDo(s, genKVFn, beam.Impulse(s))
+		return p, s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), kv)
+	}
+	p, s, kv := gen()
+	_ = beam.GroupByKey(s, beam.ParDo(s, identityKV, beam.Reshuffle(s, kv)))
+	statelessRate, n1 := stageRate(b, p, "s1-Reshuffle")
+
+	p, s, kv = gen()
+	_ = beam.Reshuffle(s, beam.ParDo(s, countFn, beam.GroupByKey(s, kv)))
+	gbkRate, n2 := stageRate(b, p, "s1-CoGBK")
+
+	b.ReportMetric(statelessRate, "stateless-records/s")
+	b.ReportMetric(gbkRate, "gbk-records/s")
+	b.ReportMetric(gbkRate/statelessRate, "gbk/stateless")
+	b.Logf("stateless stage %.0f records/s (%d records), GroupByKey stage %.0f records/s (%d records: %d values over %d keys), ratio %.3f",
+		statelessRate, n1, gbkRate, n2, gbkBenchValues, gbkBenchKeys, gbkRate/statelessRate)
 }

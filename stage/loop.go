@@ -97,8 +97,9 @@ var (
 type Stats struct {
 	RecordsIn, ElementsIn, ElementsOut, ReportsOut, Commits, Aborts uint64
 	// FirstCommit and LastCommit are the wall-clock times of the first and
-	// the last committed transaction that read an element (zero if none):
-	// ElementsIn / (LastCommit - FirstCommit) is the stage's throughput.
+	// the last committed transaction (zero if none): RecordsIn / (LastCommit
+	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
+	// counts what entered the bundles: panes, for a GroupByKey stage.)
 	FirstCommit, LastCommit time.Time
 }
 
@@ -616,11 +617,9 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 		return fmt.Errorf("%w: stage %s: head state after commit: %w", ErrFenced, l.cfg.Stage.Name, err)
 	}
 	l.stats.commits.Add(1)
-	if len(elements) > 0 {
-		now := time.Now().UnixNano()
-		l.stats.firstCommit.CompareAndSwap(0, now)
-		l.stats.lastCommit.Store(now)
-	}
+	now := time.Now().UnixNano()
+	l.stats.firstCommit.CompareAndSwap(0, now)
+	l.stats.lastCommit.Store(now)
 	l.stats.recordsIn.Add(uint64(len(batch)))
 	l.stats.elementsIn.Add(uint64(len(elements)))
 	l.stats.elementsOut.Add(out)
