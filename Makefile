@@ -39,10 +39,12 @@ integration: kafka-jars
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration/
 
 ## bench: this runner's stateless stage against a plain transactional copy
-## loop on the same broker in the same run; prints both rates and the ratio.
+## loop, and a GroupByKey stage (100 000 keys, 1 M values) against the
+## stateless stage, each pair on the same broker in the same run; prints the
+## rates and the ratios (a few minutes).
 bench: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
-	$(GO) test -count=1 -run '^$$' -bench BenchmarkStatelessStage -benchtime=1x ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+bench_test)'
+	$(GO) test -count=1 -run '^$$' -bench 'Benchmark(StatelessStage|GroupByKeyStage)' -benchtime=1x -timeout 40m ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+bench_test)'
 
 ## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
 kafka-jars: $(KAFKA_LIBS)/.complete
