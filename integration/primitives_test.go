@@ -96,13 +96,15 @@ var primitiveSuite = []primitive{
 
 // Reasons a primitive does not run yet, each naming what is missing.
 const (
-	needsGBK       = "needs runner-side GroupByKey (passert groups by a fixed key): in progress"
-	needsOptions   = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
-	needsTriggers  = "needs non-default triggers: not built yet"
-	needsSDF       = "needs splittable DoFns with self-checkpointing: not built yet"
-	needsDrain     = "needs drain (of an unbounded pipeline): not built yet"
-	needsTempLoc   = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
-	needsFinalizer = "needs bundle finalization: not built yet"
+	needsGBK     = "needs runner-side GroupByKey (passert groups by a fixed key): in progress"
+	needsOptions = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
+	// Prism's TestStream advances one synthetic processing-time clock for
+	// the whole job and keeps a window open after its trigger finished.
+	needsTestStreamClock = "its first pipeline expects [6, 4]: on Prism, AdvanceProcessingTime(5000) moves the job's one synthetic clock and fires AfterProcessingTime(+5s), and 4 still fires at the end though the trigger finished; here TestStream processing-time advances are not replayed (stage/teststream doc.go: each stage runs on its own clock), so the trigger has not fired when the stream ends and one pane [10] fires at the end of time (got [10], want [6 4]); and by the Beam model a finished trigger closes the window, so 4 would be dropped even with a shared clock. The NotTriggered half passes"
+	needsSDF             = "needs splittable DoFns with self-checkpointing: not built yet"
+	needsDrain           = "needs drain (of an unbounded pipeline): not built yet"
+	needsTempLoc         = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
+	needsFinalizer       = "needs bundle finalization: not built yet"
 	// The timer primitives on an unbounded input read periodic.Impulse, a
 	// splittable DoFn that self-checkpoints (returns a ProcessContinuation
 	// to resume later): BuildStage refuses it.
@@ -119,17 +121,7 @@ var skipList = map[string]string{
 	"TestTimers_EventTime_Unbounded":      needsPeriodic,
 	"TestTimers_ProcessingTime_Unbounded": needsPeriodic,
 
-	"TestTriggerAlways":                          needsTriggers,
-	"TestTriggerElementCount":                    needsTriggers,
-	"TestTriggerRepeat":                          needsTriggers,
-	"TestTriggerAfterEndOfWindow":                needsTriggers,
-	"TestTriggerAfterAll":                        needsTriggers,
-	"TestTriggerAfterEach":                       needsTriggers,
-	"TestTriggerAfterAny":                        needsTriggers,
-	"TestTriggerAfterProcessingTime":             needsTriggers,
-	"TestTriggerAfterSynchronizedProcessingTime": needsTriggers,
-	"TestTriggerNever":                           needsTriggers,
-	"TestTriggerOrFinally":                       needsTriggers,
+	"TestTriggerAfterProcessingTime": needsTestStreamClock,
 }
 
 // TestPrimitiveSuiteIsComplete guards the list itself: every primitive is

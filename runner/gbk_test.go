@@ -37,16 +37,32 @@ func planOf(t *testing.T, p *beam.Pipeline) (*pipepb.Pipeline, *plan.Plan) {
 	return pipe, pl
 }
 
-// TestPlanGroupByKeysRefusesTriggers: a GroupByKey under a non-default
-// trigger is refused by planGroupByKeys (which Execute calls before it
-// creates any topic), naming the transform and the trigger.
-func TestPlanGroupByKeysRefusesTriggers(t *testing.T) {
+// TestPlanGroupByKeysTriggers: a GroupByKey under a non-default trigger
+// plans with the trigger tree; under session windows the trigger is refused
+// by planGroupByKeys (which Execute calls before it creates any topic),
+// naming the transform and the trigger.
+func TestPlanGroupByKeysTriggers(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	kv := beam.ParDo(s, gbkTestSplit, beam.Create(s, "a", "b"))
-	kv = beam.WindowInto(s, window.NewFixedWindows(time.Second), kv, beam.Trigger(trigger.AfterCount(2)))
+	kv = beam.WindowInto(s, window.NewFixedWindows(time.Second), kv, beam.Trigger(trigger.Repeat(trigger.AfterCount(2))))
 	beam.GroupByKey(s, kv)
 	pipe, pl := planOf(t, p)
-	_, err := planGroupByKeys(pipe.GetComponents(), pl)
+	specs, err := planGroupByKeys(pipe.GetComponents(), pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range specs {
+		if got := spec.strategy.Trigger.String(); got != "repeat(AfterCount(2))" {
+			t.Errorf("stage %s: trigger %s, want repeat(AfterCount(2))", name, got)
+		}
+	}
+
+	p, s = beam.NewPipelineWithRoot()
+	kv = beam.ParDo(s, gbkTestSplit, beam.Create(s, "a", "b"))
+	kv = beam.WindowInto(s, window.NewSessions(time.Second), kv, beam.Trigger(trigger.AfterCount(2)))
+	beam.GroupByKey(s, kv)
+	pipe, pl = planOf(t, p)
+	_, err = planGroupByKeys(pipe.GetComponents(), pl)
 	if !errors.Is(err, gbk.ErrUnsupported) || !strings.Contains(err.Error(), "CoGBK") || !strings.Contains(err.Error(), "trigger") {
 		t.Fatalf("err = %v, want gbk.ErrUnsupported naming the transform and the trigger", err)
 	}

@@ -67,6 +67,15 @@ type meta struct {
 	// Fired counts the panes fired; NonSpec the non-speculative ones
 	// (on-time and late; every pane of the default trigger).
 	Fired, NonSpec int64
+	// Closed: the trigger finished; later values of the window are dropped
+	// (Beam's droppedDueToClosedWindow) until the window expires. Trig is
+	// the trigger's state, one per node (Strategy.Trigger; nil for the
+	// default trigger). Both are encoded after the counts only when set.
+	Closed bool
+	Trig   []nodeState
+	// LateIn: a value now buffered arrived when the input watermark was
+	// past the window's end already (its pane is LATE). Triggered only.
+	LateIn bool
 }
 
 func (m *meta) encode() []byte {
@@ -77,7 +86,11 @@ func (m *meta) encode() []byte {
 	b = binary.AppendVarint(b, int64(m.MinTs))
 	b = binary.AppendVarint(b, int64(m.MaxTs))
 	b = binary.AppendVarint(b, m.Fired)
-	return binary.AppendVarint(b, m.NonSpec)
+	b = binary.AppendVarint(b, m.NonSpec)
+	if m.Closed || m.Trig != nil || m.LateIn {
+		b = appendTriggerState(b, m.Closed, m.LateIn, m.Trig)
+	}
+	return b
 }
 
 func decodeMeta(b []byte) (meta, error) {
@@ -100,6 +113,12 @@ func decodeMeta(b []byte) (meta, error) {
 	m.Pending, m.Total, m.Seq = vals[0], vals[1], uint64(vals[2])
 	m.MinTs, m.MaxTs = mtime.Time(vals[3]), mtime.Time(vals[4])
 	m.Fired, m.NonSpec = vals[5], vals[6]
+	if len(b) > 0 {
+		var err error
+		if m.Closed, m.LateIn, m.Trig, err = decodeTriggerState(b); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
 }
 
@@ -132,6 +151,11 @@ type Core struct {
 	// keyWindows indexes entries by key, for merging (sessions only).
 	keyWindows map[string]map[Window]*entry
 	dropped    int64
+	// closedDropped counts values dropped because their window's trigger
+	// had finished; now is the processing time (ms) triggers see
+	// (SetProcessingTime).
+	closedDropped int64
+	now           int64
 }
 
 // NewCore returns a core over st. Call Load before anything else if st may
@@ -407,10 +431,19 @@ func (c *Core) absorb(into, o *entry) error {
 //
 // Garbage collection: once w.MaxTimestamp() + allowedLateness < wm, every
 // (key, w) is deleted after firing.
+//
+// With a non-default trigger (Strategy.Trigger) see advanceTriggered.
 func (c *Core) Advance(wm mtime.Time) ([]Pane, error) {
 	prev := c.wm
 	if wm < prev {
 		wm = prev
+	}
+	if c.strat.Trigger != nil {
+		panes, err := c.advanceTriggered(prev, wm)
+		if err != nil {
+			return nil, err
+		}
+		return panes, c.setWatermark(prev, wm)
 	}
 	var due []Window
 	for w := range c.windows {
@@ -452,17 +485,25 @@ func (c *Core) Advance(wm mtime.Time) ([]Pane, error) {
 			c.recomputeHold(ws)
 		}
 	}
+	return panes, c.setWatermark(prev, wm)
+}
+
+func (c *Core) setWatermark(prev, wm mtime.Time) error {
 	if wm != prev {
 		c.wm = wm
-		if err := c.st.Set([]byte(keyWM), binary.BigEndian.AppendUint64(nil, uint64(wm))); err != nil {
-			return nil, err
-		}
+		return c.st.Set([]byte(keyWM), binary.BigEndian.AppendUint64(nil, uint64(wm)))
 	}
-	return panes, nil
+	return nil
 }
 
 // fire builds the pane of e and updates e's meta (not yet saved).
 func (c *Core) fire(e *entry, prev mtime.Time, closing bool) (Pane, error) {
+	return c.fireTiming(e, prev, closing, typex.PaneUnknown)
+}
+
+// fireTiming is fire with the pane's timing decided by the caller (a
+// triggered pane), or by the default trigger's rule (typex.PaneUnknown).
+func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.PaneTiming) (Pane, error) {
 	p := Pane{Key: e.key, Window: e.win}
 	var del [][]byte
 	if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, v []byte) error {
@@ -493,8 +534,15 @@ func (c *Core) fire(e *entry, prev mtime.Time, closing bool) (Pane, error) {
 	if onTime {
 		p.Info.Timing = typex.PaneOnTime
 	}
+	if timing != typex.PaneUnknown {
+		p.Info.Timing = timing
+	}
+	if p.Info.Timing == typex.PaneEarly {
+		p.Info.NonSpeculativeIndex = -1
+	} else {
+		e.m.NonSpec++
+	}
 	e.m.Fired++
-	e.m.NonSpec++
 	e.m.Pending = 0
 	if !c.strat.Accumulating {
 		e.m.Total = 0

@@ -14,7 +14,15 @@ import (
 // TestCore runs the scenarios in testdata/core/*.txt. Commands:
 //
 //	strategy kind=global|fixed|sliding|sessions [lateness=ms] [acc] [ts=end|earliest|latest]
-//	    a new core over an empty store
+//	    a new core over an empty store; the input, if any, is a trigger:
+//	    never, always, count(N), ptime(DELAY_MS), sync, eow(EARLY,LATE)
+//	    (- for none), all(...), any(...), each(...), repeat(T),
+//	    orfinally(MAIN,FINALLY)
+//	now t=MS
+//	    the processing time the triggers see
+//	add ...
+//	    also prints the panes a trigger fires on the element, or
+//	    "dropped: window closed" after the trigger finished
 //	add key=K win=global|[s,e) ts=T v=V
 //	    prints "dropped" if the value's window has expired, else nothing
 //	advance wm=T
@@ -53,18 +61,32 @@ func TestCore(t *testing.T) {
 				case "latest":
 					strat.Combiner = LatestInPane
 				}
+				if in := strings.TrimSpace(d.Input); in != "" {
+					strat.Trigger = parseTestTrigger(t, in)
+					strat.Trigger.number(0)
+				}
 				st = NewMemStore()
 				c = NewCore(strat, st)
 				return ""
+			case "now":
+				c.SetProcessingTime(mustInt(t, args["t"]))
+				return ""
 			case "add":
-				dropped, err := c.Add(Element{Key: []byte(args["key"]), Window: parseWin(t, args["win"]), Timestamp: parseTime(t, args["ts"]), Value: []byte(args["v"])})
+				panes, dropped, closed, err := c.AddFire(Element{Key: []byte(args["key"]), Window: parseWin(t, args["win"]), Timestamp: parseTime(t, args["ts"]), Value: []byte(args["v"])})
 				if err != nil {
 					return "error: " + err.Error()
 				}
 				if dropped {
 					return fmt.Sprintf("dropped (total %d)\n", c.Dropped())
 				}
-				return ""
+				if closed {
+					return fmt.Sprintf("dropped: window closed (total %d)\n", c.ClosedDropped())
+				}
+				var b strings.Builder
+				for _, p := range panes {
+					fmt.Fprintf(&b, "fire key=%s win=%s ts=%s %s values=%s\n", p.Key, p.Window, timeString(p.Timestamp), paneString(p.Info), valuesString(p.Values))
+				}
+				return b.String()
 			case "advance":
 				panes, err := c.Advance(parseTime(t, args["wm"]))
 				if err != nil {
@@ -187,4 +209,75 @@ func valuesString(vs [][]byte) string {
 		ss[i] = string(v)
 	}
 	return "[" + strings.Join(ss, " ") + "]"
+}
+
+// parseTestTrigger reads the scenario notation of a trigger (see TestCore).
+func parseTestTrigger(t *testing.T, in string) *Trigger {
+	t.Helper()
+	in = strings.ReplaceAll(in, " ", "")
+	tr, rest := parseTestTriggerPrefix(t, in)
+	if rest != "" {
+		t.Fatalf("trigger %q: trailing %q", in, rest)
+	}
+	return tr
+}
+
+func parseTestTriggerPrefix(t *testing.T, s string) (*Trigger, string) {
+	t.Helper()
+	i := strings.IndexAny(s, "(,)")
+	if i < 0 {
+		i = len(s)
+	}
+	name, rest := s[:i], s[i:]
+	var args []*Trigger
+	var nums []int64
+	if strings.HasPrefix(rest, "(") {
+		rest = rest[1:]
+		for !strings.HasPrefix(rest, ")") {
+			if j := strings.IndexAny(rest, ",)"); j > 0 && isNum(rest[:j]) {
+				nums = append(nums, mustInt(t, rest[:j]))
+				rest = rest[j:]
+			} else if strings.HasPrefix(rest, "-") {
+				args = append(args, nil)
+				rest = rest[1:]
+			} else {
+				var a *Trigger
+				a, rest = parseTestTriggerPrefix(t, rest)
+				args = append(args, a)
+			}
+			rest = strings.TrimPrefix(rest, ",")
+		}
+		rest = rest[1:]
+	}
+	switch name {
+	case "never":
+		return &Trigger{Kind: TrigNever}, rest
+	case "always":
+		return &Trigger{Kind: TrigAlways}, rest
+	case "count":
+		return &Trigger{Kind: TrigCount, Count: nums[0]}, rest
+	case "ptime":
+		return &Trigger{Kind: TrigProcTime, Transforms: []TimeTransform{{Delay: nums[0]}}}, rest
+	case "sync":
+		return &Trigger{Kind: TrigSyncProcTime}, rest
+	case "eow":
+		return &Trigger{Kind: TrigEndOfWindow, Subs: args}, rest
+	case "all":
+		return &Trigger{Kind: TrigAll, Subs: args}, rest
+	case "any":
+		return &Trigger{Kind: TrigAny, Subs: args}, rest
+	case "each":
+		return &Trigger{Kind: TrigEach, Subs: args}, rest
+	case "repeat":
+		return &Trigger{Kind: TrigRepeat, Subs: args}, rest
+	case "orfinally":
+		return &Trigger{Kind: TrigOrFinally, Subs: args}, rest
+	}
+	t.Fatalf("unknown trigger %q", name)
+	return nil, ""
+}
+
+func isNum(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }

@@ -9,6 +9,14 @@
 //     garbage collection follow the Beam model (each rule is a formula on
 //     the function implementing it). No I/O but through Store, no
 //     goroutines, no clock. Scenario tests: testdata/core/*.txt.
+//   - trigger.go, triggered.go: non-default triggers (Never, Always,
+//     AfterCount, AfterProcessingTime, AfterSynchronizedProcessingTime,
+//     AfterEndOfWindow with early and late firings, AfterAll, AfterAny,
+//     AfterEach, Repeat, OrFinally) as Beam's trigger state machines,
+//     evaluated per element (AddFire) and per Advance, their state per
+//     (key, window) in the meta record; a finished trigger closes the
+//     window. Processing time arrives as SetProcessingTime. Scenarios:
+//     testdata/core/trigger_*.txt.
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
 //   - head.go: Head, the stage.Head shell: per task a Core over a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
@@ -26,6 +27,11 @@ type HeadConfig struct {
 	Stores *state.Manager
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock is the processing time processing-time triggers see, read
+	// before every Element and Advance. Default time.Now. (Beam: the
+	// runner's processing time; Prism's TestStream clock is not replayed,
+	// see stage/teststream.)
+	Clock func() time.Time
 }
 
 // Head is the runner-side GroupByKey at the head of a stage (stage.Head):
@@ -42,6 +48,10 @@ type Head struct {
 	// dropped the committed total.
 	droppedAttempt int64
 	dropped        atomic.Int64
+	// closedAttempt counts values dropped in the current attempt because
+	// their window's trigger had finished; closed the committed total.
+	closedAttempt int64
+	closed        atomic.Int64
 }
 
 var _ stage.Head = (*Head)(nil)
@@ -53,6 +63,9 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}}, nil
 }
@@ -91,8 +104,15 @@ func (h *Head) core(p int32) (*Core, error) {
 	return c, nil
 }
 
+// ClosedDropped is the number of values dropped by committed attempts
+// because their window's trigger had finished (Beam:
+// "droppedDueToClosedWindow").
+func (h *Head) ClosedDropped() int64 { return h.closed.Load() }
+
 // Element buffers one input element in every window it is in. The record
-// key must be the element's key bytes (KeyOf upstream). It emits nothing.
+// key must be the element's key bytes (KeyOf upstream). It returns the
+// panes a non-default trigger fires on it (the default trigger fires only
+// in Advance).
 func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
 	c, err := h.core(p)
 	if err != nil {
@@ -105,16 +125,28 @@ func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
 	if key != nil && !bytes.Equal(key, d.Key) {
 		return nil, fmt.Errorf("%w: record key %x is not the element's key %x", ErrMalformed, key, d.Key)
 	}
+	c.SetProcessingTime(h.cfg.Clock().UnixMilli())
+	var out [][]byte
 	for _, w := range d.Windows {
-		dropped, err := c.Add(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
+		panes, dropped, closed, err := c.AddFire(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
 		if err != nil {
 			return nil, err
 		}
 		if dropped {
 			h.droppedAttempt++
 		}
+		if closed {
+			h.closedAttempt++
+		}
+		for _, pn := range panes {
+			e, err := h.cfg.Codec.Encode(pn)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
 	}
-	return nil, nil
+	return out, nil
 }
 
 // Advance fires task p's panes for input watermark wm and returns them
@@ -124,6 +156,7 @@ func (h *Head) Advance(p int32, wm mtime.Time) ([][]byte, mtime.Time, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	c.SetProcessingTime(h.cfg.Clock().UnixMilli())
 	panes, err := c.Advance(wm)
 	if err != nil {
 		return nil, 0, err
@@ -151,13 +184,18 @@ func (h *Head) Committed() error {
 		h.log.Warn("gbk: dropped values of expired windows (behind the watermark by more than the allowed lateness)", "dropped", n, "dropped_total", total, "allowed_lateness_ms", h.cfg.Strategy.AllowedLateness)
 	}
 	h.droppedAttempt = 0
+	if n := h.closedAttempt; n > 0 {
+		total := h.closed.Add(n)
+		h.log.Warn("gbk: dropped values of closed windows (their trigger had finished)", "dropped", n, "dropped_total", total)
+	}
+	h.closedAttempt = 0
 	return h.cfg.Stores.Committed()
 }
 
 // Aborted drops the attempt's state changes of tasks ps and reloads their
 // cores from the committed store.
 func (h *Head) Aborted(ps []int32) error {
-	h.droppedAttempt = 0
+	h.droppedAttempt, h.closedAttempt = 0, 0
 	h.cfg.Stores.Aborted(ps)
 	for _, p := range ps {
 		if c := h.cores[p]; c != nil {

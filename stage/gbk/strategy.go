@@ -54,9 +54,7 @@ const (
 )
 
 // Strategy is the windowing strategy of a GroupByKey's input PCollection, as
-// far as the runner acts on it. The trigger is always Beam's default
-// (fire once when the watermark passes the end of the window, then once per
-// late batch within the allowed lateness): any other is refused.
+// far as the runner acts on it.
 type Strategy struct {
 	Kind WindowFnKind
 	// Gap is the session gap in ms (Sessions only). Elements arrive in
@@ -70,6 +68,12 @@ type Strategy struct {
 	Accumulating bool
 	// Combiner is the pane timestamp rule. Default EndOfWindow.
 	Combiner TimestampCombiner
+	// Trigger is nil for Beam's default trigger (fire once when the
+	// watermark passes the end of the window, then once per Advance that
+	// finds late values within the allowed lateness: Core.Advance), else
+	// the trigger tree the core evaluates per element and per Advance
+	// (trigger.go, triggered.go). Not with merging windows.
+	Trigger *Trigger
 }
 
 // Merging reports whether windows merge (session windows).
@@ -121,7 +125,15 @@ func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool)
 		return fail("merge status %v with window fn %s is not supported", m, s.Kind)
 	}
 	if _, ok := ws.GetTrigger().GetTrigger().(*pipepb.Trigger_Default_); !ok {
-		return fail("trigger %v is not supported yet (only the default trigger)", ws.GetTrigger())
+		t, err := parseTrigger(ws.GetTrigger())
+		if err != nil {
+			return fail("%v is not supported", err)
+		}
+		if s.Kind == Sessions {
+			return fail("trigger %s with session (merging) windows is not supported yet (only the default trigger)", t)
+		}
+		t.number(0)
+		s.Trigger = t
 	}
 	switch ws.GetAccumulationMode() {
 	case pipepb.AccumulationMode_DISCARDING, pipepb.AccumulationMode_UNSPECIFIED:
@@ -156,7 +168,11 @@ func (s Strategy) String() string {
 	if s.Accumulating {
 		acc = "accumulating"
 	}
-	out := fmt.Sprintf("%s windows, default trigger, %s, timestamp %s, allowed lateness %v", s.Kind, acc, s.Combiner, time.Duration(s.AllowedLateness)*time.Millisecond)
+	trig := "default trigger"
+	if s.Trigger != nil {
+		trig = "trigger " + s.Trigger.String()
+	}
+	out := fmt.Sprintf("%s windows, %s, %s, timestamp %s, allowed lateness %v", s.Kind, trig, acc, s.Combiner, time.Duration(s.AllowedLateness)*time.Millisecond)
 	if s.Kind == Sessions {
 		out += fmt.Sprintf(", gap %v", time.Duration(s.Gap)*time.Millisecond)
 	}

@@ -37,9 +37,9 @@ func TestParseStrategy(t *testing.T) {
 		}), want: Strategy{Kind: FixedWindows, Accumulating: true, AllowedLateness: 3000, Combiner: EarliestInPane}},
 		{name: "sessions", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, nil), merging: true, want: Strategy{Kind: Sessions, Gap: 60000, Combiner: EndOfWindow}},
 		{name: "sessions refused", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, nil), err: "session (merging) windows"},
-		{name: "trigger", ws: ws(URNGlobalWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
+		{name: "trigger with sessions", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, func(w *pipepb.WindowingStrategy) {
 			w.Trigger = &pipepb.Trigger{Trigger: &pipepb.Trigger_Always_{Always: &pipepb.Trigger_Always{}}}
-		}), err: "trigger"},
+		}), merging: true, err: "trigger"},
 		{name: "retracting", ws: ws(URNGlobalWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
 			w.AccumulationMode = pipepb.AccumulationMode_RETRACTING
 		}), err: "accumulation mode"},
@@ -57,5 +57,40 @@ func TestParseStrategy(t *testing.T) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseTrigger: every trigger of the Beam model parses into the tree the
+// core evaluates, numbered in preorder.
+func TestParseTrigger(t *testing.T) {
+	count := func(n int32) *pipepb.Trigger {
+		return &pipepb.Trigger{Trigger: &pipepb.Trigger_ElementCount_{ElementCount: &pipepb.Trigger_ElementCount{ElementCount: n}}}
+	}
+	always := &pipepb.Trigger{Trigger: &pipepb.Trigger_Always_{Always: &pipepb.Trigger_Always{}}}
+	never := &pipepb.Trigger{Trigger: &pipepb.Trigger_Never_{Never: &pipepb.Trigger_Never{}}}
+	ptime := &pipepb.Trigger{Trigger: &pipepb.Trigger_AfterProcessingTime_{AfterProcessingTime: &pipepb.Trigger_AfterProcessingTime{TimestampTransforms: []*pipepb.TimestampTransform{
+		{TimestampTransform: &pipepb.TimestampTransform_Delay_{Delay: &pipepb.TimestampTransform_Delay{DelayMillis: 5000}}},
+		{TimestampTransform: &pipepb.TimestampTransform_AlignTo_{AlignTo: &pipepb.TimestampTransform_AlignTo{Period: 1000, Offset: 10}}},
+	}}}}
+	sync := &pipepb.Trigger{Trigger: &pipepb.Trigger_AfterSynchronizedProcessingTime_{AfterSynchronizedProcessingTime: &pipepb.Trigger_AfterSynchronizedProcessingTime{}}}
+	eow := &pipepb.Trigger{Trigger: &pipepb.Trigger_AfterEndOfWindow_{AfterEndOfWindow: &pipepb.Trigger_AfterEndOfWindow{EarlyFirings: count(2), LateFirings: ptime}}}
+	tree := &pipepb.Trigger{Trigger: &pipepb.Trigger_OrFinally_{OrFinally: &pipepb.Trigger_OrFinally{
+		Main: &pipepb.Trigger{Trigger: &pipepb.Trigger_Repeat_{Repeat: &pipepb.Trigger_Repeat{Subtrigger: &pipepb.Trigger{Trigger: &pipepb.Trigger_AfterAny_{AfterAny: &pipepb.Trigger_AfterAny{Subtriggers: []*pipepb.Trigger{always, sync}}}}}}},
+		Finally: &pipepb.Trigger{Trigger: &pipepb.Trigger_AfterEach_{AfterEach: &pipepb.Trigger_AfterEach{Subtriggers: []*pipepb.Trigger{
+			{Trigger: &pipepb.Trigger_AfterAll_{AfterAll: &pipepb.Trigger_AfterAll{Subtriggers: []*pipepb.Trigger{eow, never}}}}, count(7)}}}},
+	}}}
+	got, err := parseTrigger(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.number(0); n != got.nodes() || n != 12 {
+		t.Fatalf("numbered %d nodes, nodes() = %d, want 12", n, got.nodes())
+	}
+	want := "or_finally(repeat(after_any(always(), synchronized_processing_time())), after_each(after_all(AfterEndOfWindow(early=AfterCount(2), late=AfterProcessingTime[{5000 0 0} {0 1000 10}]), never()), AfterCount(7)))"
+	if got.String() != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if ft := got.Subs[1].Subs[0].Subs[0].Subs[1].firingTime(12345); ft != 18010 {
+		t.Errorf("firing time of 12345 + 5000 aligned to 1000 (offset 10) = %d, want 18010", ft)
 	}
 }

@@ -1,0 +1,208 @@
+package gbk
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+)
+
+// SetProcessingTime sets the processing time (ms since the epoch) the
+// triggers see from now on: the core reads no clock; the head passes its
+// injected clock's time before each Element and Advance. Never decreases.
+func (c *Core) SetProcessingTime(ms int64) { c.now = max(c.now, ms) }
+
+// ClosedDropped counts the values dropped since the core was created
+// because their window's trigger had finished (Beam's
+// droppedDueToClosedWindow).
+func (c *Core) ClosedDropped() int64 { return c.closedDropped }
+
+// AddFire buffers one value (Add) and, with a non-default trigger,
+// evaluates the window's trigger after it (Beam evaluates triggers per
+// element): it returns the pane that fires, if any. closed=true says the
+// value was dropped, storing nothing, because the trigger of its window
+// had finished: a finished trigger closes the window (Beam's
+// ReduceFnRunner) until it expires. dropped is Add's: the window expired.
+func (c *Core) AddFire(e Element) (panes []Pane, dropped, closed bool, err error) {
+	t := c.strat.Trigger
+	if t != nil && c.strat.expiry(e.Window) >= c.wm {
+		if ent := c.lookup(e.Window, e.Key); ent != nil && ent.m.Closed {
+			c.closedDropped++
+			return nil, false, true, nil
+		}
+	}
+	if dropped, err = c.Add(e); err != nil || dropped || t == nil {
+		return nil, dropped, false, err
+	}
+	ent := c.lookup(e.Window, e.Key)
+	ctx := triggerCtx{eow: e.Window.MaxTimestamp() < c.wm, now: c.now, element: true}
+	ent.m.LateIn = ent.m.LateIn || ctx.eow
+	c.trigState(ent)
+	t.onElement(ent.m.Trig, ctx)
+	p, ok, err := c.evaluate(ent, ctx, c.wm, false)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if ok {
+		panes = append(panes, p)
+	}
+	if err := c.save(ent); err != nil {
+		return nil, false, false, err
+	}
+	c.recomputeHold(c.windows[ent.win])
+	return panes, false, false, nil
+}
+
+func (c *Core) trigState(e *entry) {
+	if n := c.strat.Trigger.nodes(); len(e.m.Trig) != n {
+		e.m.Trig = make([]nodeState, n)
+	}
+}
+
+// evaluate fires e's trigger if it should and returns the pane (ok=false if
+// it would be empty (nonEmpty): the trigger's state still moves on). The
+// pane's timing (Beam's PaneInfoTracker):
+//
+//	LATE    ⇔ LateIn (a value arrived with the input watermark past the
+//	          window's end: the output watermark may be past it too)
+//	          ∨ a non-EARLY pane fired before
+//	EARLY   ⇔ otherwise, ¬eow (the input watermark is not past the window)
+//	ON_TIME ⇔ otherwise (the one on-time pane)
+//
+// prev is the input watermark before this evaluation. last ⇔ the trigger finished
+// (the window closes) ∨ closing (the window expires now). A finished
+// trigger closes the window: its values are deleted, Closed is set.
+func (c *Core) evaluate(e *entry, ctx triggerCtx, prev mtime.Time, closing bool) (Pane, bool, error) {
+	t := c.strat.Trigger
+	if !t.shouldFire(e.m.Trig, ctx) {
+		return Pane{}, false, nil
+	}
+	t.onFire(e.m.Trig, ctx)
+	finished := e.m.Trig[t.index].finished
+	var p Pane
+	ok := c.nonEmpty(e)
+	if ok {
+		var err error
+		if p, err = c.fireTiming(e, prev, finished || closing, c.timing(e, ctx)); err != nil {
+			return Pane{}, false, err
+		}
+	}
+	if finished {
+		e.m.Closed = true
+		if err := c.dropValues(e); err != nil {
+			return Pane{}, false, err
+		}
+	}
+	return p, ok, nil
+}
+
+// nonEmpty says whether a firing of e emits a pane: a pane holds the
+// values since the last one (discarding) or every value (accumulating);
+// an empty pane is never emitted (FIRE_IF_NONEMPTY, also for the on-time
+// and the closing pane).
+func (c *Core) nonEmpty(e *entry) bool {
+	if c.strat.Accumulating {
+		return e.m.Total > 0
+	}
+	return e.m.Pending > 0
+}
+
+func (c *Core) timing(e *entry, ctx triggerCtx) typex.PaneTiming {
+	defer func() { e.m.LateIn = false }()
+	switch {
+	case e.m.LateIn || e.m.NonSpec > 0:
+		return typex.PaneLate
+	case !ctx.eow:
+		return typex.PaneEarly
+	}
+	return typex.PaneOnTime
+}
+
+// dropValues deletes e's stored values (a closed window keeps only its
+// meta, to drop later values, until it expires).
+func (c *Core) dropValues(e *entry) error {
+	var del [][]byte
+	if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, _ []byte) error {
+		del = append(del, append([]byte{}, k...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range del {
+		if err := c.st.Delete(k); err != nil {
+			return err
+		}
+	}
+	e.m.Pending, e.m.Total = 0, 0
+	e.m.MinTs, e.m.MaxTs = mtime.MaxTimestamp, mtime.MinTimestamp
+	return nil
+}
+
+// advanceTriggered is Advance under a non-default trigger: for every
+// (key, window), in the order of Advance (window max timestamp, start,
+// key), with eow ⇔ w.MaxTimestamp() < wm and the processing time of
+// SetProcessingTime:
+//
+//	fire  ⇔ ¬closed ∧ trigger.shouldFire (evaluate)
+//	final ⇔ w.MaxTimestamp() + allowedLateness < wm ∧ ¬closed ∧ pending > 0:
+//	        the window expires with values no firing took: one last pane
+//	        (Beam's GC-time firing; ON_TIME if no non-EARLY pane fired and
+//	        the values were not late, else LATE), then the window is
+//	        deleted (closed or not).
+//
+// Every window is visited (not only those past their end: processing-time
+// and synchronized triggers fire before it); an entry is written back only
+// if its state changed.
+func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
+	wins := make([]Window, 0, len(c.windows))
+	for w := range c.windows {
+		wins = append(wins, w)
+	}
+	sort.Slice(wins, func(i, j int) bool { return wins[i].less(wins[j]) })
+	var panes []Pane
+	for _, w := range wins {
+		ws := c.windows[w]
+		keys := make([]string, 0, len(ws.entries))
+		for k := range ws.entries {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		closing := c.strat.expiry(w) < wm
+		for _, k := range keys {
+			e := ws.entries[k]
+			before := e.m.encode()
+			if !e.m.Closed {
+				c.trigState(e)
+				ctx := triggerCtx{eow: w.MaxTimestamp() < wm, now: c.now}
+				p, ok, err := c.evaluate(e, ctx, prev, closing)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					panes = append(panes, p)
+				}
+				if closing && !e.m.Closed && c.nonEmpty(e) {
+					p, err := c.fireTiming(e, prev, true, c.timing(e, ctx))
+					if err != nil {
+						return nil, err
+					}
+					panes = append(panes, p)
+				}
+			}
+			if closing {
+				if err := c.gc(e); err != nil {
+					return nil, err
+				}
+			} else if !bytes.Equal(before, e.m.encode()) {
+				if err := c.save(e); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if ws := c.windows[w]; ws != nil {
+			c.recomputeHold(ws)
+		}
+	}
+	return panes, nil
+}
