@@ -132,8 +132,19 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 			Key:            r.Key,
 			Value:          r.Value,
 		}
-		if err := p.Produce(msg, delivered); err != nil {
-			return fmt.Errorf("kafkaenv: produce to %s: %w", topic, err)
+		for {
+			err := p.Produce(msg, delivered)
+			var ke kafka.Error
+			if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+				// The local queue holds 100 000 records by default: wait
+				// for some to be delivered, then try again.
+				p.Flush(100)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("kafkaenv: produce to %s: %w", topic, err)
+			}
+			break
 		}
 	}
 	for range records {
