@@ -67,6 +67,15 @@ type Result struct {
 	LateDropped map[string]int64
 }
 
+// recordsIn is how many input records this instance's stages committed.
+func (r *Result) recordsIn() uint64 {
+	var n uint64
+	for _, st := range r.Stats {
+		n += st.RecordsIn
+	}
+	return n
+}
+
 // JobID is the application id.
 func (r *Result) JobID() string { return r.jobID }
 
@@ -80,6 +89,29 @@ func (r *Result) Metrics() metrics.Results { return *r.metrics }
 // every sink stage has reported the end of time (bounded pipelines), ctx is
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	res, err := execute(ctx, p)
+	if err != nil {
+		// Beam's log package turns the standard logger into INFO lines, so a
+		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
+		slog.Default().Error("kafkastreams: the job failed", "runner", Name, "err", err)
+	}
+	return res, err
+}
+
+// stageSpec is the Fn API view of stage s: its fused transforms, fed by the
+// head's output. The head's own output, when it also leaves the stage, is not
+// a descriptor output (see processFunc).
+func stageSpec(s *plan.Stage) fnapi.StageSpec {
+	var outs []string
+	for _, o := range s.Outputs {
+		if o.PCollection != s.HeadOutput {
+			outs = append(outs, o.PCollection)
+		}
+	}
+	return fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}
+}
+
+func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
 	if !beam.Initialized() {
 		beam.Init() // the harness runs in this process: its init hooks must have run
@@ -87,12 +119,12 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	// DoFns read beam.PipelineOptions in this process: load the flags into
 	// them, as the direct and universal runners do for their workers.
 	beam.PipelineOptions.LoadOptionsFromFlags(nil)
-	bootstrap := *BootstrapServers
+	bootstrap, from := *BootstrapServers, "--bootstrap_servers"
 	if bootstrap == "" {
-		bootstrap = os.Getenv("KAFKA_BOOTSTRAP_SERVERS")
+		bootstrap, from = os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "$KAFKA_BOOTSTRAP_SERVERS"
 	}
 	if bootstrap == "" {
-		bootstrap = "127.0.0.1:9092"
+		bootstrap, from = "127.0.0.1:9092", "the default, as neither --bootstrap_servers nor $KAFKA_BOOTSTRAP_SERVERS is set"
 	}
 	appID := *ApplicationID
 	if appID == "" {
@@ -123,12 +155,21 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
-		return nil, err
-	}
 	streams, err := planTestStreams(pipe.GetComponents(), pl)
 	if err != nil {
 		return nil, err
+	}
+	// Every stage's descriptor must build (an unbounded splittable DoFn, say,
+	// is refused there) before anything is created on the cluster.
+	for _, s := range pl.Stages {
+		if len(s.Transforms) > 0 {
+			if _, err := fnapi.BuildStage(pipe.GetComponents(), stageSpec(s), "127.0.0.1:0"); err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+		}
+	}
+	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
+		return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
 	}
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {
@@ -139,7 +180,13 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	return run(ctx, log, bootstrap, props, pipe, pl, gbks)
+	res, err := run(ctx, log, bootstrap, props, pipe, pl, gbks)
+	if err == nil && !recorded {
+		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
+			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
+		}
+	}
+	return res, err
 }
 
 func instanceID() string {
@@ -198,13 +245,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 		}
 		var impulseCoder *coder.Coder
 		if len(s.Transforms) > 0 {
-			var outs []string
-			for _, o := range s.Outputs {
-				if o.PCollection != s.HeadOutput { // the head's own output leaves as it is: see processFunc
-					outs = append(outs, o.PCollection)
-				}
-			}
-			fs, err := fnapi.BuildStage(pipe.GetComponents(), fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}, srv.Endpoint())
+			fs, err := fnapi.BuildStage(pipe.GetComponents(), stageSpec(s), srv.Endpoint())
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
