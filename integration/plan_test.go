@@ -10,6 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner"
@@ -88,6 +89,29 @@ func TestUnsupportedTransformFailsBeforeAnyTopic(t *testing.T) {
 	_, err := beam.Run(ctx, runner.Name, p)
 	if !errors.Is(err, plan.ErrUnsupported) || !strings.Contains(err.Error(), urn) {
 		t.Fatalf("want ErrUnsupported naming the URN %s, got %v", urn, err)
+	}
+	if got := topicsWithPrefix(t, b.BootstrapServers(), app); len(got) != 0 {
+		t.Fatalf("topics exist after a refused pipeline: %v", got)
+	}
+	t.Logf("refused as expected: %v", err)
+}
+
+// TestUnboundedSplittableDoFnFailsBeforeAnyTopic: a transform refused when
+// its stage's descriptor is built (periodic.Impulse, an unbounded
+// self-checkpointing splittable DoFn) is refused before any topic exists
+// too (found by a newcomer: the error used to come after the topics).
+func TestUnboundedSplittableDoFnFailsBeforeAnyTopic(t *testing.T) {
+	b := needBroker(t)
+	app := uniqueName(t, "app")
+	*runner.BootstrapServers = b.BootstrapServers()
+	*runner.ApplicationID = app
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, s := beam.NewPipelineWithRoot()
+	_ = periodic.Impulse(s, time.Now(), time.Now().Add(time.Minute), time.Second, false)
+	_, err := beam.Run(ctx, runner.Name, p)
+	if err == nil || !strings.Contains(err.Error(), "splittable") {
+		t.Fatalf("want an error about the splittable DoFn, got %v", err)
 	}
 	if got := topicsWithPrefix(t, b.BootstrapServers(), app); len(got) != 0 {
 		t.Fatalf("topics exist after a refused pipeline: %v", got)
