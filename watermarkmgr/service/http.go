@@ -25,6 +25,10 @@ type WatermarksJSON struct {
 type StageJSON struct {
 	GlobalMs  int64  `json:"globalMs"`
 	GlobalIso string `json:"globalIso"`
+	// State says the watermark in words: "held" (a source partition has not
+	// reported), "not started" (at mtime.MinTimestamp), "end of time" (at
+	// mtime.MaxTimestamp: the stage is done) or "running".
+	State string `json:"state"`
 	// Held is true until every one of TotalSourcePartitions has reported.
 	Held bool `json:"held"`
 	// HeldBecause says why in words; empty when not held.
@@ -35,8 +39,9 @@ type StageJSON struct {
 	AllIdle               bool    `json:"allIdle"`
 	// MinimumPartition is the partition key that defines GlobalMs, or null.
 	MinimumPartition *string `json:"minimumPartition"`
-	// LagMs is wall-clock minus GlobalMs, at the time of the request.
-	LagMs int64 `json:"lagMs"`
+	// LagMs is wall-clock minus GlobalMs, at the time of the request; null
+	// when the watermark is at either end of Beam's range.
+	LagMs *int64 `json:"lagMs"`
 	// RejectedReports counts reports of this stage the manager refused.
 	RejectedReports uint64                   `json:"rejectedReports"`
 	Partitions      map[string]PartitionJSON `json:"partitions"`
@@ -72,9 +77,13 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 		MissingPartitions:     append([]int32{}, s.Missing...),
 		TotalSourcePartitions: s.Total,
 		AllIdle:               s.AllIdle,
-		LagMs:                 now.UnixMilli() - int64(s.Watermark),
+		State:                 stateWords(s.Held, s.Watermark),
 		RejectedReports:       v.Rejected,
 		Partitions:            make(map[string]PartitionJSON, len(s.Partitions)),
+	}
+	if s.Watermark > mtime.MinTimestamp && s.Watermark < mtime.MaxTimestamp {
+		lag := now.UnixMilli() - int64(s.Watermark)
+		out.LagMs = &lag
 	}
 	if s.Held {
 		out.HeldBecause = fmt.Sprintf("waiting for %d of %d source partitions to report: %v", len(s.Missing), s.Total, s.Missing)
@@ -99,6 +108,19 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 		out.Partitions[key] = pj
 	}
 	return out
+}
+
+// stateWords is StageJSON.State.
+func stateWords(held bool, wm mtime.Time) string {
+	switch {
+	case held:
+		return "held"
+	case wm <= mtime.MinTimestamp:
+		return "not started"
+	case wm >= mtime.MaxTimestamp:
+		return "end of time"
+	}
+	return "running"
 }
 
 // Health is what GET /healthz reports; a nil error is healthy.

@@ -85,7 +85,7 @@ func TestHTTPWatermarksShape(t *testing.T) {
 	var body WatermarksJSON
 	getJSON(t, srv.URL+"/watermarks", &body)
 	o := body.Stages["orders"]
-	if !o.Held || o.GlobalMs != int64(mtime.MinTimestamp) || len(o.MissingPartitions) != 1 || o.MissingPartitions[0] != 2 {
+	if !o.Held || o.State != "held" || o.LagMs != nil || o.GlobalMs != int64(mtime.MinTimestamp) || len(o.MissingPartitions) != 1 || o.MissingPartitions[0] != 2 {
 		t.Fatalf("want held on partition 2, got %+v", o)
 	}
 	if !strings.Contains(o.HeldBecause, "[2]") {
@@ -105,8 +105,8 @@ func TestHTTPWatermarksShape(t *testing.T) {
 	if p0.WatermarkMs != 1790071560000 || p0.WatermarkIso != "2026-09-22T10:06:00.000Z" || !p0.Reported || p0.LastReportMs == nil || *p0.LastReportMs != fixed.UnixMilli() {
 		t.Fatalf("partition 0 wrong: %+v", p0)
 	}
-	if o.LagMs != fixed.UnixMilli()-1790071260000 {
-		t.Fatalf("lag: got %d", o.LagMs)
+	if o.LagMs == nil || *o.LagMs != fixed.UnixMilli()-1790071260000 || o.State != "running" {
+		t.Fatalf("lag and state: got %v %q", o.LagMs, o.State)
 	}
 
 	resp, err := http.Get(srv.URL + "/watermarks?stage=missing")
@@ -212,5 +212,17 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestStateWords(t *testing.T) {
+	for _, c := range []struct {
+		held bool
+		wm   mtime.Time
+		want string
+	}{{true, 5, "held"}, {false, mtime.MinTimestamp, "not started"}, {false, mtime.MaxTimestamp, "end of time"}, {false, 5, "running"}} {
+		if got := stateWords(c.held, c.wm); got != c.want {
+			t.Errorf("stateWords(%v, %d) = %q, want %q", c.held, c.wm, got, c.want)
+		}
 	}
 }
