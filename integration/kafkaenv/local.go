@@ -156,6 +156,10 @@ func fetchJars(ctx context.Context, pom, version, dir string) error {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("%w: mvn succeeded but %s lacks kafka_2.13-%s.jar", ErrNoJars, tmp, version)
 	}
+	// The marker `make kafka-jars` writes: without it, make fetches again.
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoJars, err)
+	}
 	os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("%w: %v", ErrNoJars, err)
