@@ -45,10 +45,14 @@ type Pane struct {
 // Store keys. Every key starts with one byte saying what it holds:
 //
 //	'm' window key                          -> meta of (key, window)
-//	'v' window uvarint(len(key)) key seq8   -> one value
+//	'v' swindow uvarint(len(key)) key seq8  -> one value
 //	'w'                                     -> the input watermark of the last Advance
 //
-// window is appendWindow's 17 bytes; seq8 is a big-endian uint64.
+// window and swindow are appendWindow's 17 bytes; seq8 is a big-endian
+// uint64. swindow is the entry's storage window (meta.SW): the window
+// itself, except for a merging window (a session), whose values stay under
+// the window the entry had when it was created while the session grows,
+// so that a merge moves only the values of the smaller sessions (see Add).
 const (
 	prefixMeta  = 'm'
 	prefixValue = 'v'
@@ -76,7 +80,26 @@ type meta struct {
 	// LateIn: a value now buffered arrived when the input watermark was
 	// past the window's end already (its pane is LATE). Triggered only.
 	LateIn bool
+	// Ext: SW and Lo are stored (merging windows only; without them
+	// SW is the window and Lo is 0). SW is the storage window, under which
+	// the values are stored (valueKey); it never changes while the entry
+	// lives, and the storage windows of a key's live entries are disjoint
+	// (SW ⊆ window, and live windows of a key are disjoint). Lo is the
+	// lowest sequence number a value may have: the values are
+	// [Lo, Seq), in order; a merge prepends the values of earlier windows
+	// below Lo. Entries of merging windows start at Lo = Seq = seqMid.
+	Ext bool
+	SW  Window
+	Lo  uint64
 }
+
+// seqMid is the first sequence number of an entry of a merging window:
+// room for 2^63 values prepended by merges and 2^63 appended.
+const seqMid = 1 << 63
+
+// flagExt, in the flags of appendTriggerState, says SW and Lo follow the
+// trigger state.
+const flagExt = 4
 
 func (m *meta) encode() []byte {
 	b := make([]byte, 0, 64)
@@ -87,8 +110,12 @@ func (m *meta) encode() []byte {
 	b = binary.AppendVarint(b, int64(m.MaxTs))
 	b = binary.AppendVarint(b, m.Fired)
 	b = binary.AppendVarint(b, m.NonSpec)
-	if m.Closed || m.Trig != nil || m.LateIn {
-		b = appendTriggerState(b, m.Closed, m.LateIn, m.Trig)
+	if m.Closed || m.Trig != nil || m.LateIn || m.Ext {
+		b = appendTriggerState(b, m.Closed, m.LateIn, m.Ext, m.Trig)
+	}
+	if m.Ext {
+		b = appendWindow(b, m.SW)
+		b = binary.AppendUvarint(b, m.Lo)
 	}
 	return b
 }
@@ -115,18 +142,39 @@ func decodeMeta(b []byte) (meta, error) {
 	m.Fired, m.NonSpec = vals[5], vals[6]
 	if len(b) > 0 {
 		var err error
-		if m.Closed, m.LateIn, m.Trig, err = decodeTriggerState(b); err != nil {
+		if m.Closed, m.LateIn, m.Ext, m.Trig, b, err = decodeTriggerState(b); err != nil {
 			return m, err
+		}
+	}
+	if m.Ext {
+		var err error
+		if m.SW, err = parseWindow(b); err != nil {
+			return m, err
+		}
+		b = b[windowKeyLen:]
+		var n int
+		if m.Lo, n = binary.Uvarint(b); n <= 0 {
+			return m, fmt.Errorf("%w: pane state record: storage window", ErrMalformed)
 		}
 	}
 	return m, nil
 }
 
 // entry is one (key, window) in memory: its meta, mirrored in the store.
+// Its values are under valuePrefix(m.SW, key).
 type entry struct {
 	key []byte
 	win Window
 	m   meta
+}
+
+// newEntry is an empty entry of (key, w).
+func (c *Core) newEntry(key []byte, w Window) *entry {
+	e := &entry{key: append([]byte{}, key...), win: w, m: meta{MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp, SW: w}}
+	if c.strat.Merging() {
+		e.m.Ext, e.m.Seq, e.m.Lo = true, seqMid, seqMid
+	}
+	return e
 }
 
 // windowState indexes the entries of one window.
@@ -188,6 +236,9 @@ func (c *Core) Load() error {
 		m, err := decodeMeta(v)
 		if err != nil {
 			return err
+		}
+		if !m.Ext {
+			m.SW = w
 		}
 		c.index(&entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m})
 		return nil
@@ -307,32 +358,34 @@ func (c *Core) save(e *entry) error {
 // (Beam's LateDataDroppingDoFnRunner; the watermark is that of the last
 // Advance). For session windows the element's window is its proto-session
 // [ts, ts+gap); it merges with every window of the same key it overlaps,
-// transitively (Beam's MergeOverlappingIntervalWindows), and the values
-// of the merged windows move to the merged window.
+// transitively (Beam's MergeOverlappingIntervalWindows), and the merged
+// window holds the values of the merged windows, ordered by window (less),
+// then arrival, then the value added.
+//
+// Cost of a merge: the merged entry is the one with the most values (the
+// first in window order on a tie), which keeps its values where they are
+// (its storage window, meta.SW) and takes the merged window; only the
+// other entries' values move (prepended or appended to keep the order).
+// An in-order value extending a session of n values writes one value, not
+// n (TestSessionAppendMovesNoValues).
 func (c *Core) Add(e Element) (dropped bool, err error) {
 	if c.strat.expiry(e.Window) < c.wm {
 		c.dropped++
 		return true, nil
 	}
 	win := e.Window
-	var merged []*entry
+	var ent *entry
+	isNew := false
 	if c.strat.Merging() {
+		var merged []*entry
 		win, merged = c.mergeCandidates(e.Key, e.Window)
-	}
-	ent := c.lookup(win, e.Key)
-	isNew := ent == nil
-	if isNew {
-		ent = &entry{key: append([]byte{}, e.Key...), win: win, m: meta{MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp}}
-	}
-	for _, o := range merged {
-		if o == ent {
-			continue
-		}
-		if err := c.absorb(ent, o); err != nil {
+		if ent, isNew, err = c.merge(e.Key, win, merged); err != nil {
 			return false, err
 		}
+	} else if ent = c.lookup(win, e.Key); ent == nil {
+		ent, isNew = c.newEntry(e.Key, win), true
 	}
-	if err := c.st.Set(valueKey(win, ent.key, ent.m.Seq), e.Value); err != nil {
+	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
 		return false, err
 	}
 	ent.m.Seq++
@@ -378,21 +431,99 @@ func (c *Core) mergeCandidates(key []byte, w Window) (Window, []*entry) {
 	return w, out
 }
 
-// absorb moves o's values and counts into into (o's window merged into
-// into's), deleting o. Values keep their order: into's first, then o's.
-func (c *Core) absorb(into, o *entry) error {
-	c.unindex(o)
-	var vals [][]byte
-	var keys [][]byte
-	if err := c.st.Scan(valuePrefix(o.win, o.key), func(k, v []byte) error {
-		keys = append(keys, append([]byte{}, k...))
-		vals = append(vals, append([]byte{}, v...))
-		return nil
-	}); err != nil {
+// merge returns the entry of (key, win), win the window merged from the
+// entries merged (in window order, as mergeCandidates returns them; none:
+// a new entry, isNew=true, not yet indexed). The survivor is the entry of
+// merged with the most values (Total; the first on a tie): it keeps its
+// values and storage window, the others' values move into it, before its
+// own (prepended) for windows ordered before it, after them otherwise.
+// If the survivor's window grows, it is unindexed (isNew=true), its old
+// meta deleted, and its meta is that of a new entry of win that absorbed
+// every merged entry: the trigger state starts afresh, as a new window's.
+func (c *Core) merge(key []byte, win Window, merged []*entry) (ent *entry, isNew bool, err error) {
+	if len(merged) == 0 {
+		return c.newEntry(key, win), true, nil
+	}
+	si := 0
+	for i, o := range merged {
+		if o.m.Total > merged[si].m.Total {
+			si = i
+		}
+	}
+	s := merged[si]
+	if s.win != win {
+		c.unindex(s)
+		if err := c.st.Delete(metaKey(s.win, s.key)); err != nil {
+			return nil, false, err
+		}
+		old := s.m
+		s.win = win
+		s.m = meta{MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp, Ext: true, SW: old.SW, Lo: old.Lo, Seq: old.Seq}
+		s.m.absorbCounts(&old)
+		isNew = true
+	}
+	// The values of the entries before s, read first: their number decides
+	// where s's first value moves.
+	var keys, vals [][]byte
+	for _, o := range merged[:si] {
+		k, v, err := c.values(o)
+		if err != nil {
+			return nil, false, err
+		}
+		keys, vals = append(keys, k...), append(vals, v...)
+	}
+	if s.m.Lo < uint64(len(vals)) {
+		if err := c.rebase(s); err != nil {
+			return nil, false, err
+		}
+	}
+	s.m.Lo -= uint64(len(vals))
+	for i, v := range vals {
+		if err := c.st.Set(valueKey(s.m.SW, s.key, s.m.Lo+uint64(i)), v); err != nil {
+			return nil, false, err
+		}
+		if err := c.st.Delete(keys[i]); err != nil {
+			return nil, false, err
+		}
+	}
+	for i, o := range merged {
+		if i == si {
+			continue
+		}
+		c.unindex(o)
+		if i > si {
+			if err := c.appendValues(s, o); err != nil {
+				return nil, false, err
+			}
+		}
+		s.m.absorbCounts(&o.m)
+		if err := c.st.Delete(metaKey(o.win, o.key)); err != nil {
+			return nil, false, err
+		}
+	}
+	return s, isNew, nil
+}
+
+// absorbCounts adds the counts of o, an entry merged into m's.
+func (m *meta) absorbCounts(o *meta) {
+	m.Pending += o.Pending
+	m.Total += o.Total
+	m.MinTs = min(m.MinTs, o.MinTs)
+	m.MaxTs = max(m.MaxTs, o.MaxTs)
+	m.Fired = max(m.Fired, o.Fired)
+	m.NonSpec = max(m.NonSpec, o.NonSpec)
+}
+
+// appendValues moves o's values after into's, in order. o's storage
+// window is not into's (storage windows of live entries are disjoint), so
+// no key is both read and written.
+func (c *Core) appendValues(into, o *entry) error {
+	keys, vals, err := c.values(o)
+	if err != nil {
 		return err
 	}
 	for i, v := range vals {
-		if err := c.st.Set(valueKey(into.win, into.key, into.m.Seq), v); err != nil {
+		if err := c.st.Set(valueKey(into.m.SW, into.key, into.m.Seq), v); err != nil {
 			return err
 		}
 		into.m.Seq++
@@ -400,13 +531,39 @@ func (c *Core) absorb(into, o *entry) error {
 			return err
 		}
 	}
-	into.m.Pending += o.m.Pending
-	into.m.Total += o.m.Total
-	into.m.MinTs = min(into.m.MinTs, o.m.MinTs)
-	into.m.MaxTs = max(into.m.MaxTs, o.m.MaxTs)
-	into.m.Fired = max(into.m.Fired, o.m.Fired)
-	into.m.NonSpec = max(into.m.NonSpec, o.m.NonSpec)
-	return c.st.Delete(metaKey(o.win, o.key))
+	return nil
+}
+
+// rebase renumbers e's values from seqMid on (an entry stored before
+// entries had Lo, whose values start at 0, when values must be prepended).
+func (c *Core) rebase(e *entry) error {
+	keys, vals, err := c.values(e)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := c.st.Delete(k); err != nil {
+			return err
+		}
+	}
+	e.m.Lo, e.m.Seq, e.m.Ext = seqMid, seqMid, true
+	for _, v := range vals {
+		if err := c.st.Set(valueKey(e.m.SW, e.key, e.m.Seq), v); err != nil {
+			return err
+		}
+		e.m.Seq++
+	}
+	return nil
+}
+
+// values returns e's stored values and their keys, in order.
+func (c *Core) values(e *entry) (keys, vals [][]byte, err error) {
+	err = c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, v []byte) error {
+		keys = append(keys, append([]byte{}, k...))
+		vals = append(vals, append([]byte{}, v...))
+		return nil
+	})
+	return keys, vals, err
 }
 
 // Advance moves the input watermark to wm (a lower wm is ignored: watermarks
@@ -506,7 +663,7 @@ func (c *Core) fire(e *entry, prev mtime.Time, closing bool) (Pane, error) {
 func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.PaneTiming) (Pane, error) {
 	p := Pane{Key: e.key, Window: e.win}
 	var del [][]byte
-	if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, v []byte) error {
+	if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, v []byte) error {
 		p.Values = append(p.Values, append([]byte{}, v...))
 		if !c.strat.Accumulating {
 			del = append(del, append([]byte{}, k...))
@@ -555,7 +712,7 @@ func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.
 func (c *Core) gc(e *entry) error {
 	var del [][]byte
 	if e.m.Total > 0 {
-		if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, _ []byte) error {
+		if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, _ []byte) error {
 			del = append(del, append([]byte{}, k...))
 			return nil
 		}); err != nil {

@@ -2,6 +2,7 @@ package gbk
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,16 +115,7 @@ func TestCore(t *testing.T) {
 				}
 				return fmt.Sprintf("hold=%s wm=%s\n", timeString(c.Hold()), timeString(c.Watermark()))
 			case "state":
-				var b strings.Builder
-				_ = st.Scan(nil, func(k, v []byte) error {
-					b.WriteString(describeKey(k, v))
-					b.WriteString("\n")
-					return nil
-				})
-				if b.Len() == 0 {
-					return "empty\n"
-				}
-				return b.String()
+				return describeStore(t, st)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
@@ -131,21 +123,65 @@ func TestCore(t *testing.T) {
 	})
 }
 
-func describeKey(k, v []byte) string {
-	switch k[0] {
-	case prefixMeta:
-		w, _ := parseWindow(k[1:])
-		m, _ := decodeMeta(v)
-		return fmt.Sprintf("meta key=%s win=%s pending=%d total=%d fired=%d", k[1+windowKeyLen:], w, m.Pending, m.Total, m.Fired)
-	case prefixValue:
-		w, _ := parseWindow(k[1:])
-		rest := k[1+windowKeyLen:]
-		n := int(rest[0])
-		return fmt.Sprintf("value key=%s win=%s v=%s", rest[1:1+n], w, v)
-	case 'w':
-		return "watermark"
+// describeStore lists the store's keys, decoded, in the order of their
+// logical form: a value key names the window of its entry (the merged
+// session), not its storage window (meta.SW), so the listing does not
+// depend on which session survived a merge.
+func describeStore(t *testing.T, st *MemStore) string {
+	t.Helper()
+	type rec struct{ logical, line string }
+	var recs []rec
+	win := map[string]Window{} // storage prefix → window of the entry
+	_ = st.Scan([]byte{prefixMeta}, func(k, v []byte) error {
+		w, err := parseWindow(k[1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := decodeMeta(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.Ext {
+			m.SW = w
+		}
+		win[string(valuePrefix(m.SW, k[1+windowKeyLen:]))] = w
+		return nil
+	})
+	_ = st.Scan(nil, func(k, v []byte) error {
+		r := rec{logical: string(k)}
+		switch k[0] {
+		case prefixMeta:
+			w, _ := parseWindow(k[1:])
+			m, _ := decodeMeta(v)
+			r.line = fmt.Sprintf("meta key=%s win=%s pending=%d total=%d fired=%d", k[1+windowKeyLen:], w, m.Pending, m.Total, m.Fired)
+		case prefixValue:
+			rest := k[1+windowKeyLen:]
+			n := int(rest[0])
+			key, seq := rest[1:1+n], rest[1+n:]
+			w, ok := win[string(k[:len(k)-len(seq)])]
+			if !ok {
+				t.Fatalf("value key %q of no entry", k)
+			}
+			r.logical = string(append(valuePrefix(w, key), seq...))
+			r.line = fmt.Sprintf("value key=%s win=%s v=%s", key, w, v)
+		case 'w':
+			r.line = "watermark"
+		default:
+			r.line = fmt.Sprintf("unknown %q", k)
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if len(recs) == 0 {
+		return "empty\n"
 	}
-	return fmt.Sprintf("unknown %q", k)
+	sort.Slice(recs, func(i, j int) bool { return recs[i].logical < recs[j].logical })
+	var b strings.Builder
+	for _, r := range recs {
+		b.WriteString(r.line)
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func mustInt(t *testing.T, s string) int64 {

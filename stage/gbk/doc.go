@@ -31,6 +31,10 @@
 //   - A pane's timestamp is never before the output watermark the task
 //     reported before it fired (see Core.Hold), except LATE panes, whose
 //     values were late already.
+//   - A merge of sessions costs the values of the smaller sessions only:
+//     the largest keeps its values under its storage window (meta.SW, its
+//     window when created), which never changes while the session grows
+//     (TestSessionAppendMovesNoValues, BenchmarkSessionAppend).
 //   - Values of an expired window (max timestamp + allowed lateness before
 //     the input watermark) are dropped and counted (Head.Dropped, and a log
 //     line naming the stage), never silently.

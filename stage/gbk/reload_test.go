@@ -21,6 +21,9 @@ func TestReloadAnywhere(t *testing.T) {
 		{Kind: FixedWindows, Combiner: EarliestInPane, AllowedLateness: 7, Accumulating: true},
 		{Kind: SlidingWindows, Combiner: LatestInPane, AllowedLateness: 3},
 		{Kind: Sessions, Gap: 5, Combiner: EndOfWindow, AllowedLateness: 4},
+		// Sessions that grow and merge often: the merged session keeps the
+		// storage window of the largest (meta.SW), which must reload.
+		{Kind: Sessions, Gap: 12, Combiner: LatestInPane, AllowedLateness: 9, Accumulating: true},
 		{Kind: GlobalWindows, Combiner: EndOfWindow},
 	}
 	for seed := int64(0); seed < 200; seed++ {

@@ -402,15 +402,20 @@ func (t *Trigger) reset(st []nodeState) {
 }
 
 // appendTriggerState encodes closed, lateIn and the node states after a
-// meta: uvarint(closed | lateIn<<1), uvarint(nodes), then per node
-// uvarint(finished), varint(count), varint(fireAt).
-func appendTriggerState(b []byte, closed, lateIn bool, st []nodeState) []byte {
+// meta: uvarint(closed | lateIn<<1 | ext<<2), uvarint(nodes), then per node
+// uvarint(finished), varint(count), varint(fireAt). ext (flagExt) says the
+// meta's storage window and Lo follow (meta.encode); decodeTriggerState
+// returns the bytes after the node states as rest.
+func appendTriggerState(b []byte, closed, lateIn, ext bool, st []nodeState) []byte {
 	f := uint64(0)
 	if closed {
 		f = 1
 	}
 	if lateIn {
 		f |= 2
+	}
+	if ext {
+		f |= flagExt
 	}
 	b = binary.AppendUvarint(b, f)
 	b = binary.AppendUvarint(b, uint64(len(st)))
@@ -426,36 +431,36 @@ func appendTriggerState(b []byte, closed, lateIn bool, st []nodeState) []byte {
 	return b
 }
 
-func decodeTriggerState(b []byte) (closed, lateIn bool, st []nodeState, err error) {
+func decodeTriggerState(b []byte) (closed, lateIn, ext bool, st []nodeState, rest []byte, err error) {
 	bad := fmt.Errorf("%w: trigger state record", ErrMalformed)
 	f, n := binary.Uvarint(b)
 	if n <= 0 {
-		return false, false, nil, bad
+		return false, false, false, nil, nil, bad
 	}
 	b = b[n:]
 	cnt, n := binary.Uvarint(b)
 	if n <= 0 || cnt > 1<<16 {
-		return false, false, nil, bad
+		return false, false, false, nil, nil, bad
 	}
 	b = b[n:]
 	st = make([]nodeState, cnt)
 	for i := range st {
 		fl, n := binary.Uvarint(b)
 		if n <= 0 {
-			return false, false, nil, bad
+			return false, false, false, nil, nil, bad
 		}
 		b = b[n:]
 		c, n := binary.Varint(b)
 		if n <= 0 {
-			return false, false, nil, bad
+			return false, false, false, nil, nil, bad
 		}
 		b = b[n:]
 		at, n := binary.Varint(b)
 		if n <= 0 {
-			return false, false, nil, bad
+			return false, false, false, nil, nil, bad
 		}
 		b = b[n:]
 		st[i] = nodeState{finished: fl == 1, count: c, fireAt: at}
 	}
-	return f&1 == 1, f&2 == 2, st, nil
+	return f&1 == 1, f&2 == 2, f&flagExt != 0, st, b, nil
 }

@@ -123,7 +123,7 @@ func (c *Core) timing(e *entry, ctx triggerCtx) typex.PaneTiming {
 // meta, to drop later values, until it expires).
 func (c *Core) dropValues(e *entry) error {
 	var del [][]byte
-	if err := c.st.Scan(valuePrefix(e.win, e.key), func(k, _ []byte) error {
+	if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, _ []byte) error {
 		del = append(del, append([]byte{}, k...))
 		return nil
 	}); err != nil {
