@@ -15,6 +15,8 @@ KAFKA_IMAGE   := kafkastreams/kafka:$(KAFKA_VERSION)
 
 UNIT_TIMEOUT        ?= 10m
 INTEGRATION_TIMEOUT ?= 30m
+# INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
+INTEGRATION_RUN     ?=
 
 .PHONY: all test unit integration bench kafka-jars kafka-image proto proto-check run run-prism vet fmt-check lint clean
 
@@ -36,7 +38,15 @@ integration: kafka-jars
 	else \
 	  echo "make: no Docker daemon answers: the integration tests will start Kafka as a local process"; \
 	fi
-	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration/
+	@mkdir -p .cache
+	@echo "make: integration tests against a real Kafka broker (several minutes; full log in .cache/integration.log)"
+	@set +e; $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(INTEGRATION_RUN)' -v ./integration/ 2>&1 | tee .cache/integration.log \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+[a-z_]+_test\.go:[0-9]+: )' | cut -c1-400; \
+	  status=$${PIPESTATUS[0]}; set -e; \
+	  if [[ $$status -ne 0 ]]; then \
+	    echo; echo "make: integration tests FAILED; the failures (details in .cache/integration.log):"; \
+	    grep -a -E -v 'level=INFO|^time=|^%[0-9]' .cache/integration.log | grep -a -E -B12 '^\s*--- FAIL' | head -120; exit $$status; \
+	  fi
 
 ## bench: this runner's stateless stage against a plain transactional copy
 ## loop, and a GroupByKey stage (100 000 keys, 1 M values) against the
@@ -51,11 +61,12 @@ kafka-jars: $(KAFKA_LIBS)/.complete
 
 $(KAFKA_LIBS)/.complete: $(KAFKA_POM)
 	@command -v mvn >/dev/null || { echo "make: mvn not found: install Maven (apt-get install maven); the Kafka jars come from Maven Central" >&2; exit 1; }
-	rm -rf $(KAFKA_LIBS)
-	mvn -B -q -Dstyle.color=never -f $(KAFKA_POM) dependency:copy-dependencies \
+	@rm -rf $(KAFKA_LIBS)
+	@echo "make: fetching org.apache.kafka:kafka_2.13:$(KAFKA_VERSION) and its dependencies from Maven Central into $(KAFKA_LIBS)"
+	@MAVEN_OPTS="-Djansi.passthrough=false -Dstyle.color=never" mvn -B -q -Dstyle.color=never -f $(KAFKA_POM) dependency:copy-dependencies \
 	  -DoutputDirectory=$(abspath $(KAFKA_LIBS)) \
 	  || { echo "make: fetching org.apache.kafka:kafka_2.13:$(KAFKA_VERSION) and its dependencies from Maven Central failed (see above)" >&2; exit 1; }
-	touch $@
+	@touch $@
 
 ## kafka-image: the FROM-scratch broker image (skipped when its inputs are unchanged).
 kafka-image: kafka-jars
