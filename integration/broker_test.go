@@ -103,12 +103,12 @@ func TestNoDockerDaemonFallsBackToLocalProcess(t *testing.T) {
 	b := needBroker(t)
 	switch b.Mode() {
 	case kafkaenv.ModeProcess:
-		t.Skip("the package's broker is already a local process: the fallback ran in TestMain")
+		t.Skip("needs a container broker in TestMain: the package's broker is already a local process, so the fallback already ran there")
 	case kafkaenv.ModeExternal:
 		t.Skipf("%s is set: no broker is started here", kafkaenv.EnvBootstrapServers)
 	}
 	if _, err := exec.LookPath("java"); err != nil && os.Getenv("JAVA_HOME") == "" {
-		t.Skip("no JDK: the local-process fallback cannot run here")
+		t.Skip("needs a JDK: the local-process fallback cannot run here")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

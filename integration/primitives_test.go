@@ -157,7 +157,7 @@ func TestPrimitives(t *testing.T) {
 	for _, p := range primitiveSuite {
 		t.Run(p.name, func(t *testing.T) {
 			if why, ok := skipList[p.name]; ok {
-				t.Skip(why)
+				t.Skip("skipped because it " + why)
 			}
 			var pipes []*beam.Pipeline
 			if p.pipe != nil {

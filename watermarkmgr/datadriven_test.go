@@ -31,7 +31,7 @@ import (
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		if filepath.Ext(path) != ".txt" {
-			t.Skip("not a scenario (e.g. testdata/fuzz/ corpus)")
+			t.Skip("skipped because it is not a scenario file (e.g. the testdata/fuzz/ corpus)")
 		}
 		m := New()
 		agg := NewAggregator()

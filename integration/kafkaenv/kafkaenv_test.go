@@ -198,7 +198,7 @@ func TestFetchJarsNamesTheMissingArtifact(t *testing.T) {
 		t.Skip("asks Maven Central; -short")
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
-		t.Skip("no mvn")
+		t.Skip("needs mvn on PATH to ask Maven Central")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
