@@ -326,29 +326,9 @@ func TestGroupByKeyRecovery(t *testing.T) {
 
 	// First instance: stopped once the GroupByKey committed state (the slow
 	// half takes ~n/2*slow ms more).
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		*runner.BootstrapServers = bs
-		*runner.ApplicationID = app
-		_, err := beam.Run(ctx1, runner.Name, gbkRecoveryPipeline(n, slow))
-		done <- err
-	}()
+	stopOnceStateCommitted(t, bs, app, gbkRecoveryPipeline(n, slow))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var changelog string
-	for changelog == "" || !hasRecords(ctx, bs, changelog) {
-		if ctx.Err() != nil {
-			t.Fatal("no changelog records after 3 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-		changelog = findChangelog(ctx, bs, app)
-	}
-	cancel1()
-	if err := <-done; err != nil && ctx1.Err() == nil {
-		t.Fatalf("first instance: %v", err)
-	}
-	t.Logf("first instance stopped with state in %s", changelog)
 
 	// Second instance, same application: restores and completes.
 	r := runApp(t, ctx, bs, app, gbkRecoveryPipeline(n, slow))
@@ -476,4 +456,37 @@ func TestCombinePerKey(t *testing.T) {
 		want = append(want, fmt.Sprintf("k%d=%d", k, sum))
 	}
 	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), want)
+}
+
+// stopOnceStateCommitted runs p as an instance of application app and stops
+// it (cancels its context: a clean stop) as soon as a changelog topic of the
+// application holds records, i.e. a stateful stage has committed state. It
+// returns that changelog topic.
+func stopOnceStateCommitted(t *testing.T, bs, app string, p *beam.Pipeline) string {
+	t.Helper()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		*runner.BootstrapServers = bs
+		*runner.ApplicationID = app
+		_, err := beam.Run(ctx1, runner.Name, p)
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var changelog string
+	for changelog == "" || !hasRecords(ctx, bs, changelog) {
+		if ctx.Err() != nil {
+			cancel1()
+			t.Fatal("no changelog records after 3 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+		changelog = findChangelog(ctx, bs, app)
+	}
+	cancel1()
+	if err := <-done; err != nil && ctx1.Err() == nil {
+		t.Fatalf("first instance: %v", err)
+	}
+	t.Logf("first instance stopped with state in %s", changelog)
+	return changelog
 }

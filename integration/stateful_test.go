@@ -11,7 +11,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 )
 
@@ -130,29 +129,9 @@ func TestStatefulRecovery(t *testing.T) {
 	app := uniqueName(t, "app")
 	bs := b.BootstrapServers()
 
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		*runner.BootstrapServers = bs
-		*runner.ApplicationID = app
-		_, err := beam.Run(ctx1, runner.Name, stCountPipeline(n, slow))
-		done <- err
-	}()
+	stopOnceStateCommitted(t, bs, app, stCountPipeline(n, slow))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var changelog string
-	for changelog == "" || !hasRecords(ctx, bs, changelog) {
-		if ctx.Err() != nil {
-			t.Fatal("no changelog records after 3 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-		changelog = findChangelog(ctx, bs, app)
-	}
-	cancel1()
-	if err := <-done; err != nil && ctx1.Err() == nil {
-		t.Fatalf("first instance: %v", err)
-	}
-	t.Logf("first instance stopped with state in %s", changelog)
 
 	r := runApp(t, ctx, bs, app, stCountPipeline(n, slow))
 	checkLines(t, sinkStrings(t, ctx, bs, r.Plan, false), wantCounts(n))
