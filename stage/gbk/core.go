@@ -178,6 +178,29 @@ func (c *Core) newEntry(key []byte, w Window) *entry {
 }
 
 // windowState indexes the entries of one window.
+// sortedWindows returns the windows with state that keep says to keep, in
+// firing order (Window.less).
+func (c *Core) sortedWindows(keep func(Window) bool) []Window {
+	var out []Window
+	for w := range c.windows {
+		if keep(w) {
+			out = append(out, w)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].less(out[j]) })
+	return out
+}
+
+// sortedKeys returns the window's keys in byte order.
+func (ws *windowState) sortedKeys() []string {
+	keys := make([]string, 0, len(ws.entries))
+	for k := range ws.entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 type windowState struct {
 	entries map[string]*entry // by key
 	// hold is the min over entries with pending values of their hold.
@@ -602,21 +625,11 @@ func (c *Core) Advance(wm mtime.Time) ([]Pane, error) {
 		}
 		return panes, c.setWatermark(prev, wm)
 	}
-	var due []Window
-	for w := range c.windows {
-		if w.MaxTimestamp() < wm {
-			due = append(due, w)
-		}
-	}
-	sort.Slice(due, func(i, j int) bool { return due[i].less(due[j]) })
+	due := c.sortedWindows(func(w Window) bool { return w.MaxTimestamp() < wm })
 	var panes []Pane
 	for _, w := range due {
 		ws := c.windows[w]
-		keys := make([]string, 0, len(ws.entries))
-		for k := range ws.entries {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := ws.sortedKeys()
 		closing := c.strat.expiry(w) < wm
 		for _, k := range keys {
 			e := ws.entries[k]

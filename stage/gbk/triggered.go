@@ -2,7 +2,6 @@ package gbk
 
 import (
 	"bytes"
-	"sort"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
@@ -155,19 +154,11 @@ func (c *Core) dropValues(e *entry) error {
 // and synchronized triggers fire before it); an entry is written back only
 // if its state changed.
 func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
-	wins := make([]Window, 0, len(c.windows))
-	for w := range c.windows {
-		wins = append(wins, w)
-	}
-	sort.Slice(wins, func(i, j int) bool { return wins[i].less(wins[j]) })
+	wins := c.sortedWindows(func(Window) bool { return true })
 	var panes []Pane
 	for _, w := range wins {
 		ws := c.windows[w]
-		keys := make([]string, 0, len(ws.entries))
-		for k := range ws.entries {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := ws.sortedKeys()
 		closing := c.strat.expiry(w) < wm
 		for _, k := range keys {
 			e := ws.entries[k]
