@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/logend"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -182,20 +183,30 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 }
 
 // readPlan returns the application's committed plan, or nil if none. It
-// reads the plan topic read_committed up to its end: the partition EOF event
-// comes at the last stable offset, after any trailing transaction marker.
+// reads the plan topic read_committed up to its log end offset as it was
+// when it began (stage/logend), so a plan another instance committed a
+// moment ago, whose commit marker is not written yet, is waited for rather
+// than read as absent.
 func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string) (*plan.Plan, error) {
 	cc := clientConfig(bootstrap, props)
 	cc["group.id"] = appID + "-plan-reader" // never joined: Assign, no commits
 	cc["enable.auto.commit"] = false
 	cc["isolation.level"] = "read_committed"
 	cc["enable.partition.eof"] = true
+	cc["fetch.wait.max.ms"] = 20 // the EOF comes with a fetch that returns no records: do not wait 500 ms for it
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	topic := PlanTopic(appID)
+	ends, err := logend.Ends(ctx, c, topic, []int32{0})
+	if err != nil {
+		return nil, err
+	}
+	if ends[0] == 0 {
+		return nil, nil
+	}
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
 		return nil, err
 	}
@@ -212,6 +223,9 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 		case *kafka.Message:
 			last = e.Value
 		case kafka.PartitionEOF:
+			if !logend.Reached(e, ends[0]) {
+				continue
+			}
 			if last == nil {
 				return nil, nil
 			}

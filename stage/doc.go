@@ -14,6 +14,10 @@
 // input windows are not complete (sidegate.go: pause, seek back, resume on a
 // side watermark change), so no element is processed early or dropped.
 //
+// Subpackage logend says where a reader that reads a partition from its
+// beginning (a state restore, the plan, a test) has read everything
+// committed before it began: not at the first read_committed EOF.
+//
 // Subpackage userstate is the head of a stateful ParDo stage: user state
 // and timers per task in the task's store. Such a head is a TimerHead
 // (timerhead.go): the loop runs a bundle for fired timers even without

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/logend"
 )
 
 // Client helpers for tests. Each takes the bootstrap servers (so it works
@@ -164,8 +166,9 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 // consumer group (nothing is committed), until it has n records or timeout
 // passes; then it returns ErrTimeout with the records read so far.
 // n <= 0 reads until the consumer has reached the end of every partition as
-// it was when Consume began (its high watermark), which with ReadCommitted
-// needs no transaction to be open on the topic.
+// it was when Consume began (its log end offset, see stage/logend): with
+// ReadCommitted that waits for the commit markers of transactions that have
+// just committed, and for a transaction still open to end.
 func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isolation, timeout time.Duration) ([]Record, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{
 		"bootstrap.servers":    bootstrap,
@@ -173,6 +176,9 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 		"enable.auto.commit":   false,
 		"isolation.level":      string(isolation),
 		"enable.partition.eof": true,
+		// The EOF comes with a fetch that returns no records: do not let
+		// the broker hold that fetch the default 500 ms.
+		"fetch.wait.max.ms": 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kafkaenv: consumer: %w", err)
@@ -187,15 +193,21 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 		return nil, fmt.Errorf("kafkaenv: topic %s: %v", topic, tm.Error)
 	}
 	var assign []kafka.TopicPartition
-	end := map[int32]int64{} // n <= 0: high watermark per partition
+	var ids []int32
 	for _, p := range tm.Partitions {
 		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
-		if n <= 0 {
-			_, high, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-			if err != nil {
-				return nil, fmt.Errorf("kafkaenv: watermarks of %s/%d: %w", topic, p.ID, err)
+		ids = append(ids, p.ID)
+	}
+	pending := map[int32]int64{} // n <= 0: the partitions not read to their end yet, and that end
+	if n <= 0 {
+		ends, err := logend.Ends(ctx, c, topic, ids)
+		if err != nil {
+			return nil, fmt.Errorf("kafkaenv: %w", err)
+		}
+		for p, e := range ends {
+			if e > 0 {
+				pending[p] = e
 			}
-			end[p.ID] = high
 		}
 	}
 	if err := c.Assign(assign); err != nil {
@@ -203,25 +215,11 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 	}
 	deadline := time.Now().Add(timeout)
 	var out []Record
-	reachedEnd := func() bool {
-		pos, err := c.Position(assign)
-		if err != nil {
-			return false
-		}
-		for _, tp := range pos {
-			// An empty partition (end 0) is at its end before any fetch,
-			// while its position is still OffsetInvalid.
-			if e := end[tp.Partition]; e > 0 && int64(tp.Offset) < e {
-				return false
-			}
-		}
-		return true
-	}
 	for {
 		if n > 0 && len(out) >= n {
 			return out, nil
 		}
-		if n <= 0 && reachedEnd() {
+		if n <= 0 && len(pending) == 0 {
 			return out, nil
 		}
 		if time.Now().After(deadline) {
@@ -242,6 +240,10 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 				Key:       ev.Key,
 				Value:     ev.Value,
 			})
+		case kafka.PartitionEOF:
+			if e, ok := pending[ev.Partition]; ok && logend.Reached(ev, e) {
+				delete(pending, ev.Partition)
+			}
 		case kafka.Error:
 			if ev.IsFatal() {
 				return out, fmt.Errorf("kafkaenv: consume %s: %w", topic, ev)

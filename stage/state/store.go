@@ -15,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/logend"
 )
 
 // Sentinel errors.
@@ -134,10 +136,12 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 
 // restore applies changelog partition t.p to t.db and returns the records
 // and bytes read. It reads with a fresh consumer (Assign only, never joins
-// a group) until the partition-EOF event, which read_committed delivers at
-// the last stable offset, after any trailing transaction marker (the
-// consumer position does not move past a marker, so it cannot tell the
-// end).
+// a group), read_committed, until a partition-EOF event at or past the
+// partition's log end offset when it began (stage/logend): the EOF alone
+// comes at the last stable offset, which a transaction the previous owner
+// committed a moment ago has not passed until its commit marker is written,
+// and stopping there would restore a store one commit behind the offsets
+// committed with it.
 func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, err error) {
 	cm := kafka.ConfigMap{}
 	for k, v := range m.opts.Properties {
@@ -155,11 +159,12 @@ func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, er
 	}
 	defer func() { _ = c.Close() }()
 	topic := m.opts.Topic
-	low, high, err := c.QueryWatermarkOffsets(topic, t.p, 10000)
+	ends, err := logend.Ends(ctx, c, topic, []int32{t.p})
 	if err != nil {
-		return 0, 0, fmt.Errorf("end offset: %w", err)
+		return 0, 0, err
 	}
-	if high <= low {
+	end := ends[t.p]
+	if end == 0 {
 		return 0, 0, nil
 	}
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: t.p, Offset: kafka.OffsetBeginning}}); err != nil {
@@ -203,7 +208,7 @@ func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, er
 				}
 			}
 		case kafka.PartitionEOF:
-			if e.Partition == t.p {
+			if e.Partition == t.p && logend.Reached(e, end) {
 				return records, size, flush()
 			}
 		case kafka.Error:

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+)
+
+// TestReadToEndRightAfterCommit: a reader that starts the moment
+// CommitTransaction returns must see that transaction. The broker writes
+// the commit markers after answering EndTxn, so the last stable offset
+// (where a read_committed EOF comes) may still be before the transaction;
+// stage/logend's end (the log end offset) waits for the marker. Checked for
+// the two readers built on it, round after round: kafkaenv.Consume (which
+// every test that reads a job's output uses) and a state store restore.
+func TestReadToEndRightAfterCommit(t *testing.T) {
+	bs := needBroker(t).BootstrapServers()
+	topic := fmt.Sprintf("logend-test-%d", time.Now().UnixNano())
+	createCompactedTopic(t, bs, topic, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": topic, "linger.ms": 0})
+	must(t, err)
+	defer p.Close()
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	must(t, p.InitTransactions(ctx))
+	round := 0
+	commitRound := func() {
+		t.Helper()
+		round++
+		must(t, p.BeginTransaction())
+		for part := int32(0); part < 2; part++ {
+			must(t, p.Produce(&kafka.Message{
+				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
+				Key:            fmt.Appendf(nil, "k%d", round),
+				Value:          fmt.Appendf(nil, "v%d", round),
+			}, nil))
+		}
+		must(t, p.CommitTransaction(ctx))
+	}
+
+	// The hazard: how often the last stable offset trails the log end
+	// right after the commit returned (informative; it depends on timing).
+	probe, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": topic + "-probe", "isolation.level": "read_committed"})
+	must(t, err)
+	defer probe.Close()
+	const rounds = 20
+	behind := 0
+	for i := 0; i < rounds; i++ {
+		commitRound()
+		_, lso, err := probe.QueryWatermarkOffsets(topic, 0, 10000)
+		must(t, err)
+		if lso < int64(2*round) { // a record and a commit marker per round on partition 0
+			behind++
+		}
+	}
+	t.Logf("the last stable offset trailed the log end right after CommitTransaction in %d of %d rounds", behind, rounds)
+
+	// kafkaenv.Consume to the end, read_committed.
+	t0 := time.Now()
+	for i := 0; i < rounds; i++ {
+		commitRound()
+		recs, err := kafkaenv.Consume(ctx, bs, topic, -1, kafkaenv.ReadCommitted, 30*time.Second)
+		must(t, err)
+		if len(recs) != 2*round {
+			t.Fatalf("round %d: Consume right after the commit read %d records, want %d", round, len(recs), 2*round)
+		}
+	}
+
+	t.Logf("consume phase %v", time.Since(t0))
+	t0 = time.Now()
+	// A state store restore of partition 0.
+	for i := 0; i < rounds; i++ {
+		commitRound()
+		m := newStateManager(t, bs, topic)
+		tk, err := m.Restore(ctx, 0)
+		must(t, err)
+		key := fmt.Sprintf("k%d", round)
+		if got, want := stateGet(t, tk, key), fmt.Sprintf("v%d", round); got != want {
+			t.Fatalf("round %d: a restore right after the commit has %s = %s, want %s", round, key, got, want)
+		}
+		m.Close()
+	}
+	t.Logf("restore phase %v", time.Since(t0))
+}

@@ -1,0 +1,71 @@
+// Package logend tells a reader that reads a partition from its beginning
+// when it has read everything written before it started, read_committed
+// included.
+//
+// The obvious end, the partition EOF event of a read_committed consumer, is
+// not it: librdkafka raises that EOF at the last stable offset (LSO), and a
+// transaction whose EndTxn(commit) has already returned to its producer is
+// not stable until the transaction coordinator has written its commit marker
+// to the partition, a moment later. A reader that stopped at that first EOF
+// would miss a committed transaction: a restored state store one commit
+// behind the offsets committed with it, a plan read as absent, a test that
+// sees 6 of 10 committed records (CI, 2026-11-30).
+//
+// The end used here is the log end offset (the high watermark, asked with
+// isolation level read_uncommitted) when the reader starts. A read_committed
+// reader has read every committed record below it once its partition EOF
+// event is at or past it; that needs every transaction with records below it
+// to be complete (committed or aborted), so a transaction left open by a
+// killed producer holds the reader until the broker aborts it
+// (transaction.timeout.ms), as it holds every read_committed consumer.
+//
+// It may import confluent-kafka-go only.
+package logend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Ends returns the log end offset of each of topic's partitions, asked
+// through c's connection (kafka.NewAdminClientFromConsumer, no new client)
+// with isolation level read_uncommitted whatever c's own is. The offsets are
+// the next offsets to be written; 0 is an empty partition. An error names
+// the topic and partition.
+func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int32) (map[int32]int64, error) {
+	admin, err := kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		return nil, fmt.Errorf("logend: admin client for %s: %w", topic, err)
+	}
+	defer admin.Close()
+	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
+	for _, p := range partitions {
+		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
+	}
+	res, err := admin.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	if err != nil {
+		return nil, fmt.Errorf("logend: log end offsets of %s: %w", topic, err)
+	}
+	ends := make(map[int32]int64, len(partitions))
+	for tp, info := range res.ResultInfos {
+		if info.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("logend: log end offset of %s[%d]: %w", topic, tp.Partition, info.Error)
+		}
+		ends[tp.Partition] = int64(info.Offset)
+	}
+	for _, p := range partitions {
+		if _, ok := ends[p]; !ok {
+			return nil, fmt.Errorf("logend: no log end offset for %s[%d] in the broker's answer", topic, p)
+		}
+	}
+	return ends, nil
+}
+
+// Reached reports whether a partition EOF event (whose Offset is the
+// consumer's fetch position when it was raised) shows the reader has read
+// every record below end, the partition's entry in Ends.
+func Reached(eof kafka.PartitionEOF, end int64) bool {
+	return int64(eof.Offset) >= end
+}
