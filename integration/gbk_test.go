@@ -365,6 +365,26 @@ func findChangelog(_ context.Context, bootstrap, app string) string {
 	return ""
 }
 
+// waitForChangelogRecords waits until one of app's changelog topics has a
+// committed record (state a restore must bring back) and returns its name.
+// It stops early with ended's error when ended (the job's state) returns one.
+func waitForChangelogRecords(bs, app string, timeout time.Duration, ended func() error) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var changelog string
+	for changelog == "" || !hasRecords(ctx, bs, changelog) {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("no committed record in a changelog topic of %s after %v", app, timeout)
+		}
+		if err := ended(); err != nil {
+			return "", fmt.Errorf("waiting for changelog records of %s: %w", app, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		changelog = findChangelog(ctx, bs, app)
+	}
+	return changelog, nil
+}
+
 // hasRecords reports whether topic has a committed record.
 func hasRecords(ctx context.Context, bootstrap, topic string) bool {
 	recs, _ := kafkaenv.Consume(ctx, bootstrap, topic, 1, kafkaenv.ReadCommitted, 500*time.Millisecond)
@@ -472,18 +492,20 @@ func stopOnceStateCommitted(t *testing.T, bs, app string, p *beam.Pipeline) stri
 		_, err := beam.Run(ctx1, runner.Name, p)
 		done <- err
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var changelog string
-	for changelog == "" || !hasRecords(ctx, bs, changelog) {
-		if ctx.Err() != nil {
-			cancel1()
-			t.Fatal("no changelog records after 3 minutes")
+	var runErr error
+	ended := func() error {
+		select {
+		case runErr = <-done:
+			return fmt.Errorf("the first instance ended before committing state: %v", runErr)
+		default:
+			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
-		changelog = findChangelog(ctx, bs, app)
 	}
+	changelog, err := waitForChangelogRecords(bs, app, 3*time.Minute, ended)
 	cancel1()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil && ctx1.Err() == nil {
 		t.Fatalf("first instance: %v", err)
 	}

@@ -388,14 +388,29 @@ func TestSIGKILLGroupByKeyGivesTheSamePanes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// 1 ms of work per element before the GroupByKey: ~10 s per instance.
+	start := time.Now()
 	cs := []*child{startPipelineChild(t, b, "gbk", app, n, 1000, 0), startPipelineChild(t, b, "gbk", app, n, 1000, 1)}
-	time.Sleep(7 * time.Second)
+	// Kill once GroupByKey state is committed (a fixed delay was too short
+	// on a loaded machine, where the instances start slowly), and a second
+	// more of buffering: mid-stream, with state a restore must bring back.
+	changelog, err := waitForChangelogRecords(b.BootstrapServers(), app, 3*time.Minute, func() error {
+		for i, c := range cs {
+			if _, err := os.Stat(c.out); err == nil {
+				return fmt.Errorf("instance %d finished before the kill (its result is in %s)", i, c.out)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	restored := false
 	_ = cs[0].cmd.Wait()
-	t.Logf("killed instance 0 (pid %d) after 7s", cs[0].cmd.Process.Pid)
+	t.Logf("killed instance 0 (pid %d) %v after the start, state committed in %s", cs[0].cmd.Process.Pid, time.Since(start).Round(time.Millisecond), changelog)
 	cs = append(cs, startPipelineChild(t, b, "gbk", app, n, 1000, 2))
 	for i, c := range cs[1:] {
 		_ = c.cmd.Wait()

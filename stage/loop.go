@@ -290,7 +290,7 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
-		committed, err := c.Committed(e.Partitions, 10000)
+		committed, err := l.committed(c, e.Partitions)
 		if err != nil {
 			return fmt.Errorf("stage %s: committed offsets: %w", l.cfg.Stage.Name, err)
 		}
@@ -320,6 +320,29 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		return c.IncrementalUnassign(e.Partitions)
 	}
 	return nil
+}
+
+// committedTimeout bounds the wait for a task's committed offsets. A
+// read_committed consumer asks for stable offsets (KIP-447): while a
+// transaction that sent offsets for the partition is still open, which is
+// what a SIGKILLed previous owner leaves, the broker answers
+// UNSTABLE_OFFSET_COMMIT and librdkafka asks again, until the broker aborts
+// that transaction transaction.timeout.ms (10 s here) after it began,
+// checked every transaction.abort.timed.out.transaction.cleanup.interval.ms
+// (10 s by default): up to about 20 s, longer on a slow broker.
+const committedTimeout = 2 * time.Minute
+
+// committed returns c's committed offsets (with their metadata) for tps,
+// waiting for unstable ones as committedTimeout says; a wait of more than a
+// second is logged with its likely cause.
+func (l *Loop) committed(c *kafka.Consumer, tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+	start := time.Now()
+	out, err := c.Committed(tps, int(committedTimeout.Milliseconds()))
+	if el := time.Since(start); el > time.Second {
+		l.log.Info("stage: waited for stable committed offsets (a transaction of a previous owner of these tasks was open until the broker aborted it)",
+			"partitions", partitionsOf(tps), "waited", el.Round(time.Millisecond))
+	}
+	return out, err
 }
 
 func partitionsOf(tps []kafka.TopicPartition) []int32 {
@@ -750,7 +773,7 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 	if len(tps) == 0 {
 		return nil
 	}
-	committed, err := l.consumer.Committed(tps, 10000)
+	committed, err := l.committed(l.consumer, tps)
 	if err != nil {
 		return fmt.Errorf("stage %s: rewind: committed offsets: %w", l.cfg.Stage.Name, err)
 	}
@@ -804,7 +827,7 @@ func (l *Loop) wakeDue(touched map[int32]*task, next map[int32]kafka.Offset) err
 		tps := []kafka.TopicPartition{{Topic: &topic, Partition: p}}
 		pos, err := l.consumer.Position(tps)
 		if err == nil && (len(pos) != 1 || pos[0].Offset < 0) {
-			pos, err = l.consumer.Committed(tps, 10000)
+			pos, err = l.committed(l.consumer, tps)
 		}
 		if err != nil {
 			return fmt.Errorf("stage %s: task %d: position for due timers: %w", l.cfg.Stage.Name, p, err)

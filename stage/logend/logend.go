@@ -24,7 +24,9 @@ package logend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -32,7 +34,11 @@ import (
 // Ends returns the log end offset of each of topic's partitions, asked
 // through c's connection (kafka.NewAdminClientFromConsumer, no new client)
 // with isolation level read_uncommitted whatever c's own is. The offsets are
-// the next offsets to be written; 0 is an empty partition. An error names
+// the next offsets to be written; 0 is an empty partition.
+//
+// A retriable answer (a topic created a moment ago whose leader is not
+// known yet everywhere, for one) is asked again every 100 ms for up to
+// retryFor, or until ctx ends; then, or on any other error, the error names
 // the topic and partition.
 func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int32) (map[int32]int64, error) {
 	admin, err := kafka.NewAdminClientFromConsumer(c)
@@ -40,6 +46,42 @@ func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int
 		return nil, fmt.Errorf("logend: admin client for %s: %w", topic, err)
 	}
 	defer admin.Close()
+	deadline := time.Now().Add(retryFor)
+	for {
+		ends, err := ask(ctx, admin, topic, partitions)
+		var ke kafka.Error
+		if err == nil || !errors.As(err, &ke) || !retriable(ke) || time.Now().After(deadline) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// retryFor bounds how long Ends asks again after a retriable answer.
+const retryFor = 30 * time.Second
+
+// retriable: every answer but a refusal that asking again cannot change
+// (authorization, authentication, a bad argument). librdkafka's codes for
+// "no leader yet" vary with where it learned it (NOT_LEADER_OR_FOLLOWER,
+// LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, or a local "no leaders
+// found"), so they are not listed one by one.
+func retriable(e kafka.Error) bool {
+	if e.IsFatal() {
+		return false
+	}
+	switch e.Code() {
+	case kafka.ErrTopicAuthorizationFailed, kafka.ErrClusterAuthorizationFailed, kafka.ErrGroupAuthorizationFailed,
+		kafka.ErrSaslAuthenticationFailed, kafka.ErrAuthentication, kafka.ErrInvalidArg, kafka.ErrUnsupportedVersion:
+		return false
+	}
+	return true
+}
+
+func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32) (map[int32]int64, error) {
 	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
 	for _, p := range partitions {
 		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
