@@ -102,8 +102,10 @@ func Open(opts Options) (*Manager, error) {
 func (m *Manager) Task(p int32) *Task { return m.tasks[p] }
 
 // Restore opens a fresh database for task p and fills it from changelog
-// partition p, read_committed, from the beginning to the last stable
-// offset (so no open transaction is ever read). A store task p already had
+// partition p, read_committed (no record of an open or aborted transaction
+// is ever applied), from the beginning to the partition's log end offset
+// when the restore began (stage/logend: every transaction below it has
+// ended, so a commit made a moment ago is in). A store task p already had
 // is dropped first. It logs the records, bytes, and rate (records/s, MB/s).
 // Errors wrap ErrRestore.
 func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
