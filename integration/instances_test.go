@@ -150,7 +150,40 @@ func runChild(name string) int {
 type child struct {
 	cmd *exec.Cmd
 	out string
-	log bytes.Buffer
+	log syncBuffer
+}
+
+// syncBuffer is a child's combined output, safe to read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func (b *syncBuffer) Bytes() []byte { return []byte(b.String()) }
+
+// waitForLog waits until c's output contains s, or fails the test after
+// timeout.
+func (c *child) waitForLog(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(c.log.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("child output has no %q after %v:\n%s", s, timeout, tail(c.log.String(), 4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func startChild(t *testing.T, b *kafkaenv.Broker, app string, n, slow int, idx int) *child {
@@ -294,12 +327,13 @@ func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 	defer cancel()
 	// 300 µs per element in the last ParDo: ~6 s of work to kill in.
 	cs := []*child{startChild(t, b, app, n, 300, 0), startChild(t, b, app, n, 300, 1)}
-	time.Sleep(4 * time.Second)
+	cs[0].waitForLog(t, "kafkastreams: instance slot", 2*time.Minute)
+	time.Sleep(3 * time.Second)
 	if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cs[0].cmd.Wait()
-	t.Logf("killed instance 0 (pid %d) after 4s", cs[0].cmd.Process.Pid)
+	t.Logf("killed instance 0 (pid %d) 3s after it took its instance slot", cs[0].cmd.Process.Pid)
 	cs = append(cs, startChild(t, b, app, n, 300, 2))
 	for i, c := range cs[1:] {
 		_ = c.cmd.Wait()
@@ -308,6 +342,14 @@ func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 			t.Fatalf("instance %d failed: %s\n%s", i+1, r.Err, tail(c.log.String(), 4000))
 		}
 		t.Logf("instance %d: %.1fs, committed counters %v", i+1, r.Seconds, r.Counters)
+		if strings.Contains(c.log.String(), "waited for stable committed offsets") {
+			t.Logf("instance %d waited for a transaction of the killed instance to end", i+1)
+		}
+	}
+	// The replacement took the killed instance's slot, so its transactional
+	// ids: its InitTransactions aborted what the killed one left open.
+	if !strings.Contains(cs[2].log.String(), "instance slot taken over") {
+		t.Errorf("the replacement did not take over the killed instance's slot:\n%s", tail(cs[2].log.String(), 4000))
 	}
 	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
 }

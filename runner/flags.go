@@ -27,9 +27,12 @@ var (
 	// a task commits after this many records even within CommitInterval, like
 	// Kafka's max.poll.records. Default 10 000.
 	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction (like Kafka's max.poll.records)")
-	// StateDir is where task state stores live, like Kafka Streams'
-	// state.dir. Default: a directory under os.TempDir().
-	StateDir = flag.String("state_dir", "", "directory for task state stores (Kafka Streams state.dir); default under the system temp dir")
+	// StateDir is where task state stores and instance slots live, like
+	// Kafka Streams' state.dir: <state_dir>/<application_id>/instance-<n>/.
+	// A restarted instance takes a free slot and with it a previous
+	// instance's transactional ids (instance.go). A local file system.
+	// Default: os.TempDir()/kafkastreams-state.
+	StateDir = flag.String("state_dir", "", "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
 	// WatermarksAddr is where this instance serves GET /watermarks,
 	// /healthz and /metrics. Default 127.0.0.1:0 (a free port, logged);
 	// empty disables.

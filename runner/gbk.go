@@ -91,10 +91,11 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 	return out, nil
 }
 
-// newGBKHead builds the head of GroupByKey stage s.
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, bootstrap string, props map[string]string, log *slog.Logger) (*gbk.Head, error) {
+// newGBKHead builds the head of GroupByKey stage s, its task stores under
+// storeDir (the instance slot's).
+func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*gbk.Head, error) {
 	stores, err := state.Open(state.Options{
-		Dir:              *StateDir,
+		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
 		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
 		BootstrapServers: bootstrap,

@@ -3,8 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -189,13 +187,6 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func instanceID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
-}
-
 func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -228,7 +219,16 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 	}
 
 	committed := newCommittedMetrics()
-	inst := instanceID()
+	inst, err := claimInstance(*StateDir, pl.ApplicationID)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.release()
+	if inst.Reused {
+		log.Info("kafkastreams: instance slot taken over: this instance uses its predecessor's transactional ids, so transactions a killed predecessor left open are aborted now, not at their timeout", inst.logAttrs()...)
+	} else {
+		log.Info("kafkastreams: instance slot", inst.logAttrs()...)
+	}
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	for _, s := range pl.Stages {
@@ -238,7 +238,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			Plan:             pl,
 			Stage:            s,
 			ReportTopic:      service.ReportTopic(pl.ApplicationID),
-			InstanceID:       inst,
+			InstanceID:       inst.ID,
 			CommitInterval:   *CommitInterval,
 			MaxBatchRecords:  *MaxBundleSize,
 			Logger:           log,
@@ -254,7 +254,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 			var sh *userstate.Head
 			if s.Head == plan.HeadStateful {
-				if sh, err = newStatefulHead(pipe.GetComponents(), pl, s, fs, bootstrap, props, log); err != nil {
+				if sh, err = newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
 				defer sh.Close()
@@ -291,7 +291,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
-			h, err := newGBKHead(spec, pl, s, bootstrap, props, log)
+			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}

@@ -16,8 +16,9 @@ import (
 // newStatefulHead builds the head of stateful ParDo stage s (fs is its
 // built descriptor): a task store per input partition with the stage's
 // changelog, the input's window coder and allowed lateness (for state
-// garbage collection), and the ParDo's timer families.
-func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, bootstrap string, props map[string]string, log *slog.Logger) (*userstate.Head, error) {
+// garbage collection), and the ParDo's timer families. The stores live
+// under storeDir (the instance slot's).
+func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*userstate.Head, error) {
 	col, ok := comps.GetPcollections()[s.HeadOutput]
 	if !ok {
 		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
@@ -25,7 +26,7 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 	ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
 	wc := comps.GetCoders()[ws.GetWindowCoderId()]
 	stores, err := state.Open(state.Options{
-		Dir:              *StateDir,
+		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
 		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
 		BootstrapServers: bootstrap,

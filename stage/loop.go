@@ -49,7 +49,9 @@ type Config struct {
 	// watermarkmgr/service.ReportTopic). Required.
 	ReportTopic string
 	// InstanceID makes the transactional.id unique to this instance:
-	// "<application_id>-<stage>-<InstanceID>". Required.
+	// "<application_id>-<stage>-<InstanceID>". Required. An instance that
+	// reuses a dead one's InstanceID fences it and aborts its open
+	// transactions when it starts (InitTransactions).
 	InstanceID string
 	// Process runs a bundle. Nil means the stage has no SDK transforms: the
 	// head's output is the stage's output, element for element.
