@@ -43,9 +43,14 @@ const (
 
 // childResult is what a child instance reports.
 type childResult struct {
-	Counters map[string]int64
-	Err      string
-	Seconds  float64
+	// Counters are the PipelineResult's committed counters by name: the
+	// application's when ApplicationMetrics.
+	Counters           map[string]int64
+	ApplicationMetrics bool
+	// ElementsIn are the elements this instance's stages committed, by stage.
+	ElementsIn map[string]uint64
+	Err        string
+	Seconds    float64
 }
 
 var (
@@ -127,13 +132,19 @@ func runChild(name string) int {
 	}
 	start := time.Now()
 	res, err := beam.Run(context.Background(), runner.Name, p)
-	out := childResult{Counters: map[string]int64{}, Seconds: time.Since(start).Seconds()}
+	out := childResult{Counters: map[string]int64{}, ElementsIn: map[string]uint64{}, Seconds: time.Since(start).Seconds()}
 	if err != nil {
 		out.Err = err.Error()
 	}
 	if res != nil {
 		for _, c := range res.Metrics().AllMetrics().Counters() {
 			out.Counters[c.Key.Name] += c.Committed
+		}
+	}
+	if r, ok := res.(*runner.Result); ok {
+		out.ApplicationMetrics = r.ApplicationMetrics
+		for name, st := range r.Stats {
+			out.ElementsIn[name] = st.ElementsIn
 		}
 	}
 	b, _ := json.Marshal(out)
@@ -277,8 +288,9 @@ func checkExactlyOnce(t *testing.T, got map[string]int, n int) {
 
 // TestTwoInstancesExactlyOnce: 100 000 elements through Create -> ParDo ->
 // Reshuffle -> ParDo on 4 partitions with two instances (two OS processes)
-// produce every element exactly once, in the output topic (read_committed)
-// and in the sum of the instances' committed counters.
+// produce every element exactly once: in the output topic (read_committed),
+// in each instance's PipelineResult counters (the application's metrics),
+// and in the sum of the elements the instances' last stages committed.
 func TestTwoInstancesExactlyOnce(t *testing.T) {
 	b := needBroker(t)
 	const n = 100_000
@@ -295,23 +307,25 @@ func TestTwoInstancesExactlyOnce(t *testing.T) {
 		go func() { defer wg.Done(); _ = c.cmd.Wait() }()
 	}
 	wg.Wait()
-	sum := map[string]int64{}
+	const last = "s2-Reshuffle_1" // the stage of the last ParDo
+	var lastIn uint64
 	for i, c := range cs {
 		r := c.result(t)
 		if r.Err != "" {
 			t.Fatalf("instance %d failed: %s\n%s", i, r.Err, tail(c.log.String(), 4000))
 		}
-		t.Logf("instance %d: %.1fs, committed counters %v", i, r.Seconds, r.Counters)
-		for k, v := range r.Counters {
-			sum[k] += v
+		t.Logf("instance %d: %.1fs, counters %v (application's: %v), elements in %v", i, r.Seconds, r.Counters, r.ApplicationMetrics, r.ElementsIn)
+		if !r.ApplicationMetrics || r.Counters["tagged"] != n || r.Counters["finished"] != n {
+			t.Errorf("instance %d: counters tagged=%d finished=%d (application's: %v), want the application's, %d each", i, r.Counters["tagged"], r.Counters["finished"], r.ApplicationMetrics, n)
 		}
+		if r.ElementsIn[last] == 0 {
+			t.Errorf("instance %d did none of stage %s's work: the instances did not share the partitions", i, last)
+		}
+		lastIn += r.ElementsIn[last]
 	}
 	t.Logf("two instances, %d elements: %.1fs", n, time.Since(start).Seconds())
-	if sum["tagged"] != n || sum["finished"] != n {
-		t.Errorf("summed committed counters: tagged=%d finished=%d, want %d each", sum["tagged"], sum["finished"], n)
-	}
-	if cs[0].result(t).Counters["finished"] == 0 || cs[1].result(t).Counters["finished"] == 0 {
-		t.Errorf("one instance did all of the Reshuffle stage's work: the instances did not share the partitions")
+	if lastIn != n {
+		t.Errorf("the instances' %s stages committed %d elements in all, want %d", last, lastIn, n)
 	}
 	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
 }
@@ -341,9 +355,14 @@ func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 		if r.Err != "" {
 			t.Fatalf("instance %d failed: %s\n%s", i+1, r.Err, tail(c.log.String(), 4000))
 		}
-		t.Logf("instance %d: %.1fs, committed counters %v", i+1, r.Seconds, r.Counters)
+		t.Logf("instance %d: %.1fs, counters %v (application's: %v)", i+1, r.Seconds, r.Counters, r.ApplicationMetrics)
 		if strings.Contains(c.log.String(), "waited for stable committed offsets") {
 			t.Logf("instance %d waited for a transaction of the killed instance to end", i+1)
+		}
+		// The killed instance's committed bundles count, its open
+		// transaction's do not, and no retried bundle counts twice.
+		if !r.ApplicationMetrics || r.Counters["tagged"] != n || r.Counters["finished"] != n {
+			t.Errorf("instance %d: counters tagged=%d finished=%d (application's: %v), want the application's, %d each", i+1, r.Counters["tagged"], r.Counters["finished"], r.ApplicationMetrics, n)
 		}
 	}
 	// The replacement took the killed instance's slot, so its transactional

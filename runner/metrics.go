@@ -19,6 +19,10 @@ const (
 	urnElementCount = "beam:metric:element_count:v1"
 )
 
+// aggregated are the URNs committedMetrics.add merges, with the number of
+// varints in their payloads.
+var aggregated = map[string]int{urnUserSum: 1, urnElementCount: 1, urnUserDist: 4, urnUserLatest: 2}
+
 // committedMetrics merges the monitoring infos of committed bundles: sums
 // add, distributions combine (count, sum, min, max), gauges keep the latest
 // by timestamp. Infos of other URNs are dropped. Safe for concurrent use.
@@ -71,15 +75,8 @@ func (m *committedMetrics) add(infos []*pipepb.MonitoringInfo) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, mi := range infos {
-		var n int
-		switch mi.GetUrn() {
-		case urnUserSum, urnElementCount:
-			n = 1
-		case urnUserDist:
-			n = 4
-		case urnUserLatest:
-			n = 2
-		default:
+		n, ok := aggregated[mi.GetUrn()]
+		if !ok {
 			continue
 		}
 		v, ok := varints(mi.GetPayload(), n)

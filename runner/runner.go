@@ -63,6 +63,8 @@ type Result struct {
 	// committed attempts dropped as expired (behind the watermark by more
 	// than the allowed lateness; Beam's droppedDueToLateness).
 	LateDropped map[string]int64
+	// ApplicationMetrics says Metrics are the whole application's.
+	ApplicationMetrics bool
 }
 
 // recordsIn is how many input records this instance's stages committed.
@@ -77,9 +79,12 @@ func (r *Result) recordsIn() uint64 {
 // JobID is the application id.
 func (r *Result) JobID() string { return r.jobID }
 
-// Metrics are the metrics of the bundles this instance committed (counters
-// summed, distributions merged, gauges latest). Metrics of aborted attempts
-// are never counted.
+// Metrics are the metrics of the committed bundles (counters summed,
+// distributions merged, gauges latest): of every instance of the
+// application when the job is done (ApplicationMetrics, read from
+// MetricsTopic), of this instance's otherwise (the job failed or was
+// cancelled, or the metrics topic could not be read). Metrics of aborted
+// attempts are never counted, a committed bundle's never twice.
 func (r *Result) Metrics() metrics.Results { return *r.metrics }
 
 // Execute runs the pipeline as this instance's share of the application
@@ -187,8 +192,8 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec) (beam.PipelineResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func run(parent context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec) (beam.PipelineResult, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
 	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
@@ -261,7 +266,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 				srv.RegisterUserState(s.HeadTransform, sh)
 				cfg.Head = sh
 			}
-			cfg.Process = processFunc(srv, s, fs, committed, sh)
+			cfg.Process = processFunc(srv, s, fs, committed, MetricsTopic(pl.ApplicationID), sh)
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -348,10 +353,22 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 	for name, h := range gbkHeads {
 		res.LateDropped[name] = h.Dropped()
 	}
-	res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
 	if err != nil {
+		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
 		return res, err
 	}
+	// Done: the metrics of every committed bundle of every instance.
+	mctx, mcancel := context.WithTimeout(parent, applicationMetricsTimeout)
+	defer mcancel()
+	app, records, skipped, merr := readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+	if merr != nil {
+		log.Warn("kafkastreams: the job is done but its metrics topic could not be read: the result carries this instance's committed metrics only", "err", merr)
+		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
+		return res, nil
+	}
+	log.Info("kafkastreams: metrics of the application", "topic", MetricsTopic(pl.ApplicationID), "committed_bundles", records, "skipped", skipped)
+	res.metrics = metricsx.FromMonitoringInfos(pipe, nil, app.snapshot())
+	res.ApplicationMetrics = true
 	return res, nil
 }
 
@@ -364,7 +381,7 @@ func run(ctx context.Context, log *slog.Logger, bootstrap string, props map[stri
 // bundles itself: the elements with its fired timers, then the timers they
 // set that are already due (userstate.Head.Run); their outputs are
 // concatenated in order.
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, sh *userstate.Head) stage.ProcessFunc {
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, metricsTopic string, sh *userstate.Head) stage.ProcessFunc {
 	name := st.Name
 	runBundles := func(ctx context.Context, elements [][]byte) ([]*fnapi.Result, error) {
 		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
@@ -404,7 +421,11 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 		if headOut {
 			out[st.HeadOutput] = elements
 		}
-		return &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}, nil
+		b := &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}
+		if r, ok := metricsRecord(metricsTopic, name, infos); ok {
+			b.Extra = append(b.Extra, r)
+		}
+		return b, nil
 	}
 }
 

@@ -23,10 +23,23 @@ type Bundle struct {
 	// Outputs holds the encoded elements the bundle produced, by PCollection
 	// id, each encoded with the PCollection's windowed-value wire coder.
 	Outputs map[string][][]byte
+	// Extra are records the bundle adds to its transaction besides its
+	// outputs (the runner's: the bundle's metrics, for the application's
+	// metrics topic), produced after the outputs, in order.
+	Extra []Record
 	// Committed, if set, is called once the transaction carrying the bundle's
 	// outputs has committed (e.g. to add its metrics to the job's committed
 	// metrics); never for an aborted bundle.
 	Committed func()
+}
+
+// Record is one Kafka record for a transaction: its topic, partition (>= 0,
+// no partitioner), key and value.
+type Record struct {
+	Topic     string
+	Partition int32
+	Key       []byte
+	Value     []byte
 }
 
 // ProcessFunc runs one bundle of the stage's fused SDK transforms over
@@ -600,6 +613,13 @@ func (l *Loop) commitBatch(ctx context.Context, batch []*kafka.Message) (err err
 						out++
 					}
 				}
+			}
+		}
+	}
+	if bundle != nil {
+		for _, r := range bundle.Extra {
+			if err := l.produce(r.Topic, r.Partition, r.Key, r.Value); err != nil {
+				return err
 			}
 		}
 	}

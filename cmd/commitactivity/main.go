@@ -81,7 +81,11 @@ func run(ctx context.Context) error {
 			counters[c.Key.Name] += c.Committed
 		}
 	}
-	log.Printf("done in %v on %s: this instance parsed %d rows and skipped %d malformed rows", took.Round(time.Millisecond), name, counters["parsed_rows"], counters["malformed_rows"])
+	whose := "the job"
+	if r, ok := res.(*runner.Result); ok && !r.ApplicationMetrics {
+		whose = "this instance"
+	}
+	log.Printf("done in %v on %s: %s parsed %d rows and skipped %d malformed rows", took.Round(time.Millisecond), name, whose, counters["parsed_rows"], counters["malformed_rows"])
 	if r, ok := res.(*runner.Result); ok {
 		topic, err := activity.OutputTopic(r.Plan)
 		if err != nil {

@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	fnpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/fnexecution_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/logend"
+)
+
+// The metrics of the application, not of one instance.
+//
+// Every committed bundle whose monitoring infos hold a metric the runner
+// aggregates (user counters, distributions, gauges, element counts) adds one
+// record to the application's metrics topic in its own transaction, the one
+// that carries its outputs and offsets. A read_committed read of the topic
+// is then the metrics of exactly the committed bundles of every instance:
+// an aborted attempt's never, a SIGKILLed instance's committed ones always,
+// none twice. When a bounded job is done (every sink stage at the end of
+// time, which no stage reaches before every bundle upstream of it has
+// committed), each instance reads the topic to its end and returns those
+// metrics in its PipelineResult, so every instance reports the job's
+// metrics, as a single-process runner does.
+
+// MetricsTopic is application applicationID's metrics topic,
+// "<application_id>-metrics", one partition. Key: the stage name; value: a
+// Beam fnexecution_v1.ProcessBundleResponse holding only the bundle's
+// aggregated monitoring infos.
+func MetricsTopic(applicationID string) string { return applicationID + "-metrics" }
+
+// metricsRecord returns the metrics-topic record of one bundle of stage
+// stageName, or false if none of infos is aggregated (committedMetrics.add).
+func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (stage.Record, bool) {
+	var keep []*pipepb.MonitoringInfo
+	for _, mi := range infos {
+		if _, ok := aggregated[mi.GetUrn()]; ok {
+			keep = append(keep, mi)
+		}
+	}
+	if len(keep) == 0 {
+		return stage.Record{}, false
+	}
+	v, err := proto.Marshal(&fnpb.ProcessBundleResponse{MonitoringInfos: keep})
+	if err != nil {
+		return stage.Record{}, false // cannot happen for well-formed infos
+	}
+	return stage.Record{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}, true
+}
+
+// readApplicationMetrics reads the metrics topic read_committed from its
+// beginning to its log end offset as it was when the read began
+// (stage/logend) and merges every record's infos. A record that does not
+// decode is skipped, counted in skipped and logged with its offset. Errors
+// name the topic.
+func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string) (m *committedMetrics, records, skipped int, err error) {
+	cc := clientConfig(bootstrap, props)
+	cc["group.id"] = topic + "-reader" // never joined: Assign, no commits
+	cc["enable.auto.commit"] = false
+	cc["isolation.level"] = "read_committed"
+	cc["enable.partition.eof"] = true
+	cc["fetch.wait.max.ms"] = 20 // the EOF comes with a fetch that returns no records
+	c, err := kafka.NewConsumer(&cc)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
+	}
+	defer c.Close()
+	m = newCommittedMetrics()
+	ends, err := logend.Ends(ctx, c, topic, []int32{0})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
+	}
+	if ends[0] == 0 {
+		return m, 0, 0, nil
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, records, skipped, fmt.Errorf("kafkastreams: reading metrics topic %s: %w", topic, err)
+		}
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			var r fnpb.ProcessBundleResponse
+			if err := proto.Unmarshal(e.Value, &r); err != nil {
+				skipped++
+				log.Warn("kafkastreams: skipped an undecodable record of the metrics topic", "topic", topic, "offset", int64(e.TopicPartition.Offset), "err", err)
+				continue
+			}
+			m.add(r.GetMonitoringInfos())
+			records++
+		case kafka.PartitionEOF:
+			if logend.Reached(e, ends[0]) {
+				return m, records, skipped, nil
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, records, skipped, fmt.Errorf("kafkastreams: reading metrics topic %s: %w", topic, e)
+			}
+		}
+	}
+}
+
+// applicationMetricsTimeout bounds the read of the metrics topic at the end
+// of a job.
+const applicationMetricsTimeout = 2 * time.Minute
