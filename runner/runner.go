@@ -236,6 +236,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	}
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
+	var cfgs []stage.Config
 	for _, s := range pl.Stages {
 		cfg := stage.Config{
 			BootstrapServers: bootstrap,
@@ -318,14 +319,32 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			set.Register(srv)
 			cfg.SideInputs = set
 		}
-		l, err := stage.New(ctx, cfg)
-		if err != nil {
-			for _, l := range loops {
+		cfgs = append(cfgs, cfg)
+	}
+	// The loops start together: each one's clients connect and its
+	// InitTransactions waits on the transaction coordinator, a round trip or
+	// several per stage that need not queue behind the other stages'.
+	created := make([]*stage.Loop, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var cwg sync.WaitGroup
+	for i, cfg := range cfgs {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			created[i], errs[i] = stage.New(ctx, cfg)
+		}()
+	}
+	cwg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, l := range created {
+			if l != nil {
 				l.Close()
 			}
-			return nil, err
 		}
-		loops[s.Name] = l
+		return nil, err
+	}
+	for i, cfg := range cfgs {
+		loops[cfg.Stage.Name] = created[i]
 	}
 
 	errc := make(chan error, len(loops))
