@@ -60,52 +60,28 @@ func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (sta
 // decode is skipped, counted in skipped and logged with its offset. Errors
 // name the topic.
 func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string) (m *committedMetrics, records, skipped int, err error) {
-	cc := clientConfig(bootstrap, props)
-	cc["group.id"] = topic + "-reader" // never joined: Assign, no commits
-	cc["enable.auto.commit"] = false
-	cc["isolation.level"] = "read_committed"
-	cc["enable.partition.eof"] = true
-	cc["fetch.wait.max.ms"] = 20 // the EOF comes with a fetch that returns no records
+	cc := logend.Config(clientConfig(bootstrap, props), topic+"-reader")
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
 	}
 	defer c.Close()
 	m = newCommittedMetrics()
-	ends, err := logend.Ends(ctx, c, topic, []int32{0})
+	_, err = logend.Read(ctx, c, topic, 0, func(e *kafka.Message) error {
+		var r fnpb.ProcessBundleResponse
+		if err := proto.Unmarshal(e.Value, &r); err != nil {
+			skipped++
+			log.Warn("kafkastreams: skipped an undecodable record of the metrics topic", "topic", topic, "offset", int64(e.TopicPartition.Offset), "err", err)
+			return nil
+		}
+		m.add(r.GetMonitoringInfos())
+		records++
+		return nil
+	})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
+		return nil, records, skipped, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
 	}
-	if ends[0] == 0 {
-		return m, 0, 0, nil
-	}
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
-		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, records, skipped, fmt.Errorf("kafkastreams: reading metrics topic %s: %w", topic, err)
-		}
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			var r fnpb.ProcessBundleResponse
-			if err := proto.Unmarshal(e.Value, &r); err != nil {
-				skipped++
-				log.Warn("kafkastreams: skipped an undecodable record of the metrics topic", "topic", topic, "offset", int64(e.TopicPartition.Offset), "err", err)
-				continue
-			}
-			m.add(r.GetMonitoringInfos())
-			records++
-		case kafka.PartitionEOF:
-			if logend.Reached(e, ends[0]) {
-				return m, records, skipped, nil
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return nil, records, skipped, fmt.Errorf("kafkastreams: reading metrics topic %s: %w", topic, e)
-			}
-		}
-	}
+	return m, records, skipped, nil
 }
 
 // applicationMetricsTimeout bounds the read of the metrics topic at the end

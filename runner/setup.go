@@ -189,52 +189,23 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 // moment ago, whose commit marker is not written yet, is waited for rather
 // than read as absent.
 func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string) (*plan.Plan, error) {
-	cc := clientConfig(bootstrap, props)
-	cc["group.id"] = appID + "-plan-reader" // never joined: Assign, no commits
-	cc["enable.auto.commit"] = false
-	cc["isolation.level"] = "read_committed"
-	cc["enable.partition.eof"] = true
-	cc["fetch.wait.max.ms"] = 20 // the EOF comes with a fetch that returns no records: do not wait 500 ms for it
+	cc := logend.Config(clientConfig(bootstrap, props), appID+"-plan-reader")
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	topic := PlanTopic(appID)
-	ends, err := logend.Ends(ctx, c, topic, []int32{0})
-	if err != nil {
-		return nil, err
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last []byte
+	if _, err := logend.Read(rctx, c, PlanTopic(appID), 0, func(m *kafka.Message) error {
+		last = m.Value
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("kafkastreams: reading plan topic %s: %w", PlanTopic(appID), err)
 	}
-	if ends[0] == 0 {
+	if last == nil {
 		return nil, nil
 	}
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
-		return nil, err
-	}
-	var last []byte
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("kafkastreams: reading plan topic %s: no end of partition after 30s", topic)
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		switch e := c.Poll(200).(type) {
-		case *kafka.Message:
-			last = e.Value
-		case kafka.PartitionEOF:
-			if !logend.Reached(e, ends[0]) {
-				continue
-			}
-			if last == nil {
-				return nil, nil
-			}
-			return plan.Decode(last)
-		case kafka.Error:
-			if e.IsFatal() {
-				return nil, fmt.Errorf("kafkastreams: reading plan topic %s: %w", topic, e)
-			}
-		}
-	}
+	return plan.Decode(last)
 }

@@ -111,3 +111,66 @@ func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions
 func Reached(eof kafka.PartitionEOF, end int64) bool {
 	return int64(eof.Offset) >= end
 }
+
+// Config returns base (the caller's client properties) with what Read
+// needs of a consumer: isolation.level read_committed, partition EOF
+// events, no offset commits, group.id group (librdkafka wants one; Read
+// never joins it), and fetch.wait.max.ms 20, since the EOF comes with a
+// fetch that returns no records and the broker would hold that fetch the
+// default 500 ms.
+func Config(base kafka.ConfigMap, group string) kafka.ConfigMap {
+	cm := kafka.ConfigMap{}
+	for k, v := range base {
+		cm[k] = v
+	}
+	cm["group.id"] = group
+	cm["enable.auto.commit"] = false
+	cm["isolation.level"] = "read_committed"
+	cm["enable.partition.eof"] = true
+	cm["fetch.wait.max.ms"] = 20
+	return cm
+}
+
+// Read reads partition p of topic from its beginning to its log end offset
+// when Read began (Ends, Reached), calling each for every committed record
+// in offset order, and returns how many it read. An error of each stops
+// the read and is returned as is; other errors name the topic and
+// partition. c must be made with Config and not be assigned anything yet;
+// Read assigns it p.
+func Read(ctx context.Context, c *kafka.Consumer, topic string, p int32, each func(*kafka.Message) error) (int, error) {
+	ends, err := Ends(ctx, c, topic, []int32{p})
+	if err != nil {
+		return 0, err
+	}
+	end := ends[p]
+	if end == 0 {
+		return 0, nil
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: kafka.OffsetBeginning}}); err != nil {
+		return 0, fmt.Errorf("logend: assign %s[%d]: %w", topic, p, err)
+	}
+	n := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, err)
+		}
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, e.TopicPartition.Error)
+			}
+			n++
+			if err := each(e); err != nil {
+				return n, err
+			}
+		case kafka.PartitionEOF:
+			if e.Partition == p && Reached(e, end) {
+				return n, nil
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, e)
+			}
+		}
+	}
+}

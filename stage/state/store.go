@@ -145,33 +145,17 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 // and stopping there would restore a store one commit behind the offsets
 // committed with it.
 func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, err error) {
-	cm := kafka.ConfigMap{}
+	base := kafka.ConfigMap{}
 	for k, v := range m.opts.Properties {
-		cm[k] = v
+		base[k] = v
 	}
-	cm["bootstrap.servers"] = m.opts.BootstrapServers
-	cm["group.id"] = m.opts.Topic + "-restore" // required by librdkafka; never joined
-	cm["enable.auto.commit"] = false
-	cm["isolation.level"] = "read_committed"
-	cm["enable.partition.eof"] = true
-	cm["fetch.wait.max.ms"] = 20 // the EOF comes with the fetch after the last records: do not wait 500 ms for it
+	base["bootstrap.servers"] = m.opts.BootstrapServers
+	cm := logend.Config(base, m.opts.Topic+"-restore")
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = c.Close() }()
-	topic := m.opts.Topic
-	ends, err := logend.Ends(ctx, c, topic, []int32{t.p})
-	if err != nil {
-		return 0, 0, err
-	}
-	end := ends[t.p]
-	if end == 0 {
-		return 0, 0, nil
-	}
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: t.p, Offset: kafka.OffsetBeginning}}); err != nil {
-		return 0, 0, err
-	}
 	b := t.db.NewBatch()
 	defer func() { _ = b.Close() }()
 	flush := func() error {
@@ -185,40 +169,26 @@ func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, er
 		b = t.db.NewBatch()
 		return nil
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return records, size, err
+	n, err := logend.Read(ctx, c, m.opts.Topic, t.p, func(e *kafka.Message) error {
+		size += int64(len(e.Key) + len(e.Value))
+		var err error
+		if e.Value == nil {
+			err = b.Delete(e.Key, nil)
+		} else {
+			err = b.Set(e.Key, e.Value, nil)
 		}
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				return records, size, e.TopicPartition.Error
-			}
-			records++
-			size += int64(len(e.Key) + len(e.Value))
-			if e.Value == nil {
-				err = b.Delete(e.Key, nil)
-			} else {
-				err = b.Set(e.Key, e.Value, nil)
-			}
-			if err != nil {
-				return records, size, err
-			}
-			if b.Len() > 4<<20 {
-				if err := flush(); err != nil {
-					return records, size, err
-				}
-			}
-		case kafka.PartitionEOF:
-			if e.Partition == t.p && logend.Reached(e, end) {
-				return records, size, flush()
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return records, size, e
-			}
+		if err != nil {
+			return err
 		}
+		if b.Len() > 4<<20 {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return int64(n), size, err
 	}
+	return int64(n), size, flush()
 }
 
 // Drop closes task p's store and removes its directory (on revocation).
