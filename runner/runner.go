@@ -21,6 +21,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
@@ -74,6 +75,23 @@ func (r *Result) recordsIn() uint64 {
 		n += st.RecordsIn
 	}
 	return n
+}
+
+// unreachable reports whether err says the brokers could not be reached
+// (rather than that they answered with an error).
+func unreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke.Code() {
+	case kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrTimedOut, kafka.ErrTimedOutQueue, kafka.ErrResolve:
+		return true
+	}
+	return false
 }
 
 // JobID is the application id.
@@ -172,7 +190,10 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		}
 	}
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
-		return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+		if unreachable(err) {
+			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+		}
+		return nil, fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
 	}
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {

@@ -84,19 +84,37 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	if len(existing) == 0 {
 		return nil
 	}
-	md, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(existing))
-	if err != nil {
-		return fmt.Errorf("kafkastreams: describe topics: %w", err)
-	}
-	for _, d := range md.TopicDescriptions {
-		if d.Error.Code() != kafka.ErrNoError {
-			return fmt.Errorf("kafkastreams: describe topic %s: %w", d.Name, d.Error)
+	// A topic another instance created a moment ago (CreateTopics said it
+	// exists) may not be in the metadata the describe is answered from yet
+	// (UNKNOWN_TOPIC_OR_PARTITION): ask again until cctx ends. Seen when
+	// copies start together (1 start in 75 under load).
+	for {
+		md, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(existing))
+		if err != nil {
+			return fmt.Errorf("kafkastreams: describe topics: %w", err)
 		}
-		if int32(len(d.Partitions)) != want[d.Name] {
-			return fmt.Errorf("kafkastreams: topic %s exists with %d partitions, the plan needs %d: delete it or use another --application_id", d.Name, len(d.Partitions), want[d.Name])
+		unknown := ""
+		for _, d := range md.TopicDescriptions {
+			if d.Error.Code() == kafka.ErrUnknownTopicOrPart {
+				unknown = d.Name
+				continue
+			}
+			if d.Error.Code() != kafka.ErrNoError {
+				return fmt.Errorf("kafkastreams: describe topic %s: %w", d.Name, d.Error)
+			}
+			if int32(len(d.Partitions)) != want[d.Name] {
+				return fmt.Errorf("kafkastreams: topic %s exists with %d partitions, the plan needs %d: delete it or use another --application_id", d.Name, len(d.Partitions), want[d.Name])
+			}
+		}
+		if unknown == "" {
+			return nil
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("kafkastreams: topic %s exists (CreateTopics says) but is still unknown to the broker's metadata: %w", unknown, cctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // recordPlan makes the plan the application's plan, or checks it against the
