@@ -18,7 +18,7 @@ INTEGRATION_TIMEOUT ?= 30m
 # INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
 INTEGRATION_RUN     ?=
 
-.PHONY: all test unit integration bench kafka-jars kafka-image proto proto-check run run-prism vet fmt-check lint clean
+.PHONY: all test unit integration bench chaos kafka-jars kafka-image proto proto-check run run-prism vet fmt-check lint clean
 
 all: test
 
@@ -47,6 +47,16 @@ integration: kafka-jars
 	    echo; echo "make: integration tests FAILED; the failures (details in .cache/integration.log):"; \
 	    grep -a -E -v 'level=INFO|^time=|^%[0-9]' .cache/integration.log | grep -a -E -B12 '^\s*--- FAIL' | head -120; exit $$status; \
 	  fi
+
+## chaos: SIGKILL random instances of a stateless and a GroupByKey job again
+## and again (2-3 running, 4-6 kills, each replaced), then check every element
+## and pane once and every survivor's counters. Several minutes; not part of
+## `make test`. CHAOS_COUNT=N repeats it; the seed is logged
+## (KAFKASTREAMS_CHAOS_SEED replays a schedule).
+CHAOS_COUNT ?= 1
+chaos: kafka-jars
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
+	KAFKASTREAMS_CHAOS=1 $(GO) test -count=$(CHAOS_COUNT) -run '^TestChaos$$' -v -timeout 60m ./integration/ 2>&1 | grep -v -E '^(kafkaenv|time=|[0-9]{4}/)'
 
 ## bench: this runner's stateless stage against a plain transactional copy
 ## loop, and a GroupByKey stage (100 000 keys, 1 M values) against the

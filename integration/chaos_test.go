@@ -1,0 +1,363 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// This file is a chaos test of the runner's promise: any number of copies
+// of the program share the job, and SIGKILL of any copy at any moment loses
+// and duplicates nothing. It is slow (minutes) and so runs only on demand:
+//
+//	make chaos   (or: KAFKASTREAMS_CHAOS=1 go test ./integration/ -run TestChaos -v -timeout 60m)
+//
+// Optional: KAFKASTREAMS_CHAOS_SEED=<seed> replays a run's schedule (the
+// random choices; the timing of a loaded machine differs),
+// KAFKASTREAMS_CHAOS_KILLS=<n> sets the kill count, and
+// KAFKASTREAMS_CHILD_LOG_DIR=<dir> keeps every instance's log.
+
+const envChaos = "KAFKASTREAMS_CHAOS"
+
+// chaosRuns counts runChaos calls, so that under -count=N every run's
+// instances have their own numbers (and KAFKASTREAMS_CHILD_LOG_DIR files).
+var chaosRuns int
+
+// chaosPipeline is one child pipeline under chaos.
+type chaosPipeline struct {
+	name    string // the child pipeline (runChild)
+	n, slow int
+	// check checks the output topic; counters checks one surviving
+	// instance's result.
+	check    func(t *testing.T, ctx context.Context, app string)
+	counters func(r childResult) error
+}
+
+// chaosChild is one instance of a chaos run.
+type chaosChild struct {
+	*child
+	idx     int
+	started time.Time
+	killed  bool
+	done    chan struct{} // closed when the process has exited
+	err     error         // cmd.Wait's
+}
+
+func (c *chaosChild) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// TestChaos runs each child pipeline with 2 or 3 instances and SIGKILLs a
+// random running instance several times, 1-6 s apart, each time starting a
+// replacement; then it lets the job finish and checks the output (each
+// element, or each expected pane, exactly once, read_committed) and every
+// surviving instance's result (no error; the application's counters equal
+// the element count).
+func TestChaos(t *testing.T) {
+	if os.Getenv(envChaos) != "1" {
+		t.Skipf("chaos test: slow (minutes); run it with make chaos, or %s=1 go test ./integration/ -run TestChaos -v -timeout 60m (KAFKASTREAMS_CHAOS_SEED=<seed> replays a schedule)", envChaos)
+	}
+	b := needBroker(t)
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("KAFKASTREAMS_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KAFKASTREAMS_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("chaos seed %d (replay with KAFKASTREAMS_CHAOS_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewSource(seed))
+
+	pipelines := []chaosPipeline{
+		{
+			// 40 000 elements, 1 ms per element every 100 in the last
+			// ParDo: ~40 s of work to kill in, shared by the instances.
+			name: "exactly-once", n: 40_000, slow: 1000,
+			check: func(t *testing.T, ctx context.Context, app string) {
+				checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), 40_000)
+			},
+			counters: func(r childResult) error {
+				if !r.ApplicationMetrics || r.Counters["tagged"] != 40_000 || r.Counters["finished"] != 40_000 {
+					return fmt.Errorf("counters tagged=%d finished=%d (application's: %v), want the application's, %d each",
+						r.Counters["tagged"], r.Counters["finished"], r.ApplicationMetrics, 40_000)
+				}
+				return nil
+			},
+		},
+		{
+			// 20 000 elements, 2 ms each before the GroupByKey: ~40 s.
+			name: "gbk", n: 20_000, slow: 2000,
+			check: func(t *testing.T, ctx context.Context, app string) {
+				checkPanes(t, outputStringsByName(t, ctx, b, app, "Reshuffle_1"), gbkExpected(20_000))
+			},
+			counters: func(r childResult) error {
+				if !r.ApplicationMetrics {
+					return fmt.Errorf("no application metrics")
+				}
+				return nil
+			},
+		},
+	}
+	for _, p := range pipelines {
+		// Each subtest its own RNG from the seed, so that one subtest's
+		// schedule does not depend on the other's.
+		sub := rng.Int63()
+		t.Run(p.name, func(t *testing.T) { runChaos(t, p, sub) })
+	}
+}
+
+func runChaos(t *testing.T, p chaosPipeline, seed int64) {
+	b := needBroker(t)
+	rng := rand.New(rand.NewSource(seed))
+	chaosRuns++
+	base := chaosRuns * 100 // instance numbers of this run: base, base+1, …
+	kills := 4 + rng.Intn(3) // 4-6
+	if s := os.Getenv("KAFKASTREAMS_CHAOS_KILLS"); s != "" {
+		kills, _ = strconv.Atoi(s)
+	}
+	initial := 2 + rng.Intn(2) // 2-3 instances
+	t.Logf("%s: seed %d, %d elements, %d instances, %d kills planned", p.name, seed, p.n, initial, kills)
+	app := uniqueName(t, "app")
+	start := time.Now()
+	since := func() string { return time.Since(start).Round(time.Millisecond).String() }
+
+	var (
+		mu       sync.Mutex
+		children []*chaosChild
+	)
+	startOne := func() *chaosChild {
+		mu.Lock()
+		idx := base + len(children)
+		mu.Unlock()
+		c := &chaosChild{child: startPipelineChild(t, b, p.name, app, p.n, p.slow, idx), idx: idx, started: time.Now(), done: make(chan struct{})}
+		go func() { c.err = c.cmd.Wait(); close(c.done) }()
+		mu.Lock()
+		children = append(children, c)
+		mu.Unlock()
+		t.Logf("%s: started instance %d (pid %d)", since(), idx, c.cmd.Process.Pid)
+		return c
+	}
+	// Whatever happens, no child outlives the test.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range children {
+			if c.running() {
+				_ = c.cmd.Process.Signal(syscall.SIGKILL)
+				<-c.done
+			}
+		}
+	})
+	for i := 0; i < initial; i++ {
+		startOne()
+	}
+	t.Logf("instances are numbered from %d (log files <test>-<number>.log)", base)
+	// The first kill counts from the moment an instance has its slot (its
+	// loops are about to start), not from a slow start-up. An instance
+	// that exits by itself meanwhile is a failure the checks at the end
+	// report (it is no survivor: its result must be the job's).
+	slotDeadline := time.Now().Add(2 * time.Minute)
+	exitedEarly := map[int]bool{}
+	for first := -1; first < 0; {
+		alive := 0
+		for _, c := range children {
+			if strings.Contains(c.log.String(), "kafkastreams: instance slot") {
+				first = c.idx
+				break
+			}
+			if c.running() {
+				alive++
+			} else if !exitedEarly[c.idx] {
+				exitedEarly[c.idx] = true
+				t.Errorf("%s: instance %d exited before taking an instance slot (%v):\n%s", since(), c.idx, c.err, tail(c.log.String(), 2000))
+			}
+		}
+		switch {
+		case first >= 0:
+			t.Logf("%s: instance %d has its slot", since(), first)
+		case alive == 0:
+			t.Fatalf("every instance exited before taking an instance slot")
+		case time.Now().After(slotDeadline):
+			t.Fatalf("no instance took an instance slot within 2 minutes")
+		default:
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	var schedule []string
+	done := 0
+	for k := 0; k < kills; k++ {
+		wait := time.Duration(1000+rng.Intn(5001)) * time.Millisecond // 1-6 s
+		time.Sleep(wait)
+		var live []*chaosChild
+		for _, c := range children {
+			if c.running() {
+				live = append(live, c)
+			}
+		}
+		if len(live) == 0 {
+			t.Logf("%s: kill %d: no instance runs any more (the job is done): %d of %d kills done", since(), k+1, done, kills)
+			break
+		}
+		// Draw the victim and the replacement's delay even when a
+		// finished instance leaves fewer to choose from, so the schedule
+		// stays the seed's.
+		pick := rng.Intn(3)
+		delay := time.Duration(rng.Intn(1500)) * time.Millisecond
+		v := live[pick%len(live)]
+		if err := v.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Logf("%s: kill %d: instance %d: %v (it had exited)", since(), k+1, v.idx, err)
+		}
+		<-v.done
+		v.killed = true
+		done++
+		slot := "before taking an instance slot"
+		if strings.Contains(v.log.String(), "kafkastreams: instance slot") {
+			slot = "with its slot"
+		}
+		line := fmt.Sprintf("kill %d at %s (+%v): instance %d (pid %d, up %v, %s, %d lines of log)",
+			k+1, since(), wait, v.idx, v.cmd.Process.Pid, time.Since(v.started).Round(time.Millisecond), slot, strings.Count(v.log.String(), "\n"))
+		schedule = append(schedule, line)
+		t.Log(line)
+		time.Sleep(delay)
+		startOne()
+	}
+	t.Logf("%s: %d kills done; waiting for the job to finish", since(), done)
+
+	deadline := time.After(10 * time.Minute)
+	for _, c := range children {
+		if c.killed {
+			continue
+		}
+		select {
+		case <-c.done:
+		case <-deadline:
+			for _, c := range children {
+				if c.running() {
+					t.Logf("instance %d still runs; its log's tail:\n%s", c.idx, tail(c.log.String(), 3000))
+				}
+			}
+			logChaosSummary(t, children)
+			t.Fatalf("the job did not finish within 10 minutes of the last kill (seed %d)", seed)
+		}
+	}
+	wall := time.Since(start)
+	logChaosSummary(t, children)
+	survivors := 0
+	for _, c := range children {
+		if c.killed {
+			continue
+		}
+		survivors++
+		r := c.result(t)
+		if r.Err != "" {
+			t.Errorf("instance %d failed: %s\n%s", c.idx, r.Err, tail(c.log.String(), 4000))
+			continue
+		}
+		t.Logf("instance %d: %.1fs, counters %v (application's: %v), elements in %v", c.idx, r.Seconds, r.Counters, r.ApplicationMetrics, r.ElementsIn)
+		if err := p.counters(r); err != nil {
+			t.Errorf("instance %d: %v", c.idx, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p.check(t, ctx, app)
+	t.Logf("%s: %d elements, %d instances started (%d initially), %d kills, %d survivors: %.1fs; schedule (seed %d):\n  %s",
+		p.name, p.n, len(children), initial, done, survivors, wall.Seconds(), seed, strings.Join(schedule, "\n  "))
+	if t.Failed() {
+		t.Logf("FAILED with seed %d", seed)
+	}
+}
+
+// chaosLogRe finds the log lines worth a look after a chaos run.
+// (The plan producer's fencing at start-up is the expected loser of the
+// race to record the plan; the slot take-over line says "aborted" too.)
+var (
+	chaosLogRe  = regexp.MustCompile(`level=(ERROR|WARN)|\|(FATAL|TXNERR|ERROR)\||(?i)fenced|transaction aborted|waited for stable`)
+	chaosSkipRe = regexp.MustCompile(`instance slot taken over|StructWrapper|CONFWARN`)
+)
+
+// logChaosSummary logs, per instance, the counts of the notable log lines
+// and the distinct ERROR and WARN messages.
+func logChaosSummary(t *testing.T, cs []*chaosChild) {
+	t.Helper()
+	for _, c := range cs {
+		counts := map[string]int{}
+		for _, line := range strings.Split(c.log.String(), "\n") {
+			if !chaosLogRe.MatchString(line) || chaosSkipRe.MatchString(line) {
+				continue
+			}
+			msg := line
+			if i := strings.Index(line, "msg="); i >= 0 {
+				msg = line[i:]
+				if j := strings.Index(msg, " err="); j >= 0 {
+					msg = msg[:j+min(len(msg)-j, 200)]
+				}
+			}
+			if len(msg) > 300 {
+				msg = msg[:300]
+			}
+			counts[msg]++
+		}
+		state := "survived"
+		if c.killed {
+			state = "killed"
+		} else if c.err != nil {
+			state = "exited: " + c.err.Error()
+		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var sb strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&sb, "\n    %dx %s", counts[k], k)
+		}
+		t.Logf("instance %d (%s):%s", c.idx, state, sb.String())
+	}
+}
+
+// checkPanes fails unless got holds exactly the panes of want, each once.
+func checkPanes(t *testing.T, got, want map[string]int) {
+	t.Helper()
+	dup, missing, extra := 0, 0, 0
+	for k, c := range got {
+		if c > 1 {
+			dup++
+		}
+		if want[k] == 0 {
+			extra++
+		}
+	}
+	for k := range want {
+		if got[k] == 0 {
+			missing++
+		}
+	}
+	if dup+missing+extra > 0 {
+		var ex []string
+		for k := range got {
+			if want[k] == 0 && len(ex) < 5 {
+				ex = append(ex, k)
+			}
+		}
+		t.Fatalf("panes: %d distinct, want %d: %d twice, %d missing, %d not expected (e.g. %v)", len(got), len(want), dup, missing, extra, ex)
+	}
+	t.Logf("%d panes, each exactly once, equal to the uninterrupted result", len(want))
+}
