@@ -125,7 +125,7 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	b := needBroker(t)
 	rng := rand.New(rand.NewSource(seed))
 	chaosRuns++
-	base := chaosRuns * 100 // instance numbers of this run: base, base+1, …
+	base := chaosRuns * 100  // instance numbers of this run: base, base+1, …
 	kills := 4 + rng.Intn(3) // 4-6
 	if s := os.Getenv("KAFKASTREAMS_CHAOS_KILLS"); s != "" {
 		kills, _ = strconv.Atoi(s)
