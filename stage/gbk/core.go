@@ -723,22 +723,31 @@ func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.
 
 // gc deletes e's values and meta.
 func (c *Core) gc(e *entry) error {
-	var del [][]byte
 	if e.m.Total > 0 {
-		if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, _ []byte) error {
-			del = append(del, append([]byte{}, k...))
-			return nil
-		}); err != nil {
+		if err := c.deleteValues(e); err != nil {
 			return err
 		}
+	}
+	c.unindex(e)
+	return c.st.Delete(metaKey(e.win, e.key))
+}
+
+// deleteValues deletes every stored value of e (its value prefix); e's
+// meta is the caller's.
+func (c *Core) deleteValues(e *entry) error {
+	var del [][]byte
+	if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, _ []byte) error {
+		del = append(del, append([]byte{}, k...))
+		return nil
+	}); err != nil {
+		return err
 	}
 	for _, k := range del {
 		if err := c.st.Delete(k); err != nil {
 			return err
 		}
 	}
-	c.unindex(e)
-	return c.st.Delete(metaKey(e.win, e.key))
+	return nil
 }
 
 // MemStore is an in-memory Store (tests, and the reference for state.Task).

@@ -121,17 +121,8 @@ func (c *Core) timing(e *entry, ctx triggerCtx) typex.PaneTiming {
 // dropValues deletes e's stored values (a closed window keeps only its
 // meta, to drop later values, until it expires).
 func (c *Core) dropValues(e *entry) error {
-	var del [][]byte
-	if err := c.st.Scan(valuePrefix(e.m.SW, e.key), func(k, _ []byte) error {
-		del = append(del, append([]byte{}, k...))
-		return nil
-	}); err != nil {
+	if err := c.deleteValues(e); err != nil {
 		return err
-	}
-	for _, k := range del {
-		if err := c.st.Delete(k); err != nil {
-			return err
-		}
 	}
 	e.m.Pending, e.m.Total = 0, 0
 	e.m.MinTs, e.m.MaxTs = mtime.MaxTimestamp, mtime.MinTimestamp
