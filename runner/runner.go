@@ -374,6 +374,13 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if upstreamsFirst(parent) {
+				if err := waitUpstreamsDone(ctx, wm.Tracker, pl.Stage(name)); err != nil {
+					l.Close()
+					return
+				}
+				log.Info("kafkastreams: every upstream stage reached the end of time: starting the stage (WithUpstreamsFirst)", "stage", name)
+			}
 			if err := l.Run(ctx); err != nil {
 				errc <- fmt.Errorf("kafkastreams: stage %s: %w", name, err)
 			}
