@@ -134,10 +134,14 @@ func BenchmarkStatelessStage(b *testing.B) {
 	b.ResetTimer()
 
 	// This runner's stage.
+	spec, err := runner.LoopSpec(pl, st)
+	if err != nil {
+		b.Fatal(err)
+	}
 	loop, err := stage.New(ctx, stage.Config{
-		BootstrapServers: bs, Plan: pl, Stage: st, ReportTopic: report, InstanceID: "bench",
-		Process: func(ctx context.Context, elements [][]byte) (*stage.Bundle, error) {
-			r, err := srv.ProcessBundle(ctx, st.Name, map[string][][]byte{fs.Source: elements})
+		BootstrapServers: bs, Spec: spec, Head: &stage.Passthrough{}, ReportTopic: report, InstanceID: "bench",
+		Process: func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
+			r, err := srv.ProcessBundle(ctx, st.Name, map[string][][]byte{fs.Source: w.Elements})
 			if err != nil {
 				return nil, err
 			}

@@ -58,7 +58,7 @@ func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSp
 func changelogTopics(pl *plan.Plan) map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range pl.Stages {
-		if s.Head == plan.HeadGroupByKey || s.Head == plan.HeadStateful {
+		if s.Head.Keyed() {
 			out[state.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
 		}
 	}
@@ -69,21 +69,15 @@ func changelogTopics(pl *plan.Plan) map[string]int32 {
 // PCollection written to a GroupByKey stage's topic, the function cutting
 // the key bytes out of its wire elements.
 func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]func([]byte) ([]byte, error), error) {
-	gbkTopics := map[string]bool{}
-	for _, o := range pl.Stages {
-		if o.Head == plan.HeadGroupByKey || o.Head == plan.HeadStateful {
-			gbkTopics[o.InputTopic] = true // keyed topics
-		}
-	}
 	out := map[string]func([]byte) ([]byte, error){}
 	for _, o := range s.Outputs {
 		for _, t := range o.Topics {
-			if !gbkTopics[t] {
+			if c := pl.Consumer(t); c == nil || !c.Head.Keyed() {
 				continue
 			}
 			w, err := fnapi.NewKVWire(comps, o.PCollection, false)
 			if err != nil {
-				return nil, fmt.Errorf("kafkastreams: stage %s output %s to GroupByKey topic %s: %w", s.Name, o.PCollection, t, err)
+				return nil, fmt.Errorf("kafkastreams: stage %s output %s to keyed topic %s: %w", s.Name, o.PCollection, t, err)
 			}
 			out[o.PCollection] = w.KeyOf
 		}

@@ -29,7 +29,6 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
-	"github.com/kafkastreams/kafkastreams/stage/userstate"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -259,11 +258,14 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
 	for _, s := range pl.Stages {
+		spec, err := LoopSpec(pl, s)
+		if err != nil {
+			return nil, err
+		}
 		cfg := stage.Config{
 			BootstrapServers: bootstrap,
 			Properties:       props,
-			Plan:             pl,
-			Stage:            s,
+			Spec:             spec,
 			ReportTopic:      service.ReportTopic(pl.ApplicationID),
 			InstanceID:       inst.ID,
 			CommitInterval:   *CommitInterval,
@@ -279,16 +281,16 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
-			var sh *userstate.Head
 			if s.Head == plan.HeadStateful {
-				if sh, err = newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log); err != nil {
+				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log)
+				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
 				defer sh.Close()
 				srv.RegisterUserState(s.HeadTransform, sh)
 				cfg.Head = sh
 			}
-			cfg.Process = processFunc(srv, s, fs, committed, MetricsTopic(pl.ApplicationID), sh)
+			cfg.Process = processFunc(srv, s, fs, committed, MetricsTopic(pl.ApplicationID))
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -303,7 +305,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			if err := enc.Encode(&exec.FullValue{Elm: []byte{}, Timestamp: mtime.MinTimestamp, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf); err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: encode impulse: %w", s.Name, err)
 			}
-			cfg.ImpulseElement = buf.Bytes()
+			cfg.Head = &stage.Passthrough{Impulse: buf.Bytes()}
 		}
 		if cfg.KeyOf, err = keyOf(pipe.GetComponents(), pl, s); err != nil {
 			return nil, err
@@ -330,6 +332,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				Help:        "Elements behind the watermark by more than the allowed lateness, dropped by the stage's GroupByKey (Beam: droppedDueToLateness).",
 				ConstLabels: prometheus.Labels{"stage": s.Name},
 			}, func() float64 { return float64(h.Dropped()) }))
+		}
+		if cfg.Head == nil {
+			cfg.Head = &stage.Passthrough{}
 		}
 		if len(s.SideInputs) > 0 {
 			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
@@ -365,7 +370,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		return nil, err
 	}
 	for i, cfg := range cfgs {
-		loops[cfg.Stage.Name] = created[i]
+		loops[cfg.Spec.Name] = created[i]
 	}
 
 	errc := make(chan error, len(loops))
@@ -419,28 +424,16 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	return res, nil
 }
 
-// processFunc runs bundles of stage name on the in-process harness. A bundle
-// that returns residuals (a splittable DoFn checkpointed) fails: resuming them
-// is not supported yet, and dropping them would lose data. When the head's
-// output PCollection also leaves the stage (it feeds a fused ParDo and a
-// GroupByKey, say), the bundle's input elements are that output as they are.
-// A stateful stage's head (sh, nil for other stages) runs the attempt's
-// bundles itself: the elements with its fired timers, then the timers they
-// set that are already due (userstate.Head.Run); their outputs are
-// concatenated in order.
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, metricsTopic string, sh *userstate.Head) stage.ProcessFunc {
+// processFunc runs bundles of stage name on the in-process harness: the
+// work's elements to the descriptor's data source, its timers to their
+// families. A bundle that returns residuals (a splittable DoFn
+// checkpointed) fails: resuming them is not supported yet, and dropping
+// them would lose data. When the head's output PCollection also leaves the
+// stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
+// elements are that output as they are. The bundle's timers go back to the
+// head through the step (stage.Head.Results).
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, metricsTopic string) stage.ProcessFunc {
 	name := st.Name
-	runBundles := func(ctx context.Context, elements [][]byte) ([]*fnapi.Result, error) {
-		r, err := srv.ProcessBundle(ctx, name, map[string][][]byte{fs.Source: elements})
-		return []*fnapi.Result{r}, err
-	}
-	if sh != nil {
-		runBundles = func(ctx context.Context, elements [][]byte) ([]*fnapi.Result, error) {
-			return sh.Run(ctx, elements, func(ctx context.Context, elements [][]byte, timers map[fnapi.TimerFamilyID][][]byte) (*fnapi.Result, error) {
-				return srv.RunBundle(ctx, name, map[string][][]byte{fs.Source: elements}, timers)
-			})
-		}
-	}
 	headOut := false
 	for _, o := range st.Outputs {
 		headOut = headOut || o.PCollection == st.HeadOutput
@@ -449,28 +442,25 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 	for pc, sink := range fs.Sinks {
 		bySink[sink] = pc
 	}
-	return func(ctx context.Context, elements [][]byte) (*stage.Bundle, error) {
-		rs, err := runBundles(ctx, elements)
+	return func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
+		r, err := srv.RunBundle(ctx, name, map[string][][]byte{fs.Source: w.Elements}, w.Timers)
 		if err != nil {
 			return nil, err
 		}
+		if n := len(r.Residuals); n > 0 {
+			return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
+		}
 		out := map[string][][]byte{}
-		var infos []*pipepb.MonitoringInfo
-		for _, r := range rs {
-			if n := len(r.Residuals); n > 0 {
-				return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
-			}
-			for sink, es := range r.Outputs {
-				out[bySink[sink]] = append(out[bySink[sink]], es...)
-			}
-			infos = append(infos, r.MonitoringInfos...)
+		for sink, es := range r.Outputs {
+			out[bySink[sink]] = append(out[bySink[sink]], es...)
 		}
 		if headOut {
-			out[st.HeadOutput] = elements
+			out[st.HeadOutput] = w.Elements
 		}
-		b := &stage.Bundle{Outputs: out, Committed: func() { committed.add(infos) }}
-		if r, ok := metricsRecord(metricsTopic, name, infos); ok {
-			b.Extra = append(b.Extra, r)
+		infos := r.MonitoringInfos
+		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Committed: func() { committed.add(infos) }}
+		if rec, ok := metricsRecord(metricsTopic, name, infos); ok {
+			b.Extra = append(b.Extra, rec)
 		}
 		return b, nil
 	}

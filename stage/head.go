@@ -4,23 +4,62 @@ import (
 	"context"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
 // ProduceFunc writes one record into the open transaction.
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
+// Work is what a head hands the step to run through the stage's bundles.
+type Work struct {
+	// Elements for the bundle's data input, encoded with the head output's
+	// wire coder, in order.
+	Elements [][]byte
+	// Timers to fire, by timer family, each encoded as the SDK set it
+	// (fnapi.Timer.Encoded). Work with timers runs in a bundle of its own,
+	// at once: after the bundle already pending, before any later record.
+	Timers map[fnapi.TimerFamilyID][][]byte
+	// Barrier says the bundle holding these elements must have run, and
+	// its results reached the head (Head.Results), before the head's next
+	// Advance of the same task: the elements may set timers that the next
+	// watermark makes due (a stateful ParDo's elements).
+	Barrier bool
+	// Point says the head's output watermark may have moved after this
+	// work (Head.Hold): the step reports the task's output watermark here,
+	// after the outputs of the work, when more of the task's records follow
+	// in the batch (a TestStream segment).
+	Point bool
+}
+
+func (w Work) empty() bool { return len(w.Elements) == 0 && len(w.Timers) == 0 }
+
 // Head is the runner-side transform at the head of a stage: it turns the
-// element records of a task's input partition into the elements of the
-// stage's bundle. All calls come from the goroutine running Loop.Run.
+// element records of a task's input partition into the work of the stage's
+// bundles, and says how far the task's output watermark may go. Every head
+// (Impulse, TestStream, GroupByKey, stateful ParDo, …) plugs into the step
+// through this interface alone; the step calls it from the goroutine
+// running Loop.Run.
 //
-// One transaction attempt is: Element for each element record of the batch
-// (in offset order per task), Advance once for every task the batch touched,
-// then, inside the open transaction, Prepare; a GroupByKey head also gets an
-// Advance right after each report that moves a task's input watermark,
-// before the task's next record (Loop.advanceOnReport), so that a value's
-// lateness follows the partition's order; then Committed if the
-// transaction committed, or Aborted if it did not (the Loop then rewinds the
-// aborted tasks to their committed offsets).
+// The order of calls in one attempt (Step.Decide; the rule is the
+// partition's order: a report read between two records is a point in the
+// stream, and the head acts on it there):
+//
+//   - Element for each element record of the batch, in offset order per
+//     task;
+//   - Advance(p, in) at every point where task p's input watermark moved
+//     (right after the report that moved it, before the task's next
+//     record) and once more at the end of the attempt for every task the
+//     attempt touched or woke; before an Advance the step runs the pending
+//     bundle if it holds Barrier work;
+//   - Results after every bundle, with what the bundle returned (timers it
+//     set or cleared); the work it returns runs at once, before the next
+//     record;
+//   - Hold(p) wherever the step computes task p's output watermark,
+//     max(previous output, min(input watermark, Hold(p)));
+//   - then, inside the open transaction, Prepare; then Committed if the
+//     transaction committed, or Aborted if not (the Loop then rewinds the
+//     aborted tasks to their committed offsets).
 type Head interface {
 	// Assign is called when task p (input partition p) is assigned, before
 	// any of its records: the head restores the task's state.
@@ -28,17 +67,26 @@ type Head interface {
 	// Revoke is called when task p has moved to another instance.
 	Revoke(p int32)
 	// Element handles one element record of task p: key is the record's
-	// Kafka key (the encoded Beam key on a GroupByKey topic), value the
-	// element encoded with the upstream output's wire coder. It returns the
-	// elements to run through the bundle now, in order.
-	Element(p int32, key, value []byte) ([][]byte, error)
-	// Advance is called once per attempt for every task it touched, after
-	// Element, with the task's input watermark (mtime.Time, ms). It returns
-	// the elements that fire now and the task's hold: no element the head
-	// emits later has a timestamp before it (mtime.MaxTimestamp when it
-	// buffers nothing). The task's output watermark is
-	// max(previous output, min(input watermark, hold)).
-	Advance(p int32, inputWatermark mtime.Time) (fired [][]byte, hold mtime.Time, err error)
+	// Kafka key (the encoded Beam key on a keyed topic), value the element
+	// encoded with the upstream output's wire coder (the raw record of a
+	// source stage). It returns the work to run now, in order.
+	Element(p int32, key, value []byte) (Work, error)
+	// Advance tells the head that task p's input watermark is in
+	// (mtime.Time, ms; never less than in an earlier Advance of p). It
+	// returns the work that is due at this point (GroupByKey panes, fired
+	// timers).
+	Advance(p int32, in mtime.Time) (Work, error)
+	// Results hands the head what a bundle returned (Bundle.Timers). It
+	// returns the work now due because of it (a timer set behind the input
+	// watermark), run at once.
+	Results(b *Bundle) (Work, error)
+	// Hold is task p's hold: no element the head emits later has a
+	// timestamp before it (mtime.Time, ms; mtime.MaxTimestamp when it
+	// buffers nothing).
+	Hold(p int32) mtime.Time
+	// Wake returns the assigned tasks that need an attempt now though no
+	// record of theirs arrived (a processing-time timer is due), sorted.
+	Wake() []int32
 	// Prepare writes the attempt's state changes (e.g. changelog records)
 	// into the open transaction.
 	Prepare(produce ProduceFunc) error
@@ -48,24 +96,29 @@ type Head interface {
 	Aborted(ps []int32) error
 }
 
-// passthrough is the head of Reshuffle and Flatten stages (and, with an
-// impulse element, of Impulse stages): each record is one element.
-type passthrough struct {
-	// impulse, if non-nil, replaces every record's value (Impulse stages).
-	impulse []byte
+// Passthrough is the head of Reshuffle, Flatten and side-input stages (and,
+// with an impulse element, of Impulse stages): each element record is one
+// element of the bundle. It keeps no state and holds nothing.
+type Passthrough struct {
+	// Impulse, if non-nil, replaces every record's value (Impulse stages:
+	// the plan's record stands for the impulse element).
+	Impulse []byte
 }
 
-func (h *passthrough) Assign(context.Context, int32) error { return nil }
-func (h *passthrough) Revoke(int32)                        {}
-func (h *passthrough) Element(_ int32, _, value []byte) ([][]byte, error) {
-	if h.impulse != nil {
-		return [][]byte{h.impulse}, nil
+var _ Head = (*Passthrough)(nil)
+
+func (h *Passthrough) Assign(context.Context, int32) error { return nil }
+func (h *Passthrough) Revoke(int32)                        {}
+func (h *Passthrough) Element(_ int32, _, value []byte) (Work, error) {
+	if h.Impulse != nil {
+		return Work{Elements: [][]byte{h.Impulse}}, nil
 	}
-	return [][]byte{value}, nil
+	return Work{Elements: [][]byte{value}}, nil
 }
-func (h *passthrough) Advance(int32, mtime.Time) ([][]byte, mtime.Time, error) {
-	return nil, mtime.MaxTimestamp, nil
-}
-func (h *passthrough) Prepare(ProduceFunc) error { return nil }
-func (h *passthrough) Committed() error          { return nil }
-func (h *passthrough) Aborted([]int32) error     { return nil }
+func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, nil }
+func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }
+func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
+func (h *Passthrough) Wake() []int32                           { return nil }
+func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
+func (h *Passthrough) Committed() error                        { return nil }
+func (h *Passthrough) Aborted([]int32) error                   { return nil }

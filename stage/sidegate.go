@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"google.golang.org/protobuf/proto"
-
-	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 )
 
 // SideInputGate says whether an element of a stage's head output may enter a
@@ -28,6 +25,8 @@ type SideInputGate interface {
 // stopped at an element whose side inputs are not ready. Owned by the
 // goroutine running Run.
 //
+// Step.Decide applies the gate and returns the blocked tasks (Ready.Blocked).
+//
 // The rule (exactly once, never early, never dropped): a task processes its
 // partition's records in offset order up to, not including, the first
 // element record that is not Ready. That record and every later one of the
@@ -36,8 +35,6 @@ type SideInputGate interface {
 // offset, the partition is sought back to it and paused, and resumed when
 // the gate's Changed fires (or after sideRecheck), to be read again.
 type sideGate struct {
-	// blocked[p] is the offset task p stopped at in the current attempt.
-	blocked map[int32]kafka.Offset
 	// paused[p] is when partition p was paused.
 	paused map[int32]time.Time
 	// wake is the gate's Changed channel as of the last pause.
@@ -51,66 +48,30 @@ type sideGate struct {
 // signal: a safety net, not the mechanism.
 const sideRecheck = 5 * time.Second
 
-// sideReady says whether record m of task p may be processed now, given
-// the gate; false records the block. Without a gate, or for a report, it is
-// true. An Impulse record stands for the impulse element.
-func (l *Loop) sideReady(m *kafka.Message, impulse bool) (bool, error) {
-	if l.cfg.SideInputs == nil {
-		return true, nil
-	}
-	p := m.TopicPartition.Partition
-	if _, held := l.side.blocked[p]; held {
-		return false, nil // behind a held record of the same partition
-	}
-	elm := l.cfg.ImpulseElement
-	if !impulse {
-		env := &pb.Envelope{}
-		if err := proto.Unmarshal(m.Value, env); err != nil {
-			return true, nil // commitBatch reports it
-		}
-		e, ok := env.Payload.(*pb.Envelope_Element)
-		if !ok {
-			return true, nil
-		}
-		elm = e.Element
-	}
-	ok, err := l.cfg.SideInputs.Ready(elm)
-	if err != nil {
-		return false, fmt.Errorf("stage %s: side inputs: %w", l.cfg.Stage.Name, err)
-	}
-	if !ok {
-		if l.side.blocked == nil {
-			l.side.blocked = map[int32]kafka.Offset{}
-		}
-		l.side.blocked[p] = m.TopicPartition.Offset
-	}
-	return ok, nil
-}
-
-// holdBlocked seeks every task blocked in the attempt just committed back to
-// its held record and pauses it.
-func (l *Loop) holdBlocked() error {
-	if len(l.side.blocked) == 0 {
+// holdBlocked seeks every task blocked in the attempt just committed
+// (Ready.Blocked: task -> offset of its held record) back to its held
+// record and pauses it.
+func (l *Loop) holdBlocked(blocked map[int32]int64) error {
+	if len(blocked) == 0 {
 		return nil
 	}
-	topic := l.cfg.Stage.InputTopic
+	topic := l.cfg.Spec.InputTopic
 	var tps []kafka.TopicPartition
-	for _, p := range sortedInt32Keys(l.side.blocked) {
+	for _, p := range sortedInt32Keys(blocked) {
 		if l.tasks[p] == nil {
 			continue
 		}
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: l.side.blocked[p]})
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(blocked[p])})
 	}
-	l.side.blocked = nil
 	if len(tps) == 0 {
 		return nil
 	}
 	l.side.wake = l.cfg.SideInputs.Changed()
 	if err := l.consumer.Pause(tps); err != nil {
-		return fmt.Errorf("stage %s: pause tasks held by side inputs: %w", l.cfg.Stage.Name, err)
+		return fmt.Errorf("stage %s: pause tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
 	if _, err := l.consumer.SeekPartitions(tps); err != nil {
-		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Stage.Name, err)
+		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
 	if l.side.paused == nil {
 		l.side.paused = map[int32]time.Time{}
@@ -140,7 +101,7 @@ func (l *Loop) resumeHeld() error {
 		wake = true
 	default:
 	}
-	topic := l.cfg.Stage.InputTopic
+	topic := l.cfg.Spec.InputTopic
 	var tps []kafka.TopicPartition
 	for _, p := range sortedInt32Keys(l.side.paused) {
 		if wake || time.Since(l.side.paused[p]) > sideRecheck {
@@ -152,7 +113,7 @@ func (l *Loop) resumeHeld() error {
 		return nil
 	}
 	if err := l.consumer.Resume(tps); err != nil {
-		return fmt.Errorf("stage %s: resume tasks held by side inputs: %w", l.cfg.Stage.Name, err)
+		return fmt.Errorf("stage %s: resume tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
 	return nil
 }

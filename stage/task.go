@@ -26,9 +26,9 @@ type task struct {
 	out mtime.Time
 	// reported is true once out has been reported at least once.
 	reported bool
-	// advanced is the input watermark of the head's last mid-batch Advance
-	// (Loop.advanceOnReport); mtime.MinTimestamp when restored. In memory
-	// only: a lower value only costs one more Advance.
+	// advanced is the input watermark of the head's last Advance of the
+	// task (Step.Decide); mtime.MinTimestamp when restored. In memory only:
+	// a lower value only costs one more Advance.
 	advanced mtime.Time
 }
 
@@ -59,8 +59,12 @@ func (t *task) observe(r *pb.WatermarkReport) error {
 }
 
 // inputWatermark advances the aggregator and returns the input watermark and
-// whether every upstream is idle.
+// whether every upstream is idle. A task without upstreams (a source
+// stage's) has its whole input once it is read: the end of time.
 func (t *task) inputWatermark() (mtime.Time, bool) {
+	if len(t.upstreams) == 0 {
+		return mtime.MaxTimestamp, false
+	}
 	wm := t.agg.Advance()
 	return wm, t.agg.AllIdle()
 }

@@ -92,10 +92,22 @@ const (
 	// HeadTestStream: like HeadImpulse, a one-partition input topic written
 	// with the plan, here one record per segment of the TestStream's events
 	// (stage/teststream); the head replays each segment's elements and
-	// reports the watermark the stream declares after them, one segment
-	// per transaction, and the end of time after the last.
+	// reports the watermark the stream declares right after them (a
+	// watermark point, stage.Work.Point), and the end of time after the
+	// last.
 	HeadTestStream HeadKind = "teststream"
 )
+
+// Keyed reports whether a stage with this head reads a keyed topic: its
+// upstreams write each element with its encoded Beam key as the record key,
+// on the partition stage.KeyPartition names, so equal keys meet on one task
+// (GroupByKey, stateful ParDo).
+func (k HeadKind) Keyed() bool { return k == HeadGroupByKey || k == HeadStateful }
+
+// Source reports whether a stage with this head reads records the plan
+// transaction wrote (not Envelopes from upstream stages) and has no
+// upstream stage: its input is complete once read (Impulse, TestStream).
+func (k HeadKind) Source() bool { return k == HeadImpulse || k == HeadTestStream }
 
 // passthroughHeads hand the records of a task to the bundle one element per
 // record, with no runner-side state: a task can stop at any record and read
@@ -215,6 +227,17 @@ type Output struct {
 func (p *Plan) Stage(name string) *Stage {
 	for _, s := range p.Stages {
 		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Consumer returns the stage whose input topic is topic, or nil (a
+// side-input topic, or not a topic of the plan).
+func (p *Plan) Consumer(topic string) *Stage {
+	for _, s := range p.Stages {
+		if s.InputTopic == topic {
 			return s
 		}
 	}

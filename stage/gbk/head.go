@@ -113,7 +113,12 @@ func (h *Head) ClosedDropped() int64 { return h.closed.Load() }
 // key must be the element's key bytes (KeyOf upstream). It returns the
 // panes a non-default trigger fires on it (the default trigger fires only
 // in Advance).
-func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
+func (h *Head) Element(p int32, key, value []byte) (stage.Work, error) {
+	out, err := h.element(p, key, value)
+	return stage.Work{Elements: out}, err
+}
+
+func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
 	c, err := h.core(p)
 	if err != nil {
 		return nil, err
@@ -150,27 +155,44 @@ func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
 }
 
 // Advance fires task p's panes for input watermark wm and returns them
-// encoded, with the task's hold.
-func (h *Head) Advance(p int32, wm mtime.Time) ([][]byte, mtime.Time, error) {
+// encoded, in firing order.
+func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	c, err := h.core(p)
 	if err != nil {
-		return nil, 0, err
+		return stage.Work{}, err
 	}
 	c.SetProcessingTime(h.cfg.Clock().UnixMilli())
 	panes, err := c.Advance(wm)
 	if err != nil {
-		return nil, 0, err
+		return stage.Work{}, err
 	}
 	out := make([][]byte, 0, len(panes))
 	for _, pn := range panes {
 		e, err := h.cfg.Codec.Encode(pn)
 		if err != nil {
-			return nil, 0, err
+			return stage.Work{}, err
 		}
 		out = append(out, e)
 	}
-	return out, c.Hold(), nil
+	return stage.Work{Elements: out}, nil
 }
+
+// Hold is task p's hold (Core.Hold): the earliest timestamp of a pane it
+// may still fire; mtime.MaxTimestamp if p is not assigned.
+func (h *Head) Hold(p int32) mtime.Time {
+	if c := h.cores[p]; c != nil {
+		return c.Hold()
+	}
+	return mtime.MaxTimestamp
+}
+
+// Results implements stage.Head: the bundles after a GroupByKey set no
+// timers.
+func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+
+// Wake implements stage.Head: processing-time triggers are evaluated when
+// the task gets input (Element, Advance), never woken.
+func (h *Head) Wake() []int32 { return nil }
 
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {

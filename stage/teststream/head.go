@@ -13,14 +13,16 @@ import (
 // partition 0) whose records are the segment records (Record), in order;
 // the loop commits each on its own (see the package comment).
 //
-// Element(record i of n) returns segment i's elements, encoded; the
-// Advance after it returns segment i's watermark as the hold, so the
-// task's output watermark, max(previous, min(end of time, hold)), is
-// exactly the segment's watermark. (The hold here is the stream's
-// declaration, not a bound on later timestamps: a later segment may hold
-// elements behind it, which downstream sees as late, as the script says.)
-// The head keeps no state but the segment of the attempt: a crash or an
-// abort resumes at the committed offset, the next segment.
+// Element(record i of n) returns segment i's elements, encoded, as a
+// watermark point (stage.Work.Point); Hold is then segment i's watermark,
+// so the task's output watermark, max(previous, min(end of time, hold)),
+// is exactly the segment's watermark, reported right after the segment's
+// elements and before the next segment's (the step's rule for a point).
+// (The hold here is the stream's declaration, not a bound on later
+// timestamps: a later segment may hold elements behind it, which
+// downstream sees as late, as the script says.) The head keeps no state
+// but the segment last read: a crash or an abort resumes at the committed
+// offset, the next segment.
 type Head struct {
 	name     string
 	segments []Segment
@@ -57,28 +59,38 @@ func (h *Head) Revoke(p int32) { delete(h.cur, p) }
 // Element implements stage.Head: value is segment record i of n, and n must
 // be the head's segment count (a different count means the recorded plan
 // was made from another TestStream: an error, never a guess).
-func (h *Head) Element(p int32, _, value []byte) ([][]byte, error) {
+func (h *Head) Element(p int32, _, value []byte) (stage.Work, error) {
 	i, n, err := ParseRecord(value)
 	if err != nil {
-		return nil, fmt.Errorf("teststream: stage %s: %w", h.name, err)
+		return stage.Work{}, fmt.Errorf("teststream: stage %s: %w", h.name, err)
 	}
 	if n != len(h.segments) {
-		return nil, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, value, len(h.segments))
+		return stage.Work{}, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, value, len(h.segments))
 	}
 	h.cur[p] = i
-	return h.encoded[i], nil
+	return stage.Work{Elements: h.encoded[i], Point: true}, nil
 }
 
-// Advance implements stage.Head: the hold is the watermark of the segment
-// read in this attempt (mtime.MinTimestamp if none: the previous output
-// watermark stays).
-func (h *Head) Advance(p int32, _ mtime.Time) ([][]byte, mtime.Time, error) {
+// Advance implements stage.Head: a TestStream has no input watermark to
+// act on.
+func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Work{}, nil }
+
+// Hold implements stage.Head: the watermark of the segment read last in
+// this attempt (mtime.MinTimestamp if none: the previous output watermark
+// stays).
+func (h *Head) Hold(p int32) mtime.Time {
 	i, ok := h.cur[p]
 	if !ok {
-		return nil, mtime.MinTimestamp, nil
+		return mtime.MinTimestamp
 	}
-	return nil, h.segments[i].Watermark, nil
+	return h.segments[i].Watermark
 }
+
+// Results implements stage.Head: nothing to do.
+func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+
+// Wake implements stage.Head: never.
+func (h *Head) Wake() []int32 { return nil }
 
 // Prepare implements stage.Head: no state.
 func (h *Head) Prepare(stage.ProduceFunc) error { return nil }

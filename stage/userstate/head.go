@@ -16,16 +16,9 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
-// Sentinel errors.
-var (
-	// ErrTimerLoop: timers kept setting due timers for Config.MaxTimerRounds
-	// bundles in one attempt. The attempt aborts (retryable, but it will
-	// loop again: a DoFn bug).
-	ErrTimerLoop = errors.New("userstate: timers keep firing timers")
-	// ErrWrongTask: a state request or a timer names a key of a task this
-	// instance does not own (the key's partition is not assigned).
-	ErrWrongTask = errors.New("userstate: key of a task not assigned here")
-)
+// ErrWrongTask: a state request or a timer names a key of a task this
+// instance does not own (the key's partition is not assigned).
+var ErrWrongTask = errors.New("userstate: key of a task not assigned here")
 
 // Config configures the head of one stateful ParDo stage in one instance.
 type Config struct {
@@ -53,34 +46,37 @@ type Config struct {
 	Timers []fnapi.TimerFamily
 	// Clock is processing time for processing-time timers. Default time.Now.
 	Clock func() time.Time
-	// MaxTimerRounds bounds the bundles of one attempt that only fire
-	// timers set by the attempt's own bundles. Default 1000.
-	MaxTimerRounds int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// Head is the runner-side head of a stateful ParDo stage: a passthrough for
-// elements (stage.Head) that keeps the stateful transform's user state
-// (fnapi.UserState) and timers (stage.TimerHead) per task.
+// Head is the runner-side head of a stateful ParDo stage (stage.Head): a
+// passthrough for elements that keeps the stateful transform's user state
+// (fnapi.UserState) and timers per task, and fires the timers at their
+// point in the stream (see the package comment for the ordering rule).
 type Head struct {
 	cfg      Config
 	log      *slog.Logger
 	families map[string]fnapi.TimerFamily // of cfg.Transform, by family name
+	// barrier: the transform has event-time timers, so its elements' bundle
+	// must run before the next Advance (stage.Work.Barrier).
+	barrier bool
 
 	mu struct {
 		sync.Mutex
 		tasks map[int32]*Task
-		// advanced is the input watermark of each task Advance saw in the
-		// current attempt.
-		advanced map[int32]mtime.Time
-		// fire are the timers Advance popped for the attempt's first bundle.
-		fire map[fnapi.TimerFamilyID][][]byte
+		// wm is each task's input watermark as of its last Advance (absent
+		// before the first one since the task was assigned); committed is
+		// wm as of the last committed attempt, which Aborted goes back to.
+		wm, committed map[int32]mtime.Time
+		// advanced are the tasks Advance saw in the current attempt (their
+		// expired windows' state is deleted in Prepare).
+		advanced map[int32]bool
 	}
 }
 
 var (
-	_ stage.TimerHead = (*Head)(nil)
+	_ stage.Head      = (*Head)(nil)
 	_ fnapi.UserState = (*Head)(nil)
 )
 
@@ -95,9 +91,6 @@ func NewHead(cfg Config) (*Head, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.MaxTimerRounds <= 0 {
-		cfg.MaxTimerRounds = 1000
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -105,10 +98,13 @@ func NewHead(cfg Config) (*Head, error) {
 	for _, f := range cfg.Timers {
 		if f.Transform == cfg.Transform {
 			h.families[f.Family] = f
+			h.barrier = h.barrier || f.Domain == fnapi.TimeDomainEventTime
 		}
 	}
 	h.mu.tasks = map[int32]*Task{}
-	h.mu.advanced = map[int32]mtime.Time{}
+	h.mu.wm = map[int32]mtime.Time{}
+	h.mu.committed = map[int32]mtime.Time{}
+	h.mu.advanced = map[int32]bool{}
 	return h, nil
 }
 
@@ -126,6 +122,8 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 	}
 	h.mu.Lock()
 	h.mu.tasks[p] = t
+	delete(h.mu.wm, p)
+	delete(h.mu.committed, p)
 	h.mu.Unlock()
 	h.log.Info("userstate: task ready", "task", p, "timers", t.Timers(), "hold", int64(t.Hold()))
 	return nil
@@ -135,58 +133,57 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 func (h *Head) Revoke(p int32) {
 	h.mu.Lock()
 	delete(h.mu.tasks, p)
+	delete(h.mu.wm, p)
+	delete(h.mu.committed, p)
 	delete(h.mu.advanced, p)
 	h.mu.Unlock()
 	h.cfg.Stores.Drop(p)
 }
 
 // Element passes the element on. key must be the element's key bytes (the
-// record key of the keyed topic), whose task is p.
-func (h *Head) Element(p int32, key, value []byte) ([][]byte, error) {
+// record key of the keyed topic), whose task is p. With event-time timers
+// the work is a barrier: its bundle runs, and the timers it set reach
+// Results, before the task's next Advance.
+func (h *Head) Element(p int32, key, value []byte) (stage.Work, error) {
 	if key != nil {
 		if q := stage.KeyPartition(key, h.cfg.Partitions); q != p {
-			return nil, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
+			return stage.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
 		}
 	}
-	return [][]byte{value}, nil
+	return stage.Work{Elements: [][]byte{value}, Barrier: h.barrier}, nil
 }
 
-// Advance records task p's input watermark wm and pops its due timers for
-// the attempt's first bundle: event-time timers with fire < wm and
-// processing-time timers with fire <= now. It fires nothing as elements
-// (Pending and Run deliver the timers) and returns the hold of the timers
-// left.
-func (h *Head) Advance(p int32, wm mtime.Time) ([][]byte, mtime.Time, error) {
+// Advance records task p's input watermark wm and returns its due timers
+// to fire now: event-time timers with fire < wm and processing-time timers
+// with fire <= now, in (fire, key) order per family.
+func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, err := h.taskLocked(p)
 	if err != nil {
-		return nil, 0, err
+		return stage.Work{}, err
 	}
-	h.mu.advanced[p] = wm
+	h.mu.wm[p] = wm
+	h.mu.advanced[p] = true
 	due, err := t.PopDue(wm, true, h.now())
 	if err != nil {
-		return nil, 0, err
+		return stage.Work{}, err
 	}
+	return h.fireLocked(due), nil
+}
+
+// fireLocked is the work that fires timers due. Must be called holding
+// h.mu.
+func (h *Head) fireLocked(due []*timer) stage.Work {
+	if len(due) == 0 {
+		return stage.Work{}
+	}
+	fire := map[fnapi.TimerFamilyID][][]byte{}
 	for _, tm := range due {
-		h.addFireLocked(tm)
+		id := fnapi.TimerFamilyID{Transform: h.cfg.Transform, Family: tm.family}
+		fire[id] = append(fire[id], tm.encoded)
 	}
-	return nil, t.Hold(), nil
-}
-
-func (h *Head) addFireLocked(tm *timer) {
-	if h.mu.fire == nil {
-		h.mu.fire = map[fnapi.TimerFamilyID][][]byte{}
-	}
-	id := fnapi.TimerFamilyID{Transform: h.cfg.Transform, Family: tm.family}
-	h.mu.fire[id] = append(h.mu.fire[id], tm.encoded)
-}
-
-// Pending reports whether Advance popped timers for the attempt.
-func (h *Head) Pending() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.mu.fire) > 0
+	return stage.Work{Timers: fire}
 }
 
 // Hold is task p's timer hold (mtime.MaxTimestamp if it is not assigned).
@@ -199,8 +196,8 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MaxTimestamp
 }
 
-// Due returns the tasks with a processing-time timer due now, sorted.
-func (h *Head) Due() []int32 {
+// Wake returns the tasks with a processing-time timer due now, sorted.
+func (h *Head) Wake() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -214,49 +211,17 @@ func (h *Head) Due() []int32 {
 	return out
 }
 
-// RunFunc runs one bundle of the stage: elements to its data source and
-// encoded timers to fire, by family; it returns the bundle's result, whose
-// Timers are those the bundle set or cleared.
-type RunFunc func(ctx context.Context, elements [][]byte, timers map[fnapi.TimerFamilyID][][]byte) (*fnapi.Result, error)
-
-// Run runs the attempt's bundles: the elements with the timers Advance
-// popped, then, while the bundles set event-time timers that are already
-// due (fire < the task's input watermark), a bundle of those timers. Each
-// bundle's timer writes are applied in order before the next starts. It
-// returns every bundle's result, in order. Processing-time timers a bundle
-// sets fire in a later attempt (Due), never in a loop within one.
-func (h *Head) Run(ctx context.Context, elements [][]byte, run RunFunc) ([]*fnapi.Result, error) {
-	h.mu.Lock()
-	fire := h.mu.fire
-	h.mu.fire = nil
-	h.mu.Unlock()
-	var out []*fnapi.Result
-	for round := 0; ; round++ {
-		if round > h.cfg.MaxTimerRounds {
-			return out, fmt.Errorf("%w: stage %s: %d bundles in one attempt", ErrTimerLoop, h.cfg.Stage, round)
-		}
-		res, err := run(ctx, elements, fire)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, res)
-		elements = nil
-		if fire, err = h.applyTimers(res.Timers); err != nil {
-			return out, err
-		}
-		if len(fire) == 0 {
-			return out, nil
-		}
-	}
-}
-
-// applyTimers applies a bundle's timer writes and pops the event-time
-// timers now due in the tasks of the attempt.
-func (h *Head) applyTimers(set map[fnapi.TimerFamilyID][]fnapi.Timer) (map[fnapi.TimerFamilyID][][]byte, error) {
+// Results applies a bundle's timer writes (set, re-set: the later wins,
+// clear; in the harness's order), then returns the event-time timers now
+// due in the tasks they touched: fire < the task's input watermark as of
+// its last Advance (a timer set behind the watermark fires at once, before
+// the task's next record). Processing-time timers a bundle sets fire at a
+// later Advance (Wake), never in a loop within one point.
+func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ids := make([]fnapi.TimerFamilyID, 0, len(set))
-	for id := range set {
+	ids := make([]fnapi.TimerFamilyID, 0, len(b.Timers))
+	for id := range b.Timers {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
@@ -264,37 +229,42 @@ func (h *Head) applyTimers(set map[fnapi.TimerFamilyID][]fnapi.Timer) (map[fnapi
 	for _, id := range ids {
 		f, ok := h.families[id.Family]
 		if id.Transform != h.cfg.Transform || !ok {
-			return nil, fmt.Errorf("userstate: stage %s: timers of %s, not a timer family of %s", h.cfg.Stage, id, h.cfg.Transform)
+			return stage.Work{}, fmt.Errorf("userstate: stage %s: timers of %s, not a timer family of %s", h.cfg.Stage, id, h.cfg.Transform)
 		}
-		for _, tm := range set[id] {
+		for _, tm := range b.Timers[id] {
 			p := stage.KeyPartition(tm.Key, h.cfg.Partitions)
 			t, err := h.taskLocked(p)
 			if err != nil {
-				return nil, err
+				return stage.Work{}, err
 			}
 			if err := t.SetTimer(id.Family, f.Domain == fnapi.TimeDomainProcessingTime, tm); err != nil {
-				return nil, err
+				return stage.Work{}, err
 			}
 			touched[p] = true
 		}
 	}
-	h.mu.fire = nil
-	for p := range touched {
-		wm, ok := h.mu.advanced[p]
+	var due []*timer
+	for _, p := range sortedTasks(touched) {
+		wm, ok := h.mu.wm[p]
 		if !ok {
 			continue
 		}
-		due, err := h.mu.tasks[p].PopDue(wm, false, 0)
+		d, err := h.mu.tasks[p].PopDue(wm, false, 0)
 		if err != nil {
-			return nil, err
+			return stage.Work{}, err
 		}
-		for _, tm := range due {
-			h.addFireLocked(tm)
-		}
+		due = append(due, d...)
 	}
-	fire := h.mu.fire
-	h.mu.fire = nil
-	return fire, nil
+	return h.fireLocked(due), nil
+}
+
+func sortedTasks(m map[int32]bool) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func (h *Head) taskLocked(p int32) (*Task, error) {
@@ -355,8 +325,8 @@ func (h *Head) Clear(k fnapi.UserStateKey) error {
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for p, wm := range h.mu.advanced {
-		t := h.mu.tasks[p]
+	for p := range h.mu.advanced {
+		t, wm := h.mu.tasks[p], h.mu.wm[p]
 		if t == nil {
 			continue
 		}
@@ -371,8 +341,10 @@ func (h *Head) Prepare(produce stage.ProduceFunc) error {
 func (h *Head) Committed() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.mu.advanced = map[int32]mtime.Time{}
-	h.mu.fire = nil
+	h.mu.advanced = map[int32]bool{}
+	for p, wm := range h.mu.wm {
+		h.mu.committed[p] = wm
+	}
 	return h.cfg.Stores.Committed()
 }
 
@@ -381,10 +353,14 @@ func (h *Head) Committed() error {
 func (h *Head) Aborted(ps []int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.mu.advanced = map[int32]mtime.Time{}
-	h.mu.fire = nil
+	h.mu.advanced = map[int32]bool{}
 	h.cfg.Stores.Aborted(ps)
 	for _, p := range ps {
+		if wm, ok := h.mu.committed[p]; ok {
+			h.mu.wm[p] = wm
+		} else {
+			delete(h.mu.wm, p)
+		}
 		if t := h.mu.tasks[p]; t != nil {
 			if err := t.Load(); err != nil {
 				return fmt.Errorf("userstate: stage %s task %d: reload after abort: %w", h.cfg.Stage, p, err)

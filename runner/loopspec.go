@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+)
+
+// LoopSpec is what stage s's Loop needs of the plan: its topics, its
+// upstreams, and for each output topic its partitions and whether it is
+// keyed (a GroupByKey's or stateful ParDo's input, plan.HeadKind.Keyed).
+// A source stage (plan.HeadKind.Source) reads raw records.
+func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
+	topics := pl.Topics()
+	sp := stage.Spec{
+		ApplicationID: pl.ApplicationID,
+		Name:          s.Name,
+		InputTopic:    s.InputTopic,
+		Partitions:    s.Partitions,
+		RawInput:      s.Head.Source(),
+		Upstreams:     s.Upstreams,
+		HeadOutput:    s.HeadOutput,
+	}
+	for _, o := range s.Outputs {
+		out := stage.Output{PCollection: o.PCollection}
+		for i, t := range o.Topics {
+			n, ok := topics[t]
+			if !ok {
+				return stage.Spec{}, fmt.Errorf("kafkastreams: stage %s: output topic %s is not in the plan", s.Name, t)
+			}
+			c := pl.Consumer(t)
+			out.Topics = append(out.Topics, stage.OutputTopic{Name: t, Partitions: n, Keyed: c != nil && c.Head.Keyed(), Copies: o.Copies[i]})
+		}
+		sp.Outputs = append(sp.Outputs, out)
+	}
+	return sp, nil
+}

@@ -1,0 +1,536 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+)
+
+// Spec is what a Loop runs: one ExecutableStage of the plan, narrowed to
+// what the stage package needs (the runner builds it from runner/plan).
+type Spec struct {
+	// ApplicationID prefixes the consumer group and the transactional id.
+	ApplicationID string
+	// Name is the stage's name: the consumer group is
+	// "<ApplicationID>.<Name>", reports carry it.
+	Name string
+	// InputTopic is read by the stage's tasks, one task per partition;
+	// Partitions is its partition count (totalSourcePartitions of the
+	// stage's reports).
+	InputTopic string
+	Partitions int32
+	// RawInput says the input records are not Envelopes: every record is an
+	// element record for the head as it is (a source stage: Impulse,
+	// TestStream, whose records the plan transaction wrote). Such a stage
+	// has no Upstreams.
+	RawInput bool
+	// Upstreams are the stages whose reports arrive on InputTopic, sorted.
+	// A task's input watermark is the minimum over them; with none it is
+	// the end of time (the input is complete once read).
+	Upstreams []string
+	// HeadOutput is the PCollection the head produces.
+	HeadOutput string
+	// Outputs are the PCollections the stage writes, and where.
+	Outputs []Output
+}
+
+// Output is one PCollection a stage writes, to one or more topics.
+type Output struct {
+	PCollection string
+	Topics      []OutputTopic
+}
+
+// OutputTopic is one topic an Output goes to.
+type OutputTopic struct {
+	Name       string
+	Partitions int32
+	// Keyed: the topic is a keyed stage's input (GroupByKey, stateful
+	// ParDo): a record's Kafka key is the element's encoded Beam key and
+	// its partition KeyPartition(key, Partitions), so equal keys meet on
+	// one task. Otherwise records go round-robin, without a key.
+	Keyed bool
+	// Copies is how many times each element is written (2 when a Flatten
+	// takes the same PCollection twice). At least 1.
+	Copies int
+}
+
+// In is one input record of a batch, as polled: its task (input
+// partition), offset, Kafka key and value.
+type In struct {
+	Task   int32
+	Offset int64
+	Key    []byte
+	Value  []byte
+}
+
+// Offset is the offset a task commits with the attempt (the next record
+// to read) and its checkpoint (TaskCheckpoint, base64), the consumed
+// offset's metadata.
+type Offset struct {
+	Task     int32
+	Next     int64
+	Metadata string
+}
+
+// Ready is one attempt's decision, for the Loop to carry out in one Kafka
+// transaction, in this order: Records, then the head's Prepare, then
+// Offsets; after the commit, Committed. Like raft's Ready, it says what
+// must happen and in what order; the step did no Kafka I/O to make it.
+type Ready struct {
+	// Records are the attempt's records in produce order: every bundle's
+	// outputs, then its Extra records; each task's reports after the
+	// outputs they cover and before the outputs of its later records.
+	Records []Record
+	// Offsets are the touched tasks' offsets, sorted by task.
+	Offsets []Offset
+	// Blocked[p] is the offset of the first record of task p that side
+	// inputs held back: Offsets has it as task p's next offset, and the
+	// Loop seeks the task back there and pauses it (sidegate.go).
+	Blocked map[int32]int64
+	// Committed are the bundles' callbacks, to call once the transaction
+	// committed.
+	Committed []func()
+	// Bundles, ElementsIn (work elements run), ElementsOut (element
+	// records produced) and ReportsOut (report records produced) count
+	// the attempt.
+	Bundles, ElementsIn, ElementsOut, ReportsOut uint64
+}
+
+// ErrTimerLoop: bundles kept returning due work (timers setting timers
+// already due) for MaxRounds bundles at one point of one attempt. The
+// attempt aborts (retryable, but it will loop again: a DoFn bug).
+var ErrTimerLoop = errors.New("stage: timers keep firing timers")
+
+// Step is the commit decision of one stage, a pure core in the sense of
+// etcd's raft: given a batch of decoded input records and the tasks'
+// watermark state it runs the head and the bundles and returns a Ready;
+// it does no Kafka I/O, starts no goroutine and reads no clock (the
+// head's clock, for processing-time timers, is the head's). The Loop is
+// the I/O shell around it. Not safe for concurrent use.
+//
+// The rules, for each task p of the batch, in the partition's order:
+//
+//   - an element record gives the head's work; elements join the pending
+//     bundle, timers run in a bundle of their own;
+//   - a point is a report that moves p's input watermark, or work the head
+//     marks as a Point; at a point the pending bundle runs first if it
+//     holds Barrier work, then Advance(p, in) and its work, so a timer due
+//     at the point fires before p's next record whatever the batching;
+//   - at a point, if p has element records later in the batch, the pending
+//     bundle runs and p's report follows its outputs:
+//     out' = max(out, min(in, Hold(p))), reported when out' > out;
+//   - at the end: for every touched or woken task, Advance(p, in) and its
+//     work, the last bundle, then out' and the report as above (always for
+//     a task that never reported: downstream holds until it does).
+//
+// Every bundle's results go back to the head (Results) before anything
+// else runs.
+type Step struct {
+	spec    Spec
+	head    Head
+	process ProcessFunc
+	keyOf   map[string]func([]byte) ([]byte, error)
+	gate    SideInputGate
+	report  string
+	rounds  int
+	// rr is the round-robin cursor of each unkeyed output topic.
+	rr map[string]int32
+}
+
+// StepConfig configures a Step.
+type StepConfig struct {
+	Spec Spec
+	// Head is the stage's head. Required.
+	Head Head
+	// Process runs a bundle; nil means the stage has no SDK transforms:
+	// the work's elements are the stage's HeadOutput as they are.
+	Process ProcessFunc
+	// KeyOf extracts the encoded Beam key of an element of a PCollection,
+	// for its keyed output topics. Required for such outputs.
+	KeyOf map[string]func(element []byte) ([]byte, error)
+	// SideInputs holds back elements whose side input windows are not
+	// complete; nil without side inputs.
+	SideInputs SideInputGate
+	// ReportTopic receives a copy of every report. Required.
+	ReportTopic string
+	// MaxRounds bounds the bundles run at one point because earlier
+	// bundles' results made work due. Default 1000.
+	MaxRounds int
+}
+
+// NewStep returns the step. An output to a keyed topic without a KeyOf is
+// an error.
+func NewStep(cfg StepConfig) (*Step, error) {
+	if cfg.Head == nil || cfg.ReportTopic == "" || cfg.Spec.Name == "" {
+		return nil, errors.New("stage: StepConfig needs Spec.Name, Head and ReportTopic")
+	}
+	if cfg.MaxRounds <= 0 {
+		cfg.MaxRounds = 1000
+	}
+	for _, o := range cfg.Spec.Outputs {
+		for _, t := range o.Topics {
+			if t.Partitions <= 0 || t.Copies <= 0 {
+				return nil, fmt.Errorf("stage %s: output %s to %s: %d partitions, %d copies", cfg.Spec.Name, o.PCollection, t.Name, t.Partitions, t.Copies)
+			}
+			if t.Keyed && cfg.KeyOf[o.PCollection] == nil {
+				return nil, fmt.Errorf("stage %s: output %s goes to keyed topic %s but has no KeyOf", cfg.Spec.Name, o.PCollection, t.Name)
+			}
+		}
+	}
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, rounds: cfg.MaxRounds, rr: map[string]int32{}}, nil
+}
+
+// attempt is the state of one Decide call.
+type attempt struct {
+	s     *Step
+	ctx   context.Context
+	tasks map[int32]*task
+	ready *Ready
+	// pending is the bundle being collected; barrier says it holds Barrier
+	// work.
+	pending [][]byte
+	barrier bool
+}
+
+// Decide runs one attempt over batch (records in poll order; each task's in
+// offset order) for tasks (the Loop's, by partition; Decide updates their
+// watermark state, which the Loop restores from the checkpoint if the
+// transaction aborts). woken maps tasks the head woke (Head.Wake) without
+// records in the batch to their current offset: they commit that offset
+// again with their new checkpoint.
+//
+// An error means the attempt must be aborted: nothing of it may be
+// committed, and the head's changes are dropped with Aborted.
+func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, woken map[int32]int64) (*Ready, error) {
+	a := &attempt{s: s, ctx: ctx, tasks: tasks, ready: &Ready{}}
+	// last[p] is the index of task p's last element record in batch.
+	last := map[int32]int{}
+	decoded := make([]*pb.Envelope, len(batch))
+	for i, m := range batch {
+		if tasks[m.Task] == nil {
+			return nil, fmt.Errorf("stage %s: record of task %d, which is not assigned", s.spec.Name, m.Task)
+		}
+		if s.spec.RawInput {
+			last[m.Task] = i
+			continue
+		}
+		env := &pb.Envelope{}
+		if err := proto.Unmarshal(m.Value, env); err != nil {
+			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d is not an Envelope: %w", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset, err)
+		}
+		switch env.Payload.(type) {
+		case *pb.Envelope_Element:
+			last[m.Task] = i
+		case *pb.Envelope_Report:
+		default:
+			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset)
+		}
+		decoded[i] = env
+	}
+	next := map[int32]int64{}
+	for i, m := range batch {
+		p, t := m.Task, tasks[m.Task]
+		if _, held := a.ready.Blocked[p]; held {
+			continue // behind a record side inputs hold back
+		}
+		if t.advanced == mtime.MinTimestamp {
+			// A task just restored: the head learns its input watermark
+			// before its first record (timers already due fire first).
+			if err := a.advance(p, t); err != nil {
+				return nil, err
+			}
+		}
+		value := m.Value
+		var report *pb.WatermarkReport
+		if env := decoded[i]; env != nil {
+			if e, ok := env.Payload.(*pb.Envelope_Element); ok {
+				value = e.Element
+			} else {
+				report = env.GetReport()
+			}
+		}
+		if report == nil && s.gate != nil {
+			ok, err := s.gate.Ready(value)
+			if err != nil {
+				return nil, fmt.Errorf("stage %s: side inputs: %w", s.spec.Name, err)
+			}
+			if !ok {
+				if a.ready.Blocked == nil {
+					a.ready.Blocked = map[int32]int64{}
+				}
+				a.ready.Blocked[p] = m.Offset
+				if _, ok := next[p]; ok {
+					next[p] = m.Offset
+				}
+				continue
+			}
+		}
+		next[p] = m.Offset + 1
+		if report != nil {
+			if err := t.observe(report); err != nil {
+				return nil, fmt.Errorf("stage %s: report at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+			}
+			if in, _ := t.inputWatermark(); in > t.advanced {
+				if err := a.point(p, t, last[p] > i); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		w, err := s.head.Element(p, m.Key, value)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: element at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+		}
+		if err := a.add(w); err != nil {
+			return nil, err
+		}
+		if w.Point {
+			if err := a.point(p, t, last[p] > i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for p, off := range woken {
+		if _, ok := next[p]; !ok && tasks[p] != nil {
+			next[p] = off
+		}
+	}
+	if len(next) == 0 {
+		return a.ready, nil
+	}
+	ps := sortedInt32Keys(next)
+	for _, p := range ps {
+		if err := a.advance(p, tasks[p]); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.flush(); err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		t := tasks[p]
+		a.reportIfMoved(p, t, !t.reported)
+		md, err := t.checkpoint()
+		if err != nil {
+			return nil, err
+		}
+		a.ready.Offsets = append(a.ready.Offsets, Offset{Task: p, Next: next[p], Metadata: md})
+	}
+	return a.ready, nil
+}
+
+// advance runs the pending bundle if it holds Barrier work, then
+// Advance(p, in) and its work.
+func (a *attempt) advance(p int32, t *task) error {
+	if a.barrier {
+		if err := a.flush(); err != nil {
+			return err
+		}
+	}
+	in, _ := t.inputWatermark()
+	w, err := a.s.head.Advance(p, in)
+	if err != nil {
+		return fmt.Errorf("stage %s: task %d: %w", a.s.spec.Name, p, err)
+	}
+	t.advanced = in
+	return a.add(w)
+}
+
+// point is task p's point in the stream (a report that moved its input
+// watermark, or work marked Point): Advance if the input watermark moved,
+// and p's report before p's later element records if any follow (more)
+// and the output watermark moved.
+func (a *attempt) point(p int32, t *task, more bool) error {
+	if in, _ := t.inputWatermark(); in > t.advanced {
+		if err := a.advance(p, t); err != nil {
+			return err
+		}
+	}
+	if !more {
+		return nil
+	}
+	if out, _ := a.output(p, t); out <= t.out && t.reported {
+		return nil
+	}
+	if err := a.flush(); err != nil {
+		return err
+	}
+	a.reportIfMoved(p, t, !t.reported)
+	return nil
+}
+
+// output is task p's output watermark now, max(out, min(in, Hold(p))), and
+// whether it is idle: every upstream idle and nothing held.
+func (a *attempt) output(p int32, t *task) (mtime.Time, bool) {
+	in, idle := t.inputWatermark()
+	hold := a.s.head.Hold(p)
+	return max(t.out, min(in, hold)), idle && hold == mtime.MaxTimestamp
+}
+
+// reportIfMoved appends task p's report if its output watermark moved (or
+// always, with force) and records it as reported.
+func (a *attempt) reportIfMoved(p int32, t *task, force bool) {
+	out, idle := a.output(p, t)
+	if out == t.out && !force {
+		return
+	}
+	a.appendReports(p, out, idle)
+	t.out, t.reported = out, true
+}
+
+// add takes work: elements join the pending bundle; timers run at once in
+// a bundle of their own, after the pending one.
+func (a *attempt) add(w Work) error {
+	if len(w.Timers) > 0 {
+		if err := a.flush(); err != nil {
+			return err
+		}
+		return a.run(w)
+	}
+	a.pending = append(a.pending, w.Elements...)
+	a.barrier = a.barrier || w.Barrier && len(w.Elements) > 0
+	return nil
+}
+
+// flush runs the pending bundle, if any.
+func (a *attempt) flush() error {
+	if len(a.pending) == 0 {
+		a.barrier = false
+		return nil
+	}
+	w := Work{Elements: a.pending}
+	a.pending, a.barrier = nil, false
+	return a.run(w)
+}
+
+// run runs w as one bundle, hands its results to the head, and runs the
+// work they make due, round after round, up to MaxRounds.
+func (a *attempt) run(w Work) error {
+	for round := 0; !w.empty(); round++ {
+		if round >= a.s.rounds {
+			return fmt.Errorf("%w: stage %s: %d bundles at one point", ErrTimerLoop, a.s.spec.Name, round)
+		}
+		b, err := a.bundle(w)
+		if err != nil {
+			return err
+		}
+		if w, err = a.s.head.Results(b); err != nil {
+			return fmt.Errorf("stage %s: bundle results: %w", a.s.spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// bundle runs one bundle of w and appends its records.
+func (a *attempt) bundle(w Work) (*Bundle, error) {
+	var b *Bundle
+	if a.s.process != nil {
+		var err error
+		if b, err = a.s.process(a.ctx, w); err != nil {
+			return nil, fmt.Errorf("stage %s: bundle of %d elements: %w", a.s.spec.Name, len(w.Elements), err)
+		}
+	} else {
+		if len(w.Timers) > 0 {
+			return nil, fmt.Errorf("stage %s: timers to fire in a stage without SDK transforms", a.s.spec.Name)
+		}
+		b = &Bundle{Outputs: map[string][][]byte{a.s.spec.HeadOutput: w.Elements}}
+	}
+	a.ready.Bundles++
+	a.ready.ElementsIn += uint64(len(w.Elements))
+	if err := a.appendOutputs(b); err != nil {
+		return nil, err
+	}
+	a.ready.Records = append(a.ready.Records, b.Extra...)
+	if b.Committed != nil {
+		a.ready.Committed = append(a.ready.Committed, b.Committed)
+	}
+	return b, nil
+}
+
+// appendOutputs routes a bundle's outputs to their topics: a keyed topic
+// by the element's key, others round-robin.
+func (a *attempt) appendOutputs(b *Bundle) error {
+	for _, o := range a.s.spec.Outputs {
+		for _, e := range b.Outputs[o.PCollection] {
+			v, err := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: e}})
+			if err != nil {
+				return err
+			}
+			var key []byte
+			for _, t := range o.Topics {
+				if t.Keyed && key == nil {
+					if key, err = a.s.keyOf[o.PCollection](e); err != nil {
+						return fmt.Errorf("stage %s: key of an element of %s: %w", a.s.spec.Name, o.PCollection, err)
+					}
+				}
+				for c := 0; c < t.Copies; c++ {
+					r := Record{Topic: t.Name, Value: v}
+					if t.Keyed {
+						r.Key, r.Partition = key, keyPartition(key, t.Partitions)
+					} else {
+						r.Partition = a.s.rr[t.Name]
+						a.s.rr[t.Name] = (r.Partition + 1) % t.Partitions
+					}
+					a.ready.Records = append(a.ready.Records, r)
+					a.ready.ElementsOut++
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// AnyPartition as a Record's Partition lets the producer's partitioner
+// choose (Kafka's RD_KAFKA_PARTITION_UA).
+const AnyPartition int32 = -1
+
+// appendReports appends task p's report to every partition of every output
+// topic and to the report topic (fan-out, in the transaction: a report
+// sits after the data it covers in every partition).
+func (a *attempt) appendReports(p int32, wm mtime.Time, idle bool) {
+	r := &pb.WatermarkReport{
+		Stage:                    a.s.spec.Name,
+		SourcePartition:          p,
+		CommittedWatermarkMillis: int64(wm),
+		TotalSourcePartitions:    a.s.spec.Partitions,
+		Idle:                     idle,
+	}
+	env, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
+	seen := map[string]bool{}
+	for _, o := range a.s.spec.Outputs {
+		for _, t := range o.Topics {
+			if seen[t.Name] {
+				continue
+			}
+			seen[t.Name] = true
+			for q := int32(0); q < t.Partitions; q++ {
+				a.ready.Records = append(a.ready.Records, Record{Topic: t.Name, Partition: q, Value: env})
+				a.ready.ReportsOut++
+			}
+		}
+	}
+	raw, _ := proto.Marshal(r)
+	a.ready.Records = append(a.ready.Records, Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
+	a.ready.ReportsOut++
+}
+
+// keyPartition is the partition of a record keyed by an encoded Beam key:
+// FNV-1a of the key bytes modulo the partition count. Every instance computes
+// the same partition for the same key.
+func keyPartition(key []byte, partitions int32) int32 {
+	h := fnv.New32a()
+	h.Write(key)
+	return int32(h.Sum32() % uint32(partitions))
+}
+
+// KeyPartition is the partition (task) of a record keyed by an encoded Beam
+// key on a keyed topic (a GroupByKey's or a stateful ParDo's input): FNV-1a
+// of the key bytes modulo the partition count. A stateful head finds the
+// task of a state request or a timer by the key bytes the SDK sends.
+func KeyPartition(key []byte, partitions int32) int32 { return keyPartition(key, partitions) }
