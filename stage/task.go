@@ -32,6 +32,15 @@ type task struct {
 	advanced mtime.Time
 }
 
+// Task is the watermark state of one task (input partition) of a stage,
+// as Step.Decide reads and updates it; the Loop keeps one per assigned
+// partition.
+type Task = task
+
+// NewTask returns the state of a fresh task of input partition partition
+// whose input comes from the stages upstreams (none: a source stage).
+func NewTask(partition int32, upstreams []string) *Task { return newTask(partition, upstreams) }
+
 func newTask(partition int32, upstreams []string) *task {
 	return &task{
 		partition: partition,

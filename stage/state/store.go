@@ -50,8 +50,14 @@ type Options struct {
 	Name string
 	// Topic is the changelog topic (see ChangelogTopic). Required.
 	Topic string
-	// BootstrapServers is Kafka's bootstrap.servers, for restores. Required.
+	// BootstrapServers is Kafka's bootstrap.servers, for restores. Required
+	// unless NoRestore.
 	BootstrapServers string
+	// NoRestore: Restore opens an empty store and reads no changelog
+	// (Prepare still writes the changelog records through its produce
+	// function). For tests of the heads without a broker; a store opened
+	// so survives no restart.
+	NoRestore bool
 	// Properties are extra librdkafka properties (security settings, …).
 	Properties map[string]string
 	// Logger defaults to slog.Default().
@@ -82,8 +88,8 @@ type Task struct {
 
 // Open returns a Manager. It creates Dir/<Name> but opens no database.
 func Open(opts Options) (*Manager, error) {
-	if opts.Name == "" || opts.Topic == "" || opts.BootstrapServers == "" {
-		return nil, errors.New("state: Options need Name, Topic and BootstrapServers")
+	if opts.Name == "" || opts.Topic == "" || opts.BootstrapServers == "" && !opts.NoRestore {
+		return nil, errors.New("state: Options need Name, Topic and BootstrapServers (or NoRestore)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -145,6 +151,9 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 // and stopping there would restore a store one commit behind the offsets
 // committed with it.
 func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, err error) {
+	if m.opts.NoRestore {
+		return 0, 0, nil
+	}
 	base := kafka.ConfigMap{}
 	for k, v := range m.opts.Properties {
 		base[k] = v
