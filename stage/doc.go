@@ -19,12 +19,31 @@
 // committed before it began: not at the first read_committed EOF.
 //
 // Subpackage userstate is the head of a stateful ParDo stage: user state
-// and timers per task in the task's store. Such a head is a TimerHead
-// (timerhead.go): the loop runs a bundle for fired timers even without
-// elements, takes the head's hold again after the bundle (timers it set
-// hold the output watermark), and wakes tasks whose processing-time timers
-// are due though no record arrived.
+// and timers per task in the task's store, fired at their point in the
+// stream.
 //
-// It may import watermarkmgr, proto, the Beam Go SDK and confluent-kafka-go. It
-// must not import runner.
+// Files: step.go is the commit decision, a pure core (Step.Decide: a
+// batch's records and the tasks' watermark state in, a Ready out: records
+// in produce order, offsets with checkpoints, blocked tasks); head.go the
+// Head interface every head implements (Passthrough for Impulse,
+// Reshuffle, Flatten and side-input stages); loop.go the Kafka shell
+// (consumer, transactional producer, rebalances, rewind); task.go a task's
+// watermark state and its checkpoint; sidegate.go pausing tasks held back
+// by side inputs.
+//
+// The ordering rule (Step's doc comment has it in full): a watermark
+// report read between two records of a task is a point in the stream. At a
+// point the step runs the pending bundle if its work is a Barrier (it may
+// set timers), then the head's Advance and the work it returns (GroupByKey
+// panes, due timers, in a bundle of their own), and every bundle's results
+// go back to the head (Head.Results) before the task's next record; the
+// task's report follows the outputs of its records before the point. So no
+// result depends on how records were batched into bundles and
+// transactions. The loop never asks what kind of head it runs: a stage's
+// Spec says whether its input is raw (a source stage), which output topics
+// are keyed, and its upstreams.
+//
+// It may import watermarkmgr, proto, its subpackage fnapi (timer types),
+// the Beam Go SDK and confluent-kafka-go. It must not import runner (nor
+// runner/plan: the runner hands it a Spec).
 package stage

@@ -18,20 +18,19 @@
 // Exactly once. The TestStream stage's input topic has one partition; the
 // plan transaction (runner.recordPlan) writes one record per segment into
 // it, "segment i of n", in order, together with the plan: so the records
-// exist once or not at all. The stage's loop reads one record per
-// transaction (stage.Config: a TestStream stage commits every record on
-// its own), and that transaction holds the segment's elements, the report
-// of the segment's watermark after them, and the consumed offset. A crash
-// aborts the open transaction; the next owner resumes at the committed
-// offset, the next segment: every element is written once, and every
-// report follows exactly the elements before it in the stream. One
-// transaction per segment (rather than the whole stream in one) is what
-// lets reports interleave with data: a task writes its report at the end
-// of its transaction, after the transaction's outputs, so a downstream
-// task reads the elements of segment i, then the watermark of segment i,
-// then the elements of segment i+1, which are late exactly when the stream
-// says so. The event index lives in the record (and so in the committed
-// offset), never in separate state.
+// exist once or not at all. The stage's loop reads them in batches like any
+// stage's; a transaction holds the segments' elements, the reports of their
+// watermarks and the consumed offset. A crash aborts the open transaction;
+// the next owner resumes at the committed offset: every element is written
+// once. Reports interleave with data because every segment is a watermark
+// point (stage.Work.Point): the step runs the segment's elements as a
+// bundle and writes the segment's watermark report right after its outputs,
+// before the next segment's elements, in the same transaction. So a
+// downstream task reads the elements of segment i, then the watermark of
+// segment i, then the elements of segment i+1, which are late exactly when
+// the stream says so, however the records were batched. The event index
+// lives in the record (and so in the committed offset), never in separate
+// state.
 //
 // Watermarks. Segment i's watermark is the last AdvanceWatermark at or
 // before its end (mtime.MinTimestamp before any); the last segment ends at

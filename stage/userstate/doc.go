@@ -18,16 +18,42 @@
 // passes the window's max timestamp + allowed lateness (Prepare deletes it;
 // the global window's state lives until the application is deleted).
 //
-// Timers (Advance, Run, Hold, Due; stage.TimerHead) are kept per (family,
-// key, window, tag) — setting a timer replaces the one with the same name,
-// as in Beam. An event-time timer fires when the task's input watermark is
-// past its fire time (fire < input watermark, as Beam Java's timer
-// internals); a processing-time timer when the head's clock reaches its
-// fire time. A pending timer holds the task's output watermark at its hold
-// (output) timestamp. Timers fire in fire-time order within a family; one
-// that a bundle sets and that is already due fires in the same attempt (Run
-// loops until none is due), so the attempt's outputs and report already
-// include it.
+// Timers (Advance, Results, Hold, Wake; stage.Head) are kept per (family,
+// key, window, tag). A timer write of a bundle (Results) sets, re-sets
+// (the later write replaces the timer with the same name, as in Beam) or
+// clears; the writes of each bundle are applied in the harness's order
+// before anything else runs, so set, re-set, clear and set-after-clear have
+// the same effect whether they come in one bundle or in several, and a
+// restore rebuilds the same timers from the store (Load). An event-time
+// timer fires when the task's input watermark is past its fire time (fire
+// < input watermark, as Beam Java's timer internals); a processing-time
+// timer when the head's clock reaches its fire time (Wake asks the loop
+// for an attempt). A pending timer holds the task's output watermark at its
+// hold (output) timestamp. Timers fire in fire-time order within a family.
+//
+// The ordering rule, and where it is kept. Beam (and Prism) fire an
+// event-time timer when the watermark passes it, before elements that come
+// after that watermark; a timer cleared before it is due never fires. Here:
+//
+//   - Element returns Barrier work when the transform has event-time
+//     timers, so the step (stage.Step) runs the bundle of the elements
+//     before a report, and hands its timer writes to Results, before it
+//     calls Advance for that report;
+//   - Advance pops the timers due at the report's watermark and returns
+//     them as work with Timers, which the step runs in a bundle of its own
+//     before the task's next record (never in a bundle with elements: a
+//     timer delivered beside an element that clears it would reach the Go
+//     SDK as both, and the SDK fires an in-bundle clear as a timer at 0);
+//   - Results pops the timers a bundle set behind the watermark (a looping
+//     timer) and returns them, fired at once, at the same point; the step
+//     bounds the rounds (stage.ErrTimerLoop).
+//
+// The head keeps each task's input watermark as of its last Advance (wm)
+// across attempts, and the value of the last committed attempt, which
+// Aborted returns to; a task restored on assignment learns it at its first
+// record (the step advances a task whose watermark it has not seen).
+// TestTimerCallbacksFollowReports checks the order of the callbacks against
+// the reports; integration/timers_test.go the whole pipeline on a broker.
 //
 // It may import stage, state, fnapi and the Beam Go SDK. Every method is
 // called from the goroutine running the stage's Loop, except the
