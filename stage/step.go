@@ -234,16 +234,20 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		decoded[i] = env
 	}
 	next := map[int32]int64{}
+	seen := map[int32]bool{}
 	for i, m := range batch {
 		p, t := m.Task, tasks[m.Task]
 		if _, held := a.ready.Blocked[p]; held {
 			continue // behind a record side inputs hold back
 		}
-		if t.advanced == mtime.MinTimestamp {
+		if !seen[p] {
+			seen[p] = true
 			// A task just restored: the head learns its input watermark
 			// before its first record (timers already due fire first).
-			if err := a.advance(p, t); err != nil {
-				return nil, err
+			if in, _ := t.inputWatermark(); t.advanced == mtime.MinTimestamp && in > t.advanced {
+				if err := a.advance(p, t); err != nil {
+					return nil, err
+				}
 			}
 		}
 		value := m.Value
