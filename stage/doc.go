@@ -37,9 +37,12 @@
 // set timers), then the head's Advance and the work it returns (GroupByKey
 // panes, due timers, in a bundle of their own), and every bundle's results
 // go back to the head (Head.Results) before the task's next record; the
-// task's report follows the outputs of its records before the point. So no
-// result depends on how records were batched into bundles and
-// transactions. The loop never asks what kind of head it runs: a stage's
+// task's report follows the outputs of its records before the point. So
+// results do not depend on how records were batched into bundles and
+// transactions, with one exception Beam itself leaves to the runner: a
+// timer a bundle sets behind the input watermark fires right after that
+// bundle, so a later element of the same bundle that clears it (or whose
+// output would come first) sees it unfired. The loop never asks what kind of head it runs: a stage's
 // Spec says whether its input is raw (a source stage), which output topics
 // are keyed, and its upstreams.
 //

@@ -464,8 +464,8 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Offsets) == 0 {
-		return r.Blocked, nil // every task of the batch is held back by side inputs
+	if len(r.Offsets) == 0 && len(r.Records) == 0 {
+		return r.Blocked, nil // nothing to commit
 	}
 	if err := l.producer.BeginTransaction(); err != nil {
 		return nil, l.classify(ctx, "begin transaction", err)

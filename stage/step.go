@@ -269,9 +269,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 					a.ready.Blocked = map[int32]int64{}
 				}
 				a.ready.Blocked[p] = m.Offset
-				if _, ok := next[p]; ok {
-					next[p] = m.Offset
-				}
+				next[p] = m.Offset // touched: advanced and reported at the end like any task
 				continue
 			}
 		}

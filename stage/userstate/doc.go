@@ -22,9 +22,13 @@
 // key, window, tag). A timer write of a bundle (Results) sets, re-sets
 // (the later write replaces the timer with the same name, as in Beam) or
 // clears; the writes of each bundle are applied in the harness's order
-// before anything else runs, so set, re-set, clear and set-after-clear have
-// the same effect whether they come in one bundle or in several, and a
-// restore rebuilds the same timers from the store (Load). An event-time
+// before anything else runs, so set, re-set, clear and set-after-clear of
+// a timer ahead of the watermark have the same effect whether they come in
+// one bundle or in several, and a restore rebuilds the same timers from
+// the store (Load). (A timer set behind the watermark fires right after the
+// bundle that set it: a clear by a later element of the same bundle wins,
+// one in a later bundle comes too late. Beam fires timers between bundles
+// and leaves the bundles to the runner.) An event-time
 // timer fires when the task's input watermark is past its fire time (fire
 // < input watermark, as Beam Java's timer internals); a processing-time
 // timer when the head's clock reaches its fire time (Wake asks the loop
