@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+
+	"github.com/kafkastreams/kafkastreams/runner"
 )
 
 func tsKeyed(v int) (string, int) { return "k", v }
@@ -67,5 +70,73 @@ func TestTestStreamLateData(t *testing.T) {
 	}
 	if dropped != 1 {
 		t.Errorf("late values dropped: got %d (%v), want 1 (5@5000 after the window expired)", dropped, r.LateDropped)
+	}
+}
+
+// TestLateDataThroughAStatelessStage: the TestStream of
+// TestTestStreamLateData, with a Reshuffle stage between the source and the
+// GroupByKey, in two situations: every stage running from the start, and
+// each stage starting once its upstream has finished
+// (runner.WithUpstreamsFirst), so that the Reshuffle stage reads every
+// segment's elements and reports in one batch. The panes and the drop count
+// must be the same: the Reshuffle stage writes each upstream report after
+// the outputs of the records before it and before those after it (a point
+// in the stream), so 3@3000 stays late at the GroupByKey however the
+// records were batched. (Before the step, one batch put every report after
+// every element, and the late values were on time.)
+//
+// With one partition per internal topic: with P tasks the GroupByKey's
+// input watermark is the minimum over P parallel Reshuffle tasks, and
+// whether a value that is late at the source is still late there depends
+// on how far the other tasks have got, as in any parallel runner (Flink's
+// operator watermark is the minimum over its input channels too).
+func TestLateDataThroughAStatelessStage(t *testing.T) {
+	b := needBroker(t)
+	for _, upstreamsFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("upstreams_first=%v", upstreamsFirst), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			oldP := *runner.InternalTopicPartitions
+			*runner.InternalTopicPartitions = 1
+			defer func() { *runner.InternalTopicPartitions = oldP }()
+			p, s := beam.NewPipelineWithRoot()
+			con := teststream.NewConfig()
+			for _, step := range []func() error{
+				func() error { return con.AddElements(1000, 1) },
+				func() error { return con.AddElements(2000, 2) },
+				func() error { return con.AdvanceWatermark(11000) },
+				func() error { return con.AddElements(3000, 3) },
+				func() error { return con.AddElements(15000, 10) },
+				func() error { return con.AdvanceWatermark(12000) },
+				func() error { return con.AddElements(4000, 4) },
+				func() error { return con.AdvanceWatermark(16000) },
+				func() error { return con.AddElements(5000, 5) },
+			} {
+				if err := step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kv := beam.ParDo(s, tsKeyed, beam.Reshuffle(s, teststream.Create(s, con)))
+			kv = beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv, beam.AllowedLateness(5*time.Second))
+			_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
+			rctx := ctx
+			if upstreamsFirst {
+				rctx = runner.WithUpstreamsFirst(ctx)
+			}
+			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+			checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
+				"k [0,10000) ts=9999 LATE/1/1/first=false/last=false n=1 sum=3",
+				"k [0,10000) ts=9999 LATE/2/2/first=false/last=true n=1 sum=4",
+				"k [0,10000) ts=9999 ON_TIME/0/0/first=true/last=false n=2 sum=3",
+				"k [10000,20000) ts=19999 ON_TIME/0/0/first=true/last=true n=1 sum=10",
+			})
+			var dropped int64
+			for _, n := range r.LateDropped {
+				dropped += n
+			}
+			if dropped != 1 {
+				t.Errorf("late values dropped: got %d (%v), want 1 (5@5000 after the window expired)", dropped, r.LateDropped)
+			}
+		})
 	}
 }
