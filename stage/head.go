@@ -66,11 +66,11 @@ type Head interface {
 	Assign(ctx context.Context, p int32) error
 	// Revoke is called when task p has moved to another instance.
 	Revoke(p int32)
-	// Element handles one element record of task p: key is the record's
-	// Kafka key (the encoded Beam key on a keyed topic), value the element
-	// encoded with the upstream output's wire coder (the raw record of a
-	// source stage). It returns the work to run now, in order.
-	Element(p int32, key, value []byte) (Work, error)
+	// Element handles one element record of task p: r.Key is the record's
+	// Kafka key (the encoded Beam key on a keyed topic), r.Value the element
+	// encoded with the upstream output's wire coder (the raw record's value
+	// for a source stage). It returns the work to run now, in order.
+	Element(p int32, r In) (Work, error)
 	// Advance tells the head that task p's input watermark is in
 	// (mtime.Time, ms; never less than in an earlier Advance of p). It
 	// returns the work that is due at this point (GroupByKey panes, fired
@@ -109,11 +109,11 @@ var _ Head = (*Passthrough)(nil)
 
 func (h *Passthrough) Assign(context.Context, int32) error { return nil }
 func (h *Passthrough) Revoke(int32)                        {}
-func (h *Passthrough) Element(_ int32, _, value []byte) (Work, error) {
+func (h *Passthrough) Element(_ int32, r In) (Work, error) {
 	if h.Impulse != nil {
 		return Work{Elements: [][]byte{h.Impulse}}, nil
 	}
-	return Work{Elements: [][]byte{value}}, nil
+	return Work{Elements: [][]byte{r.Value}}, nil
 }
 func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, nil }
 func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }

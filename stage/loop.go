@@ -438,6 +438,13 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	touched := map[int32]bool{}
 	for i, m := range batch {
 		ins[i] = In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
+		if m.TimestampType != kafka.TimestampNotAvailable {
+			ins[i].Timestamp = m.Timestamp.UnixMilli()
+			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
+		}
+		for _, h := range m.Headers {
+			ins[i].Headers = append(ins[i].Headers, Header{Key: h.Key, Value: h.Value})
+		}
 		touched[m.TopicPartition.Partition] = true
 	}
 	l.woken = nil

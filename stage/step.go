@@ -61,12 +61,27 @@ type OutputTopic struct {
 }
 
 // In is one input record of a batch, as polled: its task (input
-// partition), offset, Kafka key and value.
+// partition), offset, Kafka key and value, timestamp and headers. Head.Element
+// gets it with Value replaced by the element for an Envelope record.
 type In struct {
 	Task   int32
 	Offset int64
 	Key    []byte
 	Value  []byte
+	// Timestamp is the record's Kafka timestamp (ms since the Unix epoch;
+	// 0 if it has none); LogAppendTime says the broker set it (the topic's
+	// message.timestamp.type=LogAppendTime), else the producer did
+	// (CreateTime).
+	Timestamp     int64
+	LogAppendTime bool
+	// Headers are the record's headers, in order.
+	Headers []Header
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Offset is the offset a task commits with the attempt (the next record
@@ -285,7 +300,9 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			}
 			continue
 		}
-		w, err := s.head.Element(p, m.Key, value)
+		rec := m
+		rec.Value = value
+		w, err := s.head.Element(p, rec)
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: element at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
 		}

@@ -557,7 +557,8 @@ func (f *fakeHead) Prepare(ProduceFunc) error { return nil }
 func (f *fakeHead) Committed() error          { return nil }
 func (f *fakeHead) Aborted([]int32) error     { return nil }
 
-func (f *fakeHead) Element(p int32, key, value []byte) (Work, error) {
+func (f *fakeHead) Element(p int32, r In) (Work, error) {
+	key, value := r.Key, r.Value
 	k := "-"
 	if key != nil {
 		k = string(key)

@@ -113,8 +113,8 @@ func (h *Head) ClosedDropped() int64 { return h.closed.Load() }
 // key must be the element's key bytes (KeyOf upstream). It returns the
 // panes a non-default trigger fires on it (the default trigger fires only
 // in Advance).
-func (h *Head) Element(p int32, key, value []byte) (stage.Work, error) {
-	out, err := h.element(p, key, value)
+func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+	out, err := h.element(p, r.Key, r.Value)
 	return stage.Work{Elements: out}, err
 }
 

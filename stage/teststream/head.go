@@ -59,13 +59,13 @@ func (h *Head) Revoke(p int32) { delete(h.cur, p) }
 // Element implements stage.Head: value is segment record i of n, and n must
 // be the head's segment count (a different count means the recorded plan
 // was made from another TestStream: an error, never a guess).
-func (h *Head) Element(p int32, _, value []byte) (stage.Work, error) {
-	i, n, err := ParseRecord(value)
+func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+	i, n, err := ParseRecord(r.Value)
 	if err != nil {
 		return stage.Work{}, fmt.Errorf("teststream: stage %s: %w", h.name, err)
 	}
 	if n != len(h.segments) {
-		return stage.Work{}, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, value, len(h.segments))
+		return stage.Work{}, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, r.Value, len(h.segments))
 	}
 	h.cur[p] = i
 	return stage.Work{Elements: h.encoded[i], Point: true}, nil

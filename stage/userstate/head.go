@@ -144,7 +144,8 @@ func (h *Head) Revoke(p int32) {
 // record key of the keyed topic), whose task is p. With event-time timers
 // the work is a barrier: its bundle runs, and the timers it set reach
 // Results, before the task's next Advance.
-func (h *Head) Element(p int32, key, value []byte) (stage.Work, error) {
+func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+	key, value := r.Key, r.Value
 	if key != nil {
 		if q := stage.KeyPartition(key, h.cfg.Partitions); q != p {
 			return stage.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
