@@ -142,7 +142,9 @@ var ErrTimerLoop = errors.New("stage: timers keep firing timers")
 //     out' = max(out, min(in, Hold(p))), reported when out' > out;
 //   - at the end: for every touched or woken task, Advance(p, in) and its
 //     work, the last bundle, then out' and the report as above (always for
-//     a task that never reported: downstream holds until it does).
+//     a task that never reported: downstream holds until it does); a task
+//     side inputs hold back (Ready.Blocked) keeps its output watermark,
+//     since its input is not read past the held record.
 //
 // Every bundle's results go back to the head (Results) before anything
 // else runs.
@@ -334,7 +336,17 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 	}
 	for _, p := range ps {
 		t := tasks[p]
-		a.reportIfMoved(p, t, !t.reported)
+		if _, held := a.ready.Blocked[p]; held {
+			// The held record is not read: the task's input is not
+			// complete past it (a source task's input watermark would be
+			// the end of time), so its output watermark stays.
+			if !t.reported {
+				a.appendReports(p, t.out, false)
+				t.reported = true
+			}
+		} else {
+			a.reportIfMoved(p, t, !t.reported)
+		}
 		md, err := t.checkpoint()
 		if err != nil {
 			return nil, err
