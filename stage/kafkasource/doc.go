@@ -1,0 +1,72 @@
+// Package kafkasource holds the pure core of a Kafka source's event time:
+// the watermark generator of one source partition and the alignment of a
+// group of them (seed 002, "Making the watermark move"; FLIP-217 for
+// alignment).
+//
+// # What lives here
+//
+//   - Strategy (watermark.go): a source's watermark strategy — the kind
+//     (BoundedOutOfOrderness, Monotonous, NoWatermarks), the out-of-orderness
+//     bound, the idleness timeout and the alignment group and drift — and
+//     Strategy.Validate, which checks the fields against each other.
+//   - Partition (watermark.go): the generator of ONE source partition. The
+//     caller feeds it every record's event time with Observe and reads its
+//     Watermark, whether it is Idle, and when it will be (IdleAt, for a
+//     wake-up). View is the per-partition row of the operator's
+//     GET /watermarks.
+//   - Align (align.go): for the partitions of one alignment group, the group
+//     minimum over the partitions that count, each one's drift from it, and
+//     which partitions are ahead by more than their MaxDrift and must be held
+//     (paused) by the caller.
+//
+// The minimum over all of a stage's source partitions (the stage's
+// watermark report) is not here: the task reports each partition's
+// watermark and idle flag, and watermarkmgr takes the minimum over the
+// non-idle ones.
+//
+// Tests: testdata/*.txt are datadriven scenarios (datadriven_test.go;
+// go test -rewrite regenerates their expected output); reference_test.go
+// checks Partition and Align against a dumb big-integer model on random
+// record sequences; fuzz_test.go holds FuzzPartition against the same
+// model.
+//
+// # What it may import
+//
+// Only the standard library and Beam's mtime package. It does no I/O,
+// starts no goroutine and reads no clock: wall-clock time arrives as a
+// now time.Time argument, from the caller's single clock read per poll.
+// Nothing of Kafka: the caller maps a Kafka record's timestamp to an event
+// time (and decides what a record without one, timestamp -1, means). A
+// Partition is not safe for concurrent use; the task that consumes the
+// partition owns it.
+//
+// # Units
+//
+// Event times and watermarks are Beam mtime.Time: milliseconds since the
+// Unix epoch, within [mtime.MinTimestamp, mtime.MaxTimestamp]. Durations
+// (bound, idleness, drift) are time.Duration; wall-clock instants are
+// time.Time.
+//
+// # Invariants
+//
+// Each is tested directly; the doc comment of the function that keeps it
+// states it as a formula.
+//
+//  1. Watermark: before any record mtime.MinTimestamp; after records it is
+//     max(event time) − MaxOutOfOrderness (bounded), max(event time) − 1 ms
+//     (monotonous) or mtime.MinTimestamp (no watermarks), clamped to
+//     [mtime.MinTimestamp, mtime.MaxTimestamp]. It never decreases, whatever
+//     the order of the records.
+//  2. Idleness is measured from the partition's last activity: its
+//     assignment or its latest record, whichever is later. A partition that
+//     never receives a record idles out after the timeout like any other
+//     (seed 002: the liveness clock is seeded at registration). A record
+//     makes the partition non-idle at once. Idleness 0 switches it off.
+//  3. Alignment: the group minimum is the min over the members that have
+//     had a record and are not idle; a member is held iff its watermark is
+//     more than its MaxDrift ahead of that minimum. With no member counting,
+//     nothing is held.
+//  4. Errors: an invalid strategy or alignment group returns an error
+//     wrapping one of the Err* sentinels; nothing panics on input from
+//     outside the process (extreme timestamps are clamped, not refused).
+package kafkasource
