@@ -84,8 +84,16 @@ type Head interface {
 	// timestamp before it (mtime.Time, ms; mtime.MaxTimestamp when it
 	// buffers nothing).
 	Hold(p int32) mtime.Time
+	// Idle reports whether task p's own input has been quiet for its
+	// idleness timeout (a source partition without records, seed 002):
+	// the task's report then says idle, and downstream leaves it out of
+	// the minimum until it reports again without the flag (seed 000). A
+	// task is also reported idle when every upstream is idle and it holds
+	// nothing; heads that read no users' topics return false.
+	Idle(p int32) bool
 	// Wake returns the assigned tasks that need an attempt now though no
-	// record of theirs arrived (a processing-time timer is due), sorted.
+	// record of theirs arrived (a processing-time timer is due, a source
+	// partition went idle), sorted.
 	Wake() []int32
 	// Prepare writes the attempt's state changes (e.g. changelog records)
 	// into the open transaction.
@@ -119,6 +127,7 @@ func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, 
 func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }
 func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
 func (h *Passthrough) Wake() []int32                           { return nil }
+func (h *Passthrough) Idle(int32) bool                         { return false }
 func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }

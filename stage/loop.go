@@ -34,12 +34,14 @@ type Bundle struct {
 }
 
 // Record is one Kafka record for a transaction: its topic, partition (>= 0;
-// AnyPartition lets the producer's partitioner choose), key and value.
+// AnyPartition lets the producer's partitioner choose), key, value and
+// timestamp (zero: the producer's clock, Kafka's CreateTime now).
 type Record struct {
 	Topic     string
 	Partition int32
 	Key       []byte
 	Value     []byte
+	Timestamp time.Time
 }
 
 // ProcessFunc runs one bundle of the stage's fused SDK transforms over the
@@ -79,6 +81,9 @@ type Config struct {
 	// SideInputs, if set, holds back main input whose side input windows are
 	// not complete yet (see sideGate). Nil for a stage without side inputs.
 	SideInputs SideInputGate
+	// Consumer are consumer settings that win over the loop's own (a Kafka
+	// source's auto.offset.reset and isolation.level).
+	Consumer map[string]string
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
@@ -196,6 +201,9 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	cc["enable.auto.commit"] = false
 	cc["enable.auto.offset.store"] = false
 	cc["auto.offset.reset"] = "earliest"
+	for k, v := range cfg.Consumer {
+		cc[k] = v
+	}
 	pc["bootstrap.servers"] = cfg.BootstrapServers
 	pc["transactional.id"] = l.txnID
 	pc["linger.ms"] = 5
@@ -478,8 +486,8 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, l.classify(ctx, "begin transaction", err)
 	}
 	inTxn = true
-	for _, rec := range r.Records {
-		if err := l.produce(rec.Topic, rec.Partition, rec.Key, rec.Value); err != nil {
+	for i := range r.Records {
+		if err := l.produceRecord(&r.Records[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -524,8 +532,13 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 }
 
 func (l *Loop) produce(topic string, partition int32, key, value []byte) error {
+	return l.produceRecord(&Record{Topic: topic, Partition: partition, Key: key, Value: value})
+}
+
+func (l *Loop) produceRecord(r *Record) error {
+	topic := r.Topic
 	for {
-		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value}, nil)
+		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 		var ke kafka.Error
 		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
 			l.producer.Flush(100)
@@ -626,10 +639,11 @@ func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 	return out
 }
 
-// positions returns the current offset of each of tasks ps that has one
-// (the consumer's position; the committed offset before the first fetch):
-// a woken task commits it again with its new checkpoint. A task that has
-// neither consumed nor committed anything yet waits for a record.
+// positions returns the current offset of each of tasks ps (the
+// consumer's position; the committed offset before the first fetch; for a
+// partition with neither, the log start, where auto.offset.reset=earliest
+// starts it; with "latest" such a task waits for its first fetch): a woken
+// task commits it again with its new checkpoint.
 func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	topic := l.cfg.Spec.InputTopic
@@ -644,7 +658,16 @@ func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 		}
 		if len(pos) == 1 && pos[0].Offset >= 0 {
 			out[p] = int64(pos[0].Offset)
+			continue
 		}
+		if l.cfg.Consumer["auto.offset.reset"] == "latest" {
+			continue // where the consumer starts is not known before its first fetch: wait for it
+		}
+		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, 10000)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: task %d: log start offset for due work: %w", l.cfg.Spec.Name, p, err)
+		}
+		out[p] = low
 	}
 	return out, nil
 }

@@ -38,6 +38,24 @@ type Spec struct {
 	HeadOutput string
 	// Outputs are the PCollections the stage writes, and where.
 	Outputs []Output
+	// Sinks are users' topics the stage writes plain records to
+	// (runner/kafkaio.Write); no report goes there.
+	Sinks []Sink
+}
+
+// Sink is a user's topic a stage writes the elements of a PCollection to,
+// as plain records, in its transactions.
+type Sink struct {
+	PCollection string
+	Topic       string
+	// Partitions of Topic: a record with a key goes to
+	// JavaPartition(key, Partitions), as the Java client's default
+	// partitioner would put it; a record without a key to AnyPartition.
+	Partitions int32
+	// Decode turns an element (encoded with the PCollection's wire coder)
+	// into the record's key (nil: none) and value, and its event time
+	// (the record's timestamp). Required.
+	Decode func(element []byte) (key, value []byte, eventTime mtime.Time, err error)
 }
 
 // Output is one PCollection a stage writes, to one or more topics.
@@ -198,6 +216,11 @@ func NewStep(cfg StepConfig) (*Step, error) {
 			if t.Keyed && cfg.KeyOf[o.PCollection] == nil {
 				return nil, fmt.Errorf("stage %s: output %s goes to keyed topic %s but has no KeyOf", cfg.Spec.Name, o.PCollection, t.Name)
 			}
+		}
+	}
+	for _, k := range cfg.Spec.Sinks {
+		if k.Decode == nil || k.Partitions <= 0 || k.Topic == "" {
+			return nil, fmt.Errorf("stage %s: sink of %s to %q: needs a Decode and a positive partition count (%d)", cfg.Spec.Name, k.PCollection, k.Topic, k.Partitions)
 		}
 	}
 	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, rounds: cfg.MaxRounds, rr: map[string]int32{}}, nil
@@ -386,7 +409,7 @@ func (a *attempt) point(p int32, t *task, more bool) error {
 	if !more {
 		return nil
 	}
-	if out, _ := a.output(p, t); out <= t.out && t.reported {
+	if out, idle := a.output(p, t); out <= t.out && idle == t.idle && t.reported {
 		return nil
 	}
 	if err := a.flush(); err != nil {
@@ -397,22 +420,23 @@ func (a *attempt) point(p int32, t *task, more bool) error {
 }
 
 // output is task p's output watermark now, max(out, min(in, Hold(p))), and
-// whether it is idle: every upstream idle and nothing held.
+// whether it is idle: its own input quiet (Head.Idle), or every upstream
+// idle and nothing held.
 func (a *attempt) output(p int32, t *task) (mtime.Time, bool) {
 	in, idle := t.inputWatermark()
 	hold := a.s.head.Hold(p)
-	return max(t.out, min(in, hold)), idle && hold == mtime.MaxTimestamp
+	return max(t.out, min(in, hold)), idle && hold == mtime.MaxTimestamp || a.s.head.Idle(p)
 }
 
-// reportIfMoved appends task p's report if its output watermark moved (or
-// always, with force) and records it as reported.
+// reportIfMoved appends task p's report if its output watermark or its
+// idle flag changed (or always, with force) and records it as reported.
 func (a *attempt) reportIfMoved(p int32, t *task, force bool) {
 	out, idle := a.output(p, t)
-	if out == t.out && !force {
+	if out == t.out && idle == t.idle && !force {
 		return
 	}
 	a.appendReports(p, out, idle)
-	t.out, t.reported = out, true
+	t.out, t.idle, t.reported = out, idle, true
 }
 
 // add takes work: elements join the pending bundle; timers run at once in
@@ -477,6 +501,9 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 	if err := a.appendOutputs(b); err != nil {
 		return nil, err
 	}
+	if err := a.appendSinks(b); err != nil {
+		return nil, err
+	}
 	a.ready.Records = append(a.ready.Records, b.Extra...)
 	if b.Committed != nil {
 		a.ready.Committed = append(a.ready.Committed, b.Committed)
@@ -512,6 +539,32 @@ func (a *attempt) appendOutputs(b *Bundle) error {
 					a.ready.ElementsOut++
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// appendSinks appends a bundle's elements of the sinks' PCollections as
+// plain records to their topics: the key the Java client would partition by
+// (JavaPartition), the event time as the record's timestamp when Kafka can
+// hold it (an event time before the epoch, such as Beam's start of time,
+// leaves the timestamp to the producer: the time of writing).
+func (a *attempt) appendSinks(b *Bundle) error {
+	for _, k := range a.s.spec.Sinks {
+		for _, e := range b.Outputs[k.PCollection] {
+			key, value, ts, err := k.Decode(e)
+			if err != nil {
+				return fmt.Errorf("stage %s: an element of %s for topic %s: %w", a.s.spec.Name, k.PCollection, k.Topic, err)
+			}
+			r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
+			if key != nil {
+				r.Partition = JavaPartition(key, k.Partitions)
+			}
+			if ts >= 0 && ts <= mtime.MaxTimestamp {
+				r.Timestamp = ts.ToTime()
+			}
+			a.ready.Records = append(a.ready.Records, r)
+			a.ready.ElementsOut++
 		}
 	}
 	return nil

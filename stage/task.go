@@ -24,8 +24,11 @@ type task struct {
 	// out is the output watermark last reported downstream (mtime.Time, ms);
 	// mtime.MinTimestamp before the first report. Never decreases.
 	out mtime.Time
-	// reported is true once out has been reported at least once.
+	// reported is true once out has been reported at least once; idle is
+	// the idle flag of the last report (in memory: a restored task reports
+	// again when it is idle).
 	reported bool
+	idle     bool
 	// advanced is the input watermark of the head's last Advance of the
 	// task (Step.Decide); mtime.MinTimestamp when restored. In memory only:
 	// a lower value only costs one more Advance.

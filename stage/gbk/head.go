@@ -194,6 +194,9 @@ func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{},
 // the task gets input (Element, Advance), never woken.
 func (h *Head) Wake() []int32 { return nil }
 
+// Idle implements stage.Head: its input is not a user's topic.
+func (h *Head) Idle(int32) bool { return false }
+
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
 	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))

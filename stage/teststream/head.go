@@ -92,6 +92,9 @@ func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{},
 // Wake implements stage.Head: never.
 func (h *Head) Wake() []int32 { return nil }
 
+// Idle implements stage.Head: its input is not a user's topic.
+func (h *Head) Idle(int32) bool { return false }
+
 // Prepare implements stage.Head: no state.
 func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
 

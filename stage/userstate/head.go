@@ -197,6 +197,9 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MaxTimestamp
 }
 
+// Idle implements stage.Head: its input is not a user's topic.
+func (h *Head) Idle(int32) bool { return false }
+
 // Wake returns the tasks with a processing-time timer due now, sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
