@@ -1,0 +1,201 @@
+package kafkasource
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/kafkastreams/kafkastreams/stage"
+)
+
+// HeadConfig configures the head of one Kafka source stage in one
+// instance.
+type HeadConfig struct {
+	// Stage names the stage and Topic the user's topic it reads, in logs
+	// and errors. Required.
+	Stage, Topic string
+	// Strategy is the source's watermark strategy (seed 002). Required
+	// (validated).
+	Strategy Strategy
+	// Encode makes the stage's element of one record: KV<key, value> at
+	// event time ts, in the global window, encoded with the head output's
+	// wire coder. Required.
+	Encode func(key, value []byte, ts mtime.Time) ([]byte, error)
+	// Clock is the wall clock of idleness and of the far-future check.
+	// Default time.Now.
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// FutureSkew is how far ahead of the wall clock a record's event time may
+// be before it is logged (once per source): a producer clock that runs
+// ahead, or a timestamp in the wrong unit, holds its partition's watermark
+// ahead of the others (seed 002).
+const FutureSkew = time.Minute
+
+// Head is the head of a Kafka source stage (stage.Head): each task is one
+// partition of the user's topic; each record becomes one element,
+// KV<key, value> at the record's Kafka timestamp (CreateTime or
+// LogAppendTime, as the topic says), and the partition's watermark
+// generator (Partition) says how far the task's output watermark may go:
+// Hold(p) = Partition.Watermark(); Idle(p) = Partition.Idle(now), whose
+// clock starts when the partition is assigned, so a partition that never
+// gets a record still idles out. Wake asks for an attempt when a partition
+// goes idle, so that its idle report goes out though it has no record.
+//
+// After a restore the generator starts afresh (its largest event time is
+// not checkpointed): the task's output watermark, max(previous, min(end of
+// time, hold)), stays where it was until the partition's records take it
+// further, so nothing goes backwards.
+type Head struct {
+	cfg HeadConfig
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		parts map[int32]*Partition
+		// announced[p]: the attempt that made p idle has been run (Wake
+		// asks once per quiet spell).
+		announced map[int32]bool
+	}
+	futureLogged bool
+}
+
+var _ stage.Head = (*Head)(nil)
+
+// NewHead returns the head; a bad strategy is an error naming the stage.
+func NewHead(cfg HeadConfig) (*Head, error) {
+	if cfg.Stage == "" || cfg.Topic == "" || cfg.Encode == nil {
+		return nil, fmt.Errorf("kafkasource: HeadConfig needs Stage, Topic and Encode")
+	}
+	if err := cfg.Strategy.Validate(); err != nil {
+		return nil, fmt.Errorf("kafkasource: stage %s (topic %s): %w", cfg.Stage, cfg.Topic, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage, "topic", cfg.Topic)}
+	h.mu.parts = map[int32]*Partition{}
+	h.mu.announced = map[int32]bool{}
+	return h, nil
+}
+
+// Assign starts partition p's generator; its idleness clock starts now.
+func (h *Head) Assign(_ context.Context, p int32) error {
+	part, err := NewPartition(h.cfg.Strategy, h.cfg.Clock())
+	if err != nil {
+		return fmt.Errorf("kafkasource: stage %s partition %d: %w", h.cfg.Stage, p, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.parts[p] = part
+	delete(h.mu.announced, p)
+	return nil
+}
+
+// Revoke drops partition p's generator.
+func (h *Head) Revoke(p int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.mu.parts, p)
+	delete(h.mu.announced, p)
+}
+
+// Element turns record r of partition p into its element, at its Kafka
+// timestamp, and feeds the timestamp to p's generator.
+func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+	now := h.cfg.Clock()
+	ts := mtime.Time(r.Timestamp)
+	if !h.futureLogged && ts.ToTime().After(now.Add(FutureSkew)) {
+		h.futureLogged = true
+		h.log.Warn("kafkasource: a record's timestamp is more than a minute ahead of the wall clock (a producer clock running ahead, or a timestamp in the wrong unit?): it holds its partition's watermark ahead of the others; logged once per source",
+			"partition", p, "offset", r.Offset, "timestamp_ms", r.Timestamp, "now_ms", now.UnixMilli())
+	}
+	h.mu.Lock()
+	part := h.mu.parts[p]
+	if part != nil {
+		part.Observe(ts, now)
+		delete(h.mu.announced, p)
+	}
+	h.mu.Unlock()
+	if part == nil {
+		return stage.Work{}, fmt.Errorf("kafkasource: stage %s: a record of partition %d, which is not assigned", h.cfg.Stage, p)
+	}
+	e, err := h.cfg.Encode(r.Key, r.Value, ts)
+	if err != nil {
+		return stage.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
+	}
+	return stage.Work{Elements: [][]byte{e}}, nil
+}
+
+// Advance implements stage.Head: a source has no input watermark to act on.
+func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Work{}, nil }
+
+// Results implements stage.Head: nothing comes back to a source.
+func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+
+// Hold is partition p's watermark (Partition.Watermark; mtime.MinTimestamp
+// if p is not assigned).
+func (h *Head) Hold(p int32) mtime.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if part := h.mu.parts[p]; part != nil {
+		return part.Watermark()
+	}
+	return mtime.MinTimestamp
+}
+
+// Idle is Partition.Idle(now) of partition p.
+func (h *Head) Idle(p int32) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	part := h.mu.parts[p]
+	if part == nil || !part.Idle(h.cfg.Clock()) {
+		return false
+	}
+	h.mu.announced[p] = true
+	return true
+}
+
+// Wake returns the partitions that went idle and have not been reported
+// idle yet, sorted.
+func (h *Head) Wake() []int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.cfg.Clock()
+	var out []int32
+	for p, part := range h.mu.parts {
+		if !h.mu.announced[p] && part.Idle(now) {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Prepare implements stage.Head: no state.
+func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
+
+// Committed implements stage.Head.
+func (h *Head) Committed() error { return nil }
+
+// Aborted implements stage.Head: the generators keep what they saw (an
+// event time seen again after the rewind changes nothing: the watermark
+// is a maximum), and an idle partition is announced again.
+func (h *Head) Aborted(ps []int32) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range ps {
+		delete(h.mu.announced, p)
+	}
+	return nil
+}
