@@ -37,6 +37,12 @@ var (
 	// /healthz and /metrics. Default 127.0.0.1:0 (a free port, logged);
 	// empty disables.
 	WatermarksAddr = flag.String("watermarks_addr", "127.0.0.1:0", "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
+	// DefaultIdleness is the idleness of Kafka sources that set none
+	// (kafkaio.WithIdleness): a source partition without a record for this
+	// long is left out of the watermark's minimum until its next record
+	// (seed 002; Flink's withIdleness). Default 5 minutes; 0 turns it off
+	// for those sources, and the runner warns at start-up naming each.
+	DefaultIdleness = flag.Duration("default_idleness", 5*time.Minute, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
 	// KafkaProperties are extra librdkafka properties for every client
 	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
 	KafkaProperties = properties{}

@@ -24,6 +24,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
@@ -123,9 +124,17 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 // a descriptor output (see processFunc).
 func stageSpec(s *plan.Stage) fnapi.StageSpec {
 	var outs []string
+	seen := map[string]bool{s.HeadOutput: true}
 	for _, o := range s.Outputs {
-		if o.PCollection != s.HeadOutput {
+		if !seen[o.PCollection] {
+			seen[o.PCollection] = true
 			outs = append(outs, o.PCollection)
+		}
+	}
+	for _, k := range s.KafkaSinks {
+		if !seen[k.PCollection] {
+			seen[k.PCollection] = true
+			outs = append(outs, k.PCollection)
 		}
 	}
 	return fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}
@@ -179,6 +188,18 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err != nil {
 		return nil, err
 	}
+	sources, err := kafkaSources(pipe.GetComponents(), pl, bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkNoWatermarks(pipe.GetComponents(), pl, sources); err != nil {
+		return nil, err
+	}
+	for name, c := range sources {
+		if strategyOf(c, *DefaultIdleness).Idleness == 0 {
+			log.Warn("kafkastreams: a Kafka source has idleness off: a partition that goes quiet holds the watermark of everything downstream until it gets a record again (set kafkaio.WithIdleness, or --default_idleness)", "stage", name, "topic", c.Topics[0])
+		}
+	}
 	// Every stage's descriptor must build (an unbounded splittable DoFn, say,
 	// is refused there) before anything is created on the cluster.
 	for _, s := range pl.Stages {
@@ -187,6 +208,13 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
 		}
+	}
+	users, err := userTopics(ctx, bootstrap, props, pl)
+	if err != nil {
+		if unreachable(err) {
+			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+		}
+		return nil, err
 	}
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
 		if unreachable(err) {
@@ -203,7 +231,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	res, err := run(ctx, log, bootstrap, props, pipe, pl, gbks)
+	res, err := run(ctx, log, bootstrap, props, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
@@ -212,7 +240,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(parent context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec) (beam.PipelineResult, error) {
+func run(parent context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
@@ -261,6 +289,12 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		spec, err := LoopSpec(pl, s)
 		if err != nil {
 			return nil, err
+		}
+		if spec.Sinks, err = sinkSpecs(pipe.GetComponents(), s, users); err != nil {
+			return nil, err
+		}
+		if s.Head == plan.HeadKafkaSource {
+			spec.Partitions = users[s.InputTopic]
 		}
 		cfg := stage.Config{
 			BootstrapServers: bootstrap,
@@ -332,6 +366,21 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				Help:        "Elements behind the watermark by more than the allowed lateness, dropped by the stage's GroupByKey (Beam: droppedDueToLateness).",
 				ConstLabels: prometheus.Labels{"stage": s.Name},
 			}, func() float64 { return float64(h.Dropped()) }))
+		}
+		if c, ok := sources[s.Name]; ok {
+			if cfg.Head, err = newKafkaSourceHead(pipe.GetComponents(), s, c, *DefaultIdleness, log); err != nil {
+				return nil, err
+			}
+			cfg.Consumer = map[string]string{}
+			for k, v := range c.Properties {
+				cfg.Consumer[k] = v
+			}
+			if c.Start == kafkaio.Latest {
+				cfg.Consumer["auto.offset.reset"] = "latest"
+			}
+			if c.ReadUncommitted {
+				cfg.Consumer["isolation.level"] = "read_uncommitted"
+			}
 		}
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
@@ -437,6 +486,9 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 	headOut := false
 	for _, o := range st.Outputs {
 		headOut = headOut || o.PCollection == st.HeadOutput
+	}
+	for _, k := range st.KafkaSinks {
+		headOut = headOut || k.PCollection == st.HeadOutput
 	}
 	bySink := map[string]string{}
 	for pc, sink := range fs.Sinks {

@@ -96,6 +96,14 @@ const (
 	// watermark point, stage.Work.Point), and the end of time after the
 	// last.
 	HeadTestStream HeadKind = "teststream"
+	// HeadKafkaSource: a ParDo whose DoFn is a NativeSource (a
+	// runner/kafkaio.Read) heads a stage whose input topic is the user's
+	// topic, read directly: one task per partition of it, offsets
+	// committed in the stage's transactions (KIP-447), the records turned
+	// into elements with the source's watermark strategy
+	// (stage/kafkasource). Partitions is 0 in the plan: the topic's count,
+	// which may grow while the job runs, is the broker's.
+	HeadKafkaSource HeadKind = "kafka_source"
 )
 
 // Keyed reports whether a stage with this head reads a keyed topic: its
@@ -107,7 +115,9 @@ func (k HeadKind) Keyed() bool { return k == HeadGroupByKey || k == HeadStateful
 // Source reports whether a stage with this head reads records the plan
 // transaction wrote (not Envelopes from upstream stages) and has no
 // upstream stage: its input is complete once read (Impulse, TestStream).
-func (k HeadKind) Source() bool { return k == HeadImpulse || k == HeadTestStream }
+func (k HeadKind) Source() bool {
+	return k == HeadImpulse || k == HeadTestStream || k == HeadKafkaSource
+}
 
 // passthroughHeads hand the records of a task to the bundle one element per
 // record, with no runner-side state: a task can stop at any record and read
@@ -173,6 +183,22 @@ type Stage struct {
 	// SideInputs are the side inputs of the stage's fused ParDos, sorted by
 	// (transform unique name, local name). Empty for most stages.
 	SideInputs []SideInput `json:"sideInputs,omitempty"`
+	// KafkaSinks are the users' topics the stage writes plain records to
+	// (NativeSink), sorted by (PCollection, topic). They are not Outputs:
+	// no report goes there, and the stage is a sink of the plan if it has
+	// no Outputs.
+	KafkaSinks []KafkaSink `json:"kafkaSinks,omitempty"`
+}
+
+// KafkaSink is one runner/kafkaio.Write: the elements of PCollection,
+// written to the user's Topic by the stage producing them, in its
+// transactions.
+type KafkaSink struct {
+	PCollection string `json:"pcollection"`
+	Topic       string `json:"topic"`
+	// Transform is the id of the Write's ParDo (not executed: the stage
+	// does its work).
+	Transform string `json:"transform"`
 }
 
 // SideInput is one side input of a ParDo fused in a stage: an edge from the
@@ -245,11 +271,14 @@ func (p *Plan) Consumer(topic string) *Stage {
 }
 
 // Topics returns every internal topic with its partition count: the input
-// topics and the side-input topics (one partition each).
+// topics and the side-input topics (one partition each). Users' topics
+// (a HeadKafkaSource's input, KafkaSinks) are not internal.
 func (p *Plan) Topics() map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range p.Stages {
-		out[s.InputTopic] = s.Partitions
+		if s.Head != HeadKafkaSource {
+			out[s.InputTopic] = s.Partitions
+		}
 		for _, si := range s.SideInputs {
 			out[si.Topic] = 1
 		}
@@ -294,9 +323,13 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	// for a Flatten reading the same PCollection twice).
 	producer := map[string]string{}
 	consumers := map[string][]string{}
+	// natives[id] is the NativeSource or NativeSink DoFn of ParDo id.
+	natives := map[string]any{}
 	for _, id := range leaves {
 		t := comps.GetTransforms()[id]
-		if err := checkSupported(id, t, opts); err != nil {
+		if n := NativeDoFn(t); n != nil {
+			natives[id] = n // a ParDo the runner executes itself
+		} else if err := checkSupported(id, t, opts); err != nil {
 			return nil, err
 		}
 		for _, pc := range sortedValues(t.GetOutputs()) {
@@ -338,6 +371,10 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		}
 		s.Name = fmt.Sprintf("s%d-%s", len(plan.Stages), slug(t.GetUniqueName()))
 		s.InputTopic = opts.ApplicationID + "-" + s.Name
+		if src, ok := natives[id].(NativeSource); ok {
+			s.Partitions = 0
+			s.InputTopic = src.KafkaSourceTopic()
+		}
 		plan.Stages = append(plan.Stages, s)
 		keepsWindows[headOutput] = true
 		return s
@@ -346,9 +383,29 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	// joins the stage of the producer of its main input, unless it is a
 	// ParDo with side inputs that cannot run there (fuseSideInputs), which
 	// then starts a HeadSideInputs stage. Producers are placed first.
+	var sinks []KafkaSink
 	for _, id := range order {
 		t := comps.GetTransforms()[id]
 		urn := t.GetSpec().GetUrn()
+		switch n := natives[id].(type) {
+		case NativeSource:
+			outs := sortedValues(t.GetOutputs())
+			if len(outs) != 1 {
+				return nil, fmt.Errorf("%w: Kafka read %q (%s) has %d outputs, want 1", ErrMalformed, t.GetUniqueName(), id, len(outs))
+			}
+			stageOf[id] = newStage(HeadKafkaSource, id, t, outs[0])
+			continue
+		case NativeSink:
+			ins := mainInputs(t)
+			if len(ins) != 1 || len(t.GetOutputs()) != 0 {
+				return nil, fmt.Errorf("%w: Kafka write %q (%s) has %d inputs and %d outputs, want 1 and 0", ErrMalformed, t.GetUniqueName(), id, len(ins), len(t.GetOutputs()))
+			}
+			sinks = append(sinks, KafkaSink{PCollection: ins[0], Topic: n.KafkaSinkTopic(), Transform: id})
+			continue
+		}
+		if urn == URNImpulse && onlyNativeSources(t, consumers, natives) {
+			continue // the Kafka reads it feeds read their topics instead
+		}
 		if kind, isHead := headKind(urn); isHead {
 			outs := sortedValues(t.GetOutputs())
 			if len(outs) != 1 {
@@ -415,7 +472,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	for pc, cs := range consumers {
 		for _, c := range cs {
 			consumer := stageOf[c]
-			if consumer == nil || consumer.HeadTransform != c {
+			if consumer == nil || consumer.HeadTransform != c || consumer.Head == HeadKafkaSource {
 				continue // fused: stays inside the producer's stage
 			}
 			ps := stageOf[producer[pc]]
@@ -435,7 +492,20 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			addOutput(plan.Stage(si.Upstream), si.PCollection, si.Topic)
 		}
 	}
+	for _, k := range sinks {
+		ps := stageOf[producer[k.PCollection]]
+		if ps == nil {
+			return nil, fmt.Errorf("%w: no stage produces PCollection %s, the input of the Kafka write to %s", ErrMalformed, k.PCollection, k.Topic)
+		}
+		ps.KafkaSinks = append(ps.KafkaSinks, k)
+	}
 	for _, s := range plan.Stages {
+		sort.Slice(s.KafkaSinks, func(i, j int) bool {
+			if s.KafkaSinks[i].PCollection != s.KafkaSinks[j].PCollection {
+				return s.KafkaSinks[i].PCollection < s.KafkaSinks[j].PCollection
+			}
+			return s.KafkaSinks[i].Topic < s.KafkaSinks[j].Topic
+		})
 		for _, pc := range sortedKeys(outputs[s]) {
 			o := Output{PCollection: pc}
 			for _, topic := range sortedKeys(outputs[s][pc]) {
@@ -778,4 +848,19 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// onlyNativeSources says whether every consumer of Impulse t's output is a
+// NativeSource ParDo (and there is one).
+func onlyNativeSources(t *pipepb.PTransform, consumers map[string][]string, natives map[string]any) bool {
+	n := 0
+	for _, pc := range t.GetOutputs() {
+		for _, c := range consumers[pc] {
+			if _, ok := natives[c].(NativeSource); !ok {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }

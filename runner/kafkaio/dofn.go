@@ -1,0 +1,234 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/logend"
+)
+
+// readFn is a Read. On the kafkastreams runner the plan recognises it
+// (plan.NativeSource) and a source stage reads the topic; on other runners
+// ProcessElement reads it, Bounded only.
+type readFn struct {
+	Config Config `json:"config"`
+}
+
+var _ plan.NativeSource = (*readFn)(nil)
+
+// KafkaSourceTopic implements plan.NativeSource.
+func (f *readFn) KafkaSourceTopic() string { return f.Config.Topics[0] }
+
+// bootstrap is the Config's servers, else $KAFKA_BOOTSTRAP_SERVERS (the
+// runner's default too), else 127.0.0.1:9092.
+func (c Config) bootstrap() string {
+	if c.BootstrapServers != "" {
+		return c.BootstrapServers
+	}
+	if v := os.Getenv("KAFKA_BOOTSTRAP_SERVERS"); v != "" {
+		return v
+	}
+	return "127.0.0.1:9092"
+}
+
+func (c Config) clientConfig() kafka.ConfigMap {
+	cm := kafka.ConfigMap{}
+	for k, v := range c.Properties {
+		cm[k] = v
+	}
+	cm["bootstrap.servers"] = c.bootstrap()
+	return cm
+}
+
+// ProcessElement reads every partition of the topic from its start to the
+// log end offset it has now (read_committed), emitting each record at its
+// Kafka timestamp. Only a Bounded read runs on a runner other than
+// kafkastreams.
+func (f *readFn) ProcessElement(_ beam.EventTime, _ []byte, emit func(beam.EventTime, []byte, []byte)) error {
+	c := f.Config
+	if !c.Bounded {
+		return fmt.Errorf("kafkaio.Read(%s): an unbounded read runs on the kafkastreams runner only; use kafkaio.Bounded() on other runners", c.Topics[0])
+	}
+	if c.Start == Latest {
+		return nil // nothing was written after the start that a bounded read would see
+	}
+	ctx := context.Background()
+	cm := logend.Config(c.clientConfig(), "kafkaio-read-"+c.Topics[0])
+	if c.ReadUncommitted {
+		cm["isolation.level"] = "read_uncommitted"
+	}
+	topic := c.Topics[0]
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.bootstrap()})
+	if err != nil {
+		return fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
+	}
+	md, err := admin.GetMetadata(&topic, false, 30000)
+	admin.Close()
+	if err != nil {
+		return fmt.Errorf("kafkaio.Read(%s): metadata: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError {
+		return fmt.Errorf("kafkaio.Read(%s): topic not found: %v", topic, tm.Error)
+	}
+	for _, pm := range tm.Partitions {
+		cons, err := kafka.NewConsumer(&cm)
+		if err != nil {
+			return fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
+		}
+		_, err = logend.Read(ctx, cons, topic, pm.ID, func(m *kafka.Message) error {
+			emit(beam.EventTime(mtime.FromTime(m.Timestamp)), m.Key, m.Value)
+			return nil
+		})
+		_ = cons.Close()
+		if err != nil {
+			return fmt.Errorf("kafkaio.Read(%s): partition %d: %w", topic, pm.ID, err)
+		}
+	}
+	return nil
+}
+
+// writeFn is a Write of KV<[]byte, []byte>. On the kafkastreams runner the
+// plan recognises it (plan.NativeSink) and the stage producing its input
+// writes the records in its transactions; on other runners ProcessElement
+// produces them.
+type writeFn struct {
+	Config Config `json:"config"`
+	w      *writer
+}
+
+var _ plan.NativeSink = (*writeFn)(nil)
+
+// KafkaSinkTopic implements plan.NativeSink.
+func (f *writeFn) KafkaSinkTopic() string { return f.Config.Topics[0] }
+
+func (f *writeFn) Setup() error {
+	var err error
+	f.w, err = newWriter(f.Config)
+	return err
+}
+
+func (f *writeFn) ProcessElement(ts beam.EventTime, key, value []byte) error {
+	return f.w.produce(key, value, mtime.Time(ts))
+}
+
+func (f *writeFn) FinishBundle() error { return f.w.flush() }
+func (f *writeFn) Teardown()           { f.w.close() }
+
+// writeValuesFn is a Write of []byte values, without keys.
+type writeValuesFn struct {
+	Config Config `json:"config"`
+	w      *writer
+}
+
+var _ plan.NativeSink = (*writeValuesFn)(nil)
+
+// KafkaSinkTopic implements plan.NativeSink.
+func (f *writeValuesFn) KafkaSinkTopic() string { return f.Config.Topics[0] }
+
+func (f *writeValuesFn) Setup() error {
+	var err error
+	f.w, err = newWriter(f.Config)
+	return err
+}
+
+func (f *writeValuesFn) ProcessElement(ts beam.EventTime, value []byte) error {
+	return f.w.produce(nil, value, mtime.Time(ts))
+}
+
+func (f *writeValuesFn) FinishBundle() error { return f.w.flush() }
+func (f *writeValuesFn) Teardown()           { f.w.close() }
+
+// writer is the idempotent producer of a Write on a runner other than
+// kafkastreams (at least once across bundle retries: only the kafkastreams
+// runner writes exactly once). Its delivery reports are read by a
+// goroutine that keeps the first error.
+type writer struct {
+	p          *kafka.Producer
+	topic      string
+	partitions int32
+	mu         sync.Mutex
+	err        error
+	done       chan struct{}
+}
+
+func newWriter(c Config) (*writer, error) {
+	cm := c.clientConfig()
+	cm["enable.idempotence"] = true
+	p, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio.Write(%s): %w", c.Topics[0], err)
+	}
+	topic := c.Topics[0]
+	md, err := p.GetMetadata(&topic, false, 30000)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("kafkaio.Write(%s): metadata: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
+		p.Close()
+		return nil, fmt.Errorf("kafkaio.Write(%s): topic not found: %v", topic, tm.Error)
+	}
+	w := &writer{p: p, topic: topic, partitions: int32(len(tm.Partitions)), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ev := range p.Events() {
+			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
+				w.mu.Lock()
+				if w.err == nil {
+					w.err = fmt.Errorf("kafkaio.Write(%s): %w", topic, m.TopicPartition.Error)
+				}
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *writer) produce(key, value []byte, ts mtime.Time) error {
+	part := kafka.PartitionAny
+	if key != nil {
+		part = stage.JavaPartition(key, w.partitions)
+	}
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value}
+	if ts >= 0 && ts <= mtime.MaxTimestamp {
+		m.Timestamp = ts.ToTime()
+	}
+	for {
+		err := w.p.Produce(m, nil)
+		if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
+			w.p.Flush(100)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kafkaio.Write(%s): %w", w.topic, err)
+		}
+		return nil
+	}
+}
+
+// flush waits until every record of the bundle is acknowledged and returns
+// the first delivery error.
+func (w *writer) flush() error {
+	for w.p.Flush(1000) > 0 {
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *writer) close() {
+	if w != nil && w.p != nil {
+		w.p.Close()
+		<-w.done
+	}
+}

@@ -1,0 +1,273 @@
+// Package kafkaio reads and writes Kafka topics in Beam Go pipelines.
+//
+//	recs := kafkaio.Read(s, "orders",
+//		kafkaio.WithBoundedOutOfOrderness(30*time.Second),
+//		kafkaio.WithIdleness(time.Minute))      // PCollection<KV<[]byte, []byte>>
+//	…
+//	kafkaio.Write(s, "totals", kvs)           // KV<[]byte, []byte> → plain records
+//
+// On the kafkastreams runner a Read is a source stage that consumes the
+// topic itself (no copy into an internal topic): one task per partition,
+// its offsets committed in the stage's Kafka transactions (KIP-447), each
+// record's event time its Kafka timestamp (CreateTime or LogAppendTime, as
+// the topic says), and a watermark per partition from the source's
+// strategy (seed 002: bounded out-of-orderness, monotonous timestamps, or
+// none; idleness with its clock seeded when the partition is assigned). A
+// Write is done by the stage that produces its input: plain records (no
+// envelope), in that stage's transaction, so a read_committed consumer sees
+// each once; the record timestamp is the element's event time and the
+// partition the Java client's default for the key (murmur2), so keys land
+// where a Java producer or Kafka Streams would put them.
+//
+// On other runners (Prism, the direct runner) the same transforms run as
+// ordinary DoFns: a Read with Bounded() reads every partition up to the end
+// offsets it sees when it starts; a Write produces with an idempotent
+// producer. So a bounded pipeline with kafkaio runs on both runners and
+// their outputs can be compared.
+package kafkaio
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+)
+
+// Watermark strategy kinds (seed 002), as Config.Watermark.Kind says them.
+const (
+	// BoundedOutOfOrderness: the partition's watermark is the largest event
+	// time it has read minus the bound: a record more than the bound behind
+	// the newest is late. The default, with a bound of 0.
+	BoundedOutOfOrderness = "bounded_out_of_orderness"
+	// MonotonousTimestamps: the largest event time read minus 1 ms (Kafka
+	// Streams' partition time): for topics whose timestamps only grow.
+	MonotonousTimestamps = "monotonous"
+	// NoWatermarks: the partition's watermark stays at the start of time.
+	// Refused at plan time when an event-time operator (a GroupByKey or
+	// Combine in non-global windows, allowed lateness, event-time timers)
+	// is downstream: nothing there would ever fire.
+	NoWatermarks = "none"
+)
+
+// Start positions for a partition without a committed offset (Kafka's
+// auto.offset.reset).
+const (
+	// Earliest reads from the partition's first offset (the default).
+	Earliest = "earliest"
+	// Latest reads only records written after the job starts.
+	Latest = "latest"
+)
+
+// Config is a Read's or Write's configuration, as its options set it. It
+// is carried in the pipeline (JSON), so it must not hold secrets a user
+// would not put in a pipeline: pass credentials with the runner's
+// --kafka_property, which every client of the runner uses.
+type Config struct {
+	// Topics are the topics read or written: exactly one today (a Read of
+	// several topics or a pattern is not built yet).
+	Topics []string `json:"topics"`
+	// BootstrapServers overrides the runner's --bootstrap_servers (Kafka's
+	// bootstrap.servers); empty: the runner's.
+	BootstrapServers string `json:"bootstrapServers,omitempty"`
+	// Properties are extra client properties (librdkafka names, e.g.
+	// security.protocol); the runner's own settings (group.id,
+	// isolation.level, transactional.id, …) win. Never logged.
+	Properties map[string]string `json:"properties,omitempty"`
+	// Start is where a partition without a committed offset starts:
+	// Earliest (default) or Latest.
+	Start string `json:"start,omitempty"`
+	// ReadUncommitted reads records of open and aborted transactions too
+	// (isolation.level=read_uncommitted). Default false: read_committed.
+	ReadUncommitted bool `json:"readUncommitted,omitempty"`
+	// Bounded stops every partition at the end offset it has when the job
+	// starts: the read ends, and its watermark reaches the end of time.
+	Bounded bool `json:"bounded,omitempty"`
+	// Watermark is the source's watermark strategy.
+	Watermark Watermark `json:"watermark"`
+}
+
+// Watermark is a source's watermark strategy (seed 002).
+type Watermark struct {
+	// Kind is BoundedOutOfOrderness (default), MonotonousTimestamps or
+	// NoWatermarks.
+	Kind string `json:"kind,omitempty"`
+	// MaxOutOfOrdernessMs is the bound of BoundedOutOfOrderness, in
+	// milliseconds (>= 0).
+	MaxOutOfOrdernessMs int64 `json:"maxOutOfOrdernessMs,omitempty"`
+	// IdlenessMs: a partition without a record for this long (counted from
+	// its assignment, so a partition that never gets a record idles out
+	// too) is idle: left out of the minimum until its next record. 0: the
+	// runner's --default_idleness; negative: off (the partition holds the
+	// watermark while it is quiet).
+	IdlenessMs int64 `json:"idlenessMs,omitempty"`
+}
+
+// Option configures a Read or a Write.
+type Option func(*Config)
+
+// WithBootstrapServers reads or writes the cluster at servers (Kafka's
+// bootstrap.servers) instead of the runner's --bootstrap_servers.
+func WithBootstrapServers(servers string) Option {
+	return func(c *Config) { c.BootstrapServers = servers }
+}
+
+// WithProperty sets a client property (librdkafka's name, e.g.
+// "security.protocol"). Values are never logged.
+func WithProperty(key, value string) Option {
+	return func(c *Config) {
+		if c.Properties == nil {
+			c.Properties = map[string]string{}
+		}
+		c.Properties[key] = value
+	}
+}
+
+// WithStart sets where a partition without a committed offset starts:
+// Earliest (default) or Latest.
+func WithStart(start string) Option { return func(c *Config) { c.Start = start } }
+
+// WithReadUncommitted reads records of open and aborted transactions too.
+func WithReadUncommitted() Option { return func(c *Config) { c.ReadUncommitted = true } }
+
+// Bounded makes the Read stop at the end offsets the partitions have when
+// the job starts (for tests, backfills and comparisons with other runners).
+func Bounded() Option { return func(c *Config) { c.Bounded = true } }
+
+// WithBoundedOutOfOrderness: the watermark trails the largest event time
+// read by d (>= 0; Flink's forBoundedOutOfOrderness).
+func WithBoundedOutOfOrderness(d time.Duration) Option {
+	return func(c *Config) {
+		c.Watermark.Kind = BoundedOutOfOrderness
+		c.Watermark.MaxOutOfOrdernessMs = d.Milliseconds()
+		if d < 0 {
+			c.Watermark.MaxOutOfOrdernessMs = -1 // refused by Validate
+		}
+	}
+}
+
+// WithMonotonousTimestamps: the watermark is the largest event time read
+// minus 1 ms.
+func WithMonotonousTimestamps() Option {
+	return func(c *Config) { c.Watermark.Kind = MonotonousTimestamps }
+}
+
+// WithNoWatermarks: the watermark stays at the start of time (only for
+// pipelines without event-time operators; refused otherwise).
+func WithNoWatermarks() Option { return func(c *Config) { c.Watermark.Kind = NoWatermarks } }
+
+// WithIdleness marks a partition idle after d without a record (> 0), or
+// never (d < 0: off). Without it the runner's --default_idleness applies.
+func WithIdleness(d time.Duration) Option {
+	return func(c *Config) {
+		switch {
+		case d > 0:
+			c.Watermark.IdlenessMs = max(d.Milliseconds(), 1)
+		case d < 0:
+			c.Watermark.IdlenessMs = -1
+		default:
+			c.Watermark.IdlenessMs = -2 // refused by Validate: zero is ambiguous
+		}
+	}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("kafkaio: bad configuration")
+
+// Validate checks the configuration, naming what is wrong.
+func (c Config) Validate() error {
+	if len(c.Topics) != 1 {
+		return fmt.Errorf("%w: %d topics: one topic per Read or Write", ErrConfig, len(c.Topics))
+	}
+	for _, t := range c.Topics {
+		if strings.TrimSpace(t) == "" {
+			return fmt.Errorf("%w: empty topic name", ErrConfig)
+		}
+	}
+	switch c.Start {
+	case "", Earliest, Latest:
+	default:
+		return fmt.Errorf("%w: start %q: want %q or %q", ErrConfig, c.Start, Earliest, Latest)
+	}
+	switch c.Watermark.Kind {
+	case "", BoundedOutOfOrderness, MonotonousTimestamps, NoWatermarks:
+	default:
+		return fmt.Errorf("%w: watermark kind %q", ErrConfig, c.Watermark.Kind)
+	}
+	if c.Watermark.MaxOutOfOrdernessMs < 0 {
+		return fmt.Errorf("%w: WithBoundedOutOfOrderness: negative bound", ErrConfig)
+	}
+	if c.Watermark.IdlenessMs == -2 {
+		return fmt.Errorf("%w: WithIdleness(0): give a positive duration, or a negative one to turn idleness off", ErrConfig)
+	}
+	return nil
+}
+
+// String describes the configuration without property values.
+func (c Config) String() string {
+	keys := make([]string, 0, len(c.Properties))
+	for k := range c.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return fmt.Sprintf("topics=%v bootstrap=%q properties=%v start=%q bounded=%v watermark=%+v", c.Topics, c.BootstrapServers, keys, c.Start, c.Bounded, c.Watermark)
+}
+
+func newConfig(topics []string, opts []Option) Config {
+	c := Config{Topics: topics}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Read reads topic as a PCollection<KV<[]byte,
+// []byte>> of the records' keys and values, each at its Kafka timestamp,
+// in the global window. Bad options panic at construction, naming what is
+// wrong (as Beam's transforms do).
+func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
+	c := newConfig([]string{topic}, opts)
+	if err := c.Validate(); err != nil {
+		panic(err)
+	}
+	s = s.Scope("kafkaio.Read(" + strings.Join(c.Topics, ",") + ")")
+	return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
+}
+
+// Write writes col, a PCollection<KV<[]byte, []byte>> (or of []byte: values
+// without keys), to topic as plain records.
+func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) {
+	c := newConfig([]string{topic}, opts)
+	if err := c.Validate(); err != nil {
+		panic(err)
+	}
+	s = s.Scope("kafkaio.Write(" + topic + ")")
+	t := col.Type()
+	switch {
+	case t.Type() == reflect.TypeOf([]byte(nil)):
+		beam.ParDo0(s, &writeValuesFn{Config: c}, col)
+	default:
+		beam.ParDo0(s, &writeFn{Config: c}, col)
+	}
+}
+
+func init() {
+	register.DoFn3x1[beam.EventTime, []byte, func(beam.EventTime, []byte, []byte), error](&readFn{})
+	register.Emitter3[beam.EventTime, []byte, []byte]()
+	register.DoFn3x1[beam.EventTime, []byte, []byte, error](&writeFn{})
+	register.DoFn2x1[beam.EventTime, []byte, error](&writeValuesFn{})
+}
+
+// SourceConfig returns the Config of a Read's DoFn (plan.NativeDoFn of its
+// ParDo); ok is false for any other DoFn.
+func SourceConfig(fn any) (c Config, ok bool) {
+	r, ok := fn.(*readFn)
+	if !ok {
+		return Config{}, false
+	}
+	return r.Config, true
+}

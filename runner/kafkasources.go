@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
+)
+
+// kafkaSources returns the kafkaio.Config of every Kafka source stage of
+// pl, by stage name.
+func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (map[string]kafkaio.Config, error) {
+	out := map[string]kafkaio.Config{}
+	for _, s := range pl.Stages {
+		if s.Head != plan.HeadKafkaSource {
+			continue
+		}
+		c, ok := kafkaio.SourceConfig(plan.NativeDoFn(comps.GetTransforms()[s.HeadTransform]))
+		if !ok {
+			return nil, fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Read", s.Name, s.HeadUniqueName)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
+		}
+		if c.Bounded {
+			return nil, fmt.Errorf("kafkastreams: %s: kafkaio.Bounded() is not built on this runner yet (it reads topics unbounded; cancel the job, or run a bounded read on Prism)", s.HeadUniqueName)
+		}
+		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
+			return nil, fmt.Errorf("kafkastreams: %s: WithBootstrapServers(%q): a source on another cluster than the runner's --bootstrap_servers is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers)
+		}
+		out[s.Name] = c
+	}
+	return out, nil
+}
+
+// strategyOf is the watermark strategy of source c, with the runner's
+// default idleness (ms; 0: off) where c sets none.
+func strategyOf(c kafkaio.Config, defaultIdleness time.Duration) kafkasource.Strategy {
+	st := kafkasource.Strategy{Kind: kafkasource.BoundedOutOfOrderness, MaxOutOfOrderness: time.Duration(c.Watermark.MaxOutOfOrdernessMs) * time.Millisecond}
+	switch c.Watermark.Kind {
+	case kafkaio.MonotonousTimestamps:
+		st.Kind = kafkasource.Monotonous
+	case kafkaio.NoWatermarks:
+		st.Kind = kafkasource.NoWatermarks
+	}
+	switch {
+	case c.Watermark.IdlenessMs > 0:
+		st.Idleness = time.Duration(c.Watermark.IdlenessMs) * time.Millisecond
+	case c.Watermark.IdlenessMs == 0:
+		st.Idleness = defaultIdleness
+	}
+	return st
+}
+
+// checkNoWatermarks refuses a source with noWatermarks when an event-time
+// operator is downstream of it (seed 002, "the noWatermarks() trap": its
+// partitions would sit in the minimum at the start of time while they
+// deliver, and nothing would ever fire): a GroupByKey (or Combine) in
+// non-global windows or with allowed lateness, or a stateful ParDo with
+// event-time timers. The error names the source and the operator.
+func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, sources map[string]kafkaio.Config) error {
+	consumers := map[string][]*plan.Stage{}
+	for _, s := range pl.Stages {
+		for _, o := range s.Outputs {
+			for _, t := range o.Topics {
+				if c := pl.Consumer(t); c != nil {
+					consumers[s.Name] = append(consumers[s.Name], c)
+				}
+			}
+		}
+	}
+	for _, src := range pl.Stages {
+		c, ok := sources[src.Name]
+		if !ok || c.Watermark.Kind != kafkaio.NoWatermarks {
+			continue
+		}
+		seen := map[string]bool{}
+		todo := append([]*plan.Stage(nil), consumers[src.Name]...)
+		for len(todo) > 0 {
+			s := todo[0]
+			todo = todo[1:]
+			if seen[s.Name] {
+				continue
+			}
+			seen[s.Name] = true
+			if why := eventTimeOperator(comps, s); why != "" {
+				return fmt.Errorf("kafkastreams: %s uses kafkaio.WithNoWatermarks(), but %s %q is downstream of it (stage %s): its watermark would stay at the start of time and nothing there would ever fire; use kafkaio.WithMonotonousTimestamps() or WithBoundedOutOfOrderness (seed 002: the noWatermarks() trap)",
+					src.HeadUniqueName, why, s.HeadUniqueName, s.Name)
+			}
+			todo = append(todo, consumers[s.Name]...)
+		}
+	}
+	return nil
+}
+
+// eventTimeOperator says what in stage s waits for the watermark ("" if
+// nothing): its GroupByKey in non-global windows or with allowed lateness,
+// or its stateful ParDo's event-time timers.
+func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
+	t := comps.GetTransforms()[s.HeadTransform]
+	switch s.Head {
+	case plan.HeadGroupByKey:
+		for _, pc := range t.GetInputs() {
+			ws := comps.GetWindowingStrategies()[comps.GetPcollections()[pc].GetWindowingStrategyId()]
+			if ws.GetWindowFn().GetUrn() != "beam:window_fn:global_windows:v1" {
+				return "the windowed GroupByKey"
+			}
+			if ws.GetAllowedLateness() > 0 {
+				return "the GroupByKey with allowed lateness"
+			}
+		}
+	case plan.HeadStateful:
+		pd := &pipepb.ParDoPayload{}
+		if err := proto.Unmarshal(t.GetSpec().GetPayload(), pd); err == nil {
+			for _, spec := range pd.GetTimerFamilySpecs() {
+				if spec.GetTimeDomain() == pipepb.TimeDomain_EVENT_TIME {
+					return "the stateful ParDo with event-time timers"
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// newKafkaSourceHead builds the head of Kafka source stage s: elements
+// KV<[]byte, []byte> in the global window at the record's timestamp,
+// encoded with the coder of the stage's head output.
+func newKafkaSourceHead(comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, log *slog.Logger) (*kafkasource.Head, error) {
+	col := comps.GetPcollections()[s.HeadOutput]
+	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
+	ec, err := cu.Coder(col.GetCoderId())
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: stage %s: coder of %s: %w", s.Name, s.HeadOutput, err)
+	}
+	enc := exec.MakeElementEncoder(coder.NewW(ec, coder.NewGlobalWindow()))
+	st := strategyOf(c, defaultIdleness)
+	h, err := kafkasource.NewHead(kafkasource.HeadConfig{
+		Stage:    s.Name,
+		Topic:    s.InputTopic,
+		Strategy: st,
+		Logger:   log,
+		Encode: func(key, value []byte, ts mtime.Time) ([]byte, error) {
+			var buf bytes.Buffer
+			err := enc.Encode(&exec.FullValue{Elm: key, Elm2: value, Timestamp: ts, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf)
+			return buf.Bytes(), err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("kafkastreams: Kafka source stage", "stage", s.Name, "topic", s.InputTopic, "read", s.HeadUniqueName, "watermark", c.Watermark.Kind, "max_out_of_orderness_ms", c.Watermark.MaxOutOfOrdernessMs, "idleness", st.Idleness, "config", c.String())
+	return h, nil
+}

@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+)
+
+// userTopics returns the partition count of every user's topic the plan
+// reads (HeadKafkaSource) or writes (KafkaSinks). A topic that does not
+// exist, or that this client may not describe (an ACL), is an error naming
+// it and what reads or writes it: the runner never creates users' topics.
+func userTopics(ctx context.Context, bootstrap string, props map[string]string, pl *plan.Plan) (map[string]int32, error) {
+	users := map[string]string{} // topic -> who uses it
+	for _, s := range pl.Stages {
+		if s.Head == plan.HeadKafkaSource {
+			users[s.InputTopic] = fmt.Sprintf("the Kafka read %q (stage %s)", s.HeadUniqueName, s.Name)
+		}
+		for _, k := range s.KafkaSinks {
+			users[k.Topic] = fmt.Sprintf("a Kafka write (stage %s)", s.Name)
+		}
+	}
+	out := map[string]int32{}
+	if len(users) == 0 {
+		return out, nil
+	}
+	cm := clientConfig(bootstrap, props)
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: admin client: %w", err)
+	}
+	defer admin.Close()
+	names := make([]string, 0, len(users))
+	for t := range users {
+		names = append(names, t)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(names))
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: describe users' topics %v: %w", names, err)
+	}
+	for _, d := range res.TopicDescriptions {
+		switch d.Error.Code() {
+		case kafka.ErrNoError:
+			out[d.Name] = int32(len(d.Partitions))
+		case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s, does not exist (the runner does not create users' topics)", d.Name, users[d.Name])
+		case kafka.ErrTopicAuthorizationFailed:
+			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s: not authorized (an ACL denies this client): %v", d.Name, users[d.Name], d.Error)
+		default:
+			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s: %v", d.Name, users[d.Name], d.Error)
+		}
+	}
+	return out, nil
+}
+
+// sinkSpecs are stage s's Kafka sinks for its loop: the records' key,
+// value and event time decoded from the elements with the PCollection's
+// windowed value coder (KV<[]byte, []byte>, or []byte values without keys;
+// standard coders, the same on the wire).
+func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]int32) ([]stage.Sink, error) {
+	var out []stage.Sink
+	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
+	for _, k := range s.KafkaSinks {
+		col := comps.GetPcollections()[k.PCollection]
+		ec, err := cu.Coder(col.GetCoderId())
+		if err != nil {
+			return nil, fmt.Errorf("kafkastreams: stage %s: coder of %s: %w", s.Name, k.PCollection, err)
+		}
+		wc, err := cu.WindowCoder(comps.GetWindowingStrategies()[col.GetWindowingStrategyId()].GetWindowCoderId())
+		if err != nil {
+			return nil, fmt.Errorf("kafkastreams: stage %s: window coder of %s: %w", s.Name, k.PCollection, err)
+		}
+		dec := exec.MakeElementDecoder(coder.NewW(ec, wc))
+		topic := k.Topic
+		out = append(out, stage.Sink{
+			PCollection: k.PCollection,
+			Topic:       topic,
+			Partitions:  partitions[topic],
+			Decode: func(e []byte) ([]byte, []byte, mtime.Time, error) {
+				fv, err := dec.Decode(bytes.NewReader(e))
+				if err != nil {
+					return nil, nil, 0, err
+				}
+				switch v := fv.Elm.(type) {
+				case []byte:
+					if fv.Elm2 == nil {
+						return nil, v, fv.Timestamp, nil
+					}
+					val, ok := fv.Elm2.([]byte)
+					if !ok {
+						return nil, nil, 0, fmt.Errorf("kafkaio.Write(%s): the value is a %T, want []byte", topic, fv.Elm2)
+					}
+					return v, val, fv.Timestamp, nil
+				}
+				return nil, nil, 0, fmt.Errorf("kafkaio.Write(%s): the element is a %T, want KV<[]byte, []byte> or []byte", topic, fv.Elm)
+			},
+		})
+	}
+	return out, nil
+}
