@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,11 +14,13 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
+	"github.com/kafkastreams/kafkastreams/stage/logend"
 )
 
 // kafkaSources returns the kafkaio.Config of every Kafka source stage of
@@ -34,9 +37,6 @@ func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (ma
 		}
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
-		}
-		if c.Bounded {
-			return nil, fmt.Errorf("kafkastreams: %s: kafkaio.Bounded() is not built on this runner yet (it reads topics unbounded; cancel the job, or run a bounded read on Prism)", s.HeadUniqueName)
 		}
 		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
 			return nil, fmt.Errorf("kafkastreams: %s: WithBootstrapServers(%q): a source on another cluster than the runner's --bootstrap_servers is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers)
@@ -138,7 +138,7 @@ func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
 // KV<[]byte, []byte> in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
-func newKafkaSourceHead(comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, log *slog.Logger) (*kafkasource.Head, error) {
+func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger) (*kafkasource.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	ec, err := cu.Coder(col.GetCoderId())
@@ -147,7 +147,15 @@ func newKafkaSourceHead(comps *pipepb.Components, s *plan.Stage, c kafkaio.Confi
 	}
 	enc := exec.MakeElementEncoder(coder.NewW(ec, coder.NewGlobalWindow()))
 	st := strategyOf(c, defaultIdleness)
+	var ends map[int32]int64
+	if c.Bounded {
+		if ends, err = boundedEnds(ctx, bootstrap, props, s.InputTopic); err != nil {
+			return nil, fmt.Errorf("kafkastreams: %s: end offsets of a bounded read: %w", s.HeadUniqueName, err)
+		}
+		log.Info("kafkastreams: bounded Kafka read: it stops at these end offsets", "stage", s.Name, "topic", s.InputTopic, "ends", ends)
+	}
 	h, err := kafkasource.NewHead(kafkasource.HeadConfig{
+		Ends:     ends,
 		Stage:    s.Name,
 		Topic:    s.InputTopic,
 		Strategy: st,
@@ -163,4 +171,25 @@ func newKafkaSourceHead(comps *pipepb.Components, s *plan.Stage, c kafkaio.Confi
 	}
 	log.Info("kafkastreams: Kafka source stage", "stage", s.Name, "topic", s.InputTopic, "read", s.HeadUniqueName, "watermark", c.Watermark.Kind, "max_out_of_orderness_ms", c.Watermark.MaxOutOfOrdernessMs, "idleness", st.Idleness, "config", c.String())
 	return h, nil
+}
+
+// boundedEnds are the log end offsets of every partition of topic now: where
+// a bounded read stops (each instance asks when it starts).
+func boundedEnds(ctx context.Context, bootstrap string, props map[string]string, topic string) (map[int32]int64, error) {
+	cm := clientConfig(bootstrap, props)
+	cm["group.id"] = "kafkastreams-bounded-ends"
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+	md, err := c.GetMetadata(&topic, false, 30000)
+	if err != nil {
+		return nil, err
+	}
+	var ps []int32
+	for _, p := range md.Topics[topic].Partitions {
+		ps = append(ps, p.ID)
+	}
+	return logend.Ends(ctx, c, topic, ps)
 }

@@ -368,7 +368,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			}, func() float64 { return float64(h.Dropped()) }))
 		}
 		if c, ok := sources[s.Name]; ok {
-			if cfg.Head, err = newKafkaSourceHead(pipe.GetComponents(), s, c, *DefaultIdleness, log); err != nil {
+			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log); err != nil {
 				return nil, err
 			}
 			cfg.Consumer = map[string]string{}
@@ -380,6 +380,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			}
 			if c.ReadUncommitted {
 				cfg.Consumer["isolation.level"] = "read_uncommitted"
+			}
+			if c.Bounded {
+				cfg.Consumer["enable.partition.eof"] = "true"
 			}
 		}
 		if cfg.Head == nil {

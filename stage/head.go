@@ -91,6 +91,12 @@ type Head interface {
 	// task is also reported idle when every upstream is idle and it holds
 	// nothing; heads that read no users' topics return false.
 	Idle(p int32) bool
+	// ReachedEnd says task p's consumer has read its partition up to
+	// offset, the partition's end as the broker knows it now (a partition
+	// EOF event; only for stages whose Config.Consumer asks for them with
+	// enable.partition.eof). A bounded source's head is done with the task
+	// once offset reaches its end; other heads ignore it.
+	ReachedEnd(p int32, offset int64)
 	// Wake returns the assigned tasks that need an attempt now though no
 	// record of theirs arrived (a processing-time timer is due, a source
 	// partition went idle), sorted.
@@ -128,6 +134,7 @@ func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, 
 func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
 func (h *Passthrough) Wake() []int32                           { return nil }
 func (h *Passthrough) Idle(int32) bool                         { return false }
+func (h *Passthrough) ReachedEnd(int32, int64) {}
 func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }

@@ -417,6 +417,10 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
+		case kafka.PartitionEOF:
+			if l.tasks[e.Partition] != nil {
+				l.head.ReachedEnd(e.Partition, int64(e.Offset))
+			}
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, fmt.Errorf("stage %s: consumer: %w", l.cfg.Spec.Name, e)

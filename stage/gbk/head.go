@@ -197,6 +197,9 @@ func (h *Head) Wake() []int32 { return nil }
 // Idle implements stage.Head: its input is not a user's topic.
 func (h *Head) Idle(int32) bool { return false }
 
+// ReachedEnd implements stage.Head: its input has no end to reach.
+func (h *Head) ReachedEnd(int32, int64) {}
+
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
 	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))

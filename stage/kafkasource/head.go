@@ -31,6 +31,13 @@ type HeadConfig struct {
 	Clock func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Ends, for a bounded source, are the end offsets of the partitions
+	// when the job started (log end offsets): partition p is done once its
+	// consumer has reached Ends[p] (ReachedEnd), and its watermark is then
+	// the end of time; its records at or past Ends[p] are skipped. A
+	// partition missing from Ends (added later) is read unbounded. Nil:
+	// unbounded. The loop must be asked for partition EOF events.
+	Ends map[int32]int64
 }
 
 // FutureSkew is how far ahead of the wall clock a record's event time may
@@ -63,6 +70,9 @@ type Head struct {
 		// announced[p]: the attempt that made p idle has been run (Wake
 		// asks once per quiet spell).
 		announced map[int32]bool
+		// done[p]: a bounded source's partition p has been read to its end;
+		// reported says that an attempt has reported it since.
+		done, reported map[int32]bool
 	}
 	futureLogged bool
 }
@@ -86,6 +96,8 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h := &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage, "topic", cfg.Topic)}
 	h.mu.parts = map[int32]*Partition{}
 	h.mu.announced = map[int32]bool{}
+	h.mu.done = map[int32]bool{}
+	h.mu.reported = map[int32]bool{}
 	return h, nil
 }
 
@@ -99,6 +111,8 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	defer h.mu.Unlock()
 	h.mu.parts[p] = part
 	delete(h.mu.announced, p)
+	delete(h.mu.done, p)
+	delete(h.mu.reported, p)
 	return nil
 }
 
@@ -108,11 +122,16 @@ func (h *Head) Revoke(p int32) {
 	defer h.mu.Unlock()
 	delete(h.mu.parts, p)
 	delete(h.mu.announced, p)
+	delete(h.mu.done, p)
+	delete(h.mu.reported, p)
 }
 
 // Element turns record r of partition p into its element, at its Kafka
 // timestamp, and feeds the timestamp to p's generator.
 func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+	if end, ok := h.cfg.Ends[p]; ok && r.Offset >= end {
+		return stage.Work{}, nil // past a bounded read's end
+	}
 	now := h.cfg.Clock()
 	ts := mtime.Time(r.Timestamp)
 	if !h.futureLogged && ts.ToTime().After(now.Add(FutureSkew)) {
@@ -144,10 +163,14 @@ func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Wor
 func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
 
 // Hold is partition p's watermark (Partition.Watermark; mtime.MinTimestamp
-// if p is not assigned).
+// if p is not assigned; the end of time once a bounded read of p is done).
 func (h *Head) Hold(p int32) mtime.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.mu.done[p] {
+		h.mu.reported[p] = true
+		return mtime.MaxTimestamp
+	}
 	if part := h.mu.parts[p]; part != nil {
 		return part.Watermark()
 	}
@@ -159,21 +182,42 @@ func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || !part.Idle(h.cfg.Clock()) {
+	if part == nil || h.mu.done[p] || !part.Idle(h.cfg.Clock()) {
 		return false
 	}
 	h.mu.announced[p] = true
 	return true
 }
 
+// ReachedEnd marks partition p of a bounded read done once its consumer
+// has reached the end offset p had at the start.
+func (h *Head) ReachedEnd(p int32, offset int64) {
+	end, ok := h.cfg.Ends[p]
+	if !ok || offset < end {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.parts[p] != nil && !h.mu.done[p] {
+		h.mu.done[p] = true
+		h.log.Info("kafkasource: bounded read: partition read to its end", "partition", p, "end_offset", end)
+	}
+}
+
 // Wake returns the partitions that went idle and have not been reported
-// idle yet, sorted.
+// idle yet, and those a bounded read finished and has not reported, sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.cfg.Clock()
 	var out []int32
 	for p, part := range h.mu.parts {
+		if h.mu.done[p] {
+			if !h.mu.reported[p] {
+				out = append(out, p)
+			}
+			continue
+		}
 		if !h.mu.announced[p] && part.Idle(now) {
 			out = append(out, p)
 		}
@@ -190,12 +234,16 @@ func (h *Head) Committed() error { return nil }
 
 // Aborted implements stage.Head: the generators keep what they saw (an
 // event time seen again after the rewind changes nothing: the watermark
-// is a maximum), and an idle partition is announced again.
+// is a maximum), an idle partition is announced again, and a bounded
+// partition is done again only when its consumer reaches the end again
+// (its records are read again first).
 func (h *Head) Aborted(ps []int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range ps {
 		delete(h.mu.announced, p)
+		delete(h.mu.done, p)
+		delete(h.mu.reported, p)
 	}
 	return nil
 }

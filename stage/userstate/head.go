@@ -200,6 +200,9 @@ func (h *Head) Hold(p int32) mtime.Time {
 // Idle implements stage.Head: its input is not a user's topic.
 func (h *Head) Idle(int32) bool { return false }
 
+// ReachedEnd implements stage.Head: its input has no end to reach.
+func (h *Head) ReachedEnd(int32, int64) {}
+
 // Wake returns the tasks with a processing-time timer due now, sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
