@@ -134,7 +134,7 @@ func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, 
 func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
 func (h *Passthrough) Wake() []int32                           { return nil }
 func (h *Passthrough) Idle(int32) bool                         { return false }
-func (h *Passthrough) ReachedEnd(int32, int64) {}
+func (h *Passthrough) ReachedEnd(int32, int64)                 {}
 func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }
