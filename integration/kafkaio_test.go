@@ -161,6 +161,16 @@ func TestKafkaSourceIdleness(t *testing.T) {
 				if strings.Join(got, "|") != strings.Join(want, "|") {
 					t.Fatalf("output %q, want %q", got, want)
 				}
+				// Seed 002's view of the source partitions.
+				rows := sourcePartitionRows(t, "http://"+addr+"/watermarks")
+				wantRows := []string{
+					fmt.Sprintf("0 topic=%s idle=false lastEventTimeMs=%d idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in, base+180000),
+					fmt.Sprintf("1 topic=%s idle=true lastEventTimeMs=<nil> idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in),
+					fmt.Sprintf("2 topic=%s idle=true lastEventTimeMs=<nil> idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in),
+				}
+				if strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
+					t.Errorf("GET /watermarks source partitions:\n  %s\nwant\n  %s", strings.Join(rows, "\n  "), strings.Join(wantRows, "\n  "))
+				}
 				return
 			}
 			if got := readValues(t, bs, out, 1, 12*time.Second); len(got) != 0 {
@@ -198,6 +208,44 @@ func heldSourcePartitions(t *testing.T, url, topic string) string {
 	b, _ := json.Marshal(body)
 	t.Fatalf("no Kafka source stage in GET /watermarks: %s", b)
 	return ""
+}
+
+// sourcePartitionRows returns the Kafka source stage's partitions in GET
+// /watermarks as "<p> topic=… idle=… lastEventTimeMs=… idlenessTimeoutMs=…
+// alignmentGroup=… alignmentHeld=… drift=…", sorted.
+func sourcePartitionRows(t *testing.T, url string) []string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Stages map[string]struct {
+			Partitions map[string]map[string]any `json:"partitions"`
+		} `json:"stages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for name, st := range body.Stages {
+		if !strings.Contains(name, "kafkaio") {
+			continue
+		}
+		for key, p := range st.Partitions {
+			num := func(k string) string {
+				if v, ok := p[k].(float64); ok {
+					return fmt.Sprintf("%d", int64(v))
+				}
+				return fmt.Sprint(p[k])
+			}
+			rows = append(rows, fmt.Sprintf("%s topic=%v idle=%v lastEventTimeMs=%s idlenessTimeoutMs=%s alignmentGroup=%v alignmentHeld=%v drift=%s",
+				key[strings.LastIndex(key, ":")+1:], p["topic"], p["idle"], num("lastEventTimeMs"), num("idlenessTimeoutMs"), p["alignmentGroup"], p["alignmentHeld"], num("driftFromGroupMinMs")))
+		}
+	}
+	sort.Strings(rows)
+	return rows
 }
 
 // TestKafkaSinkPlainRecords: Read → Write copies a topic's records as

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
@@ -91,6 +92,10 @@ type Head interface {
 	// task is also reported idle when every upstream is idle and it holds
 	// nothing; heads that read no users' topics return false.
 	Idle(p int32) bool
+	// Source describes task p's partition of a user's topic for its
+	// reports (seed 002's GET /watermarks: last event time, idleness in
+	// force, alignment); nil for heads that read no user's topic.
+	Source(p int32) *pb.SourcePartition
 	// ReachedEnd says task p's consumer has read its partition up to
 	// offset, the partition's end as the broker knows it now (a partition
 	// EOF event; only for stages whose Config.Consumer asks for them with
@@ -138,3 +143,4 @@ func (h *Passthrough) ReachedEnd(int32, int64)                 {}
 func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }
+func (h *Passthrough) Source(int32) *pb.SourcePartition        { return nil }

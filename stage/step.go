@@ -584,6 +584,7 @@ func (a *attempt) appendReports(p int32, wm mtime.Time, idle bool) {
 		CommittedWatermarkMillis: int64(wm),
 		TotalSourcePartitions:    a.s.spec.Partitions,
 		Idle:                     idle,
+		Source:                   a.s.head.Source(p),
 	}
 	env, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
 	seen := map[string]bool{}

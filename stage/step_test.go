@@ -561,6 +561,8 @@ func (f *fakeHead) Idle(int32) bool { return false }
 
 func (f *fakeHead) ReachedEnd(int32, int64) {}
 
+func (f *fakeHead) Source(int32) *pb.SourcePartition { return nil }
+
 func (f *fakeHead) Element(p int32, r In) (Work, error) {
 	key, value := r.Key, r.Value
 	k := "-"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
@@ -199,6 +200,9 @@ func (h *Head) Idle(int32) bool { return false }
 
 // ReachedEnd implements stage.Head: its input has no end to reach.
 func (h *Head) ReachedEnd(int32, int64) {}
+
+// Source implements stage.Head: its input is not a user's topic.
+func (h *Head) Source(int32) *pb.SourcePartition { return nil }
 
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 )
 
@@ -224,6 +225,20 @@ func (h *Head) Wake() []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Source describes partition p for its reports: the last event time, the
+// idleness in force (alignment is not built yet: its fields stay unset).
+func (h *Head) Source(p int32) *pb.SourcePartition {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sp := &pb.SourcePartition{Topic: h.cfg.Topic, IdlenessTimeoutMillis: h.cfg.Strategy.Idleness.Milliseconds()}
+	if part := h.mu.parts[p]; part != nil {
+		if ts, ok := part.LastEventTime(); ok {
+			sp.HasLastEventTime, sp.LastEventTimeMillis = true, int64(ts)
+		}
+	}
+	return sp
 }
 
 // Prepare implements stage.Head: no state.

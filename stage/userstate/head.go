@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
@@ -202,6 +203,9 @@ func (h *Head) Idle(int32) bool { return false }
 
 // ReachedEnd implements stage.Head: its input has no end to reach.
 func (h *Head) ReachedEnd(int32, int64) {}
+
+// Source implements stage.Head: its input is not a user's topic.
+func (h *Head) Source(int32) *pb.SourcePartition { return nil }
 
 // Wake returns the tasks with a processing-time timer due now, sorted.
 func (h *Head) Wake() []int32 {

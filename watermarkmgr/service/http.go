@@ -59,6 +59,20 @@ type PartitionJSON struct {
 	// of the partition, in ms since the Unix epoch; absent if none.
 	LastReportMs  *int64  `json:"lastReportMs,omitempty"`
 	LastReportIso *string `json:"lastReportIso,omitempty"`
+	// The fields of seed 002's endpoint for a partition of a user's topic
+	// (Kafka source stages), as of the partition's last report: the event
+	// time of its latest record (null before one), the idleness timeout
+	// in force (ms; 0: off), and the alignment group (null without
+	// alignment), whether alignment holds the partition, and its drift
+	// from the group's minimum (ms). For other stages they read null,
+	// false and 0.
+	Topic               *string `json:"topic"`
+	LastEventTimeMs     *int64  `json:"lastEventTimeMs"`
+	LastEventTimeIso    *string `json:"lastEventTimeIso"`
+	IdlenessTimeoutMs   int64   `json:"idlenessTimeoutMs"`
+	AlignmentGroup      *string `json:"alignmentGroup"`
+	AlignmentHeld       bool    `json:"alignmentHeld"`
+	DriftFromGroupMinMs int64   `json:"driftFromGroupMinMs"`
 }
 
 // ISO formats an mtime.Time (ms) as ISO-8601 UTC with milliseconds. The ends
@@ -96,6 +110,20 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 			Idle:         p.Idle,
 			Reported:     p.Reported,
 			Minimum:      p.Partition == s.MinPartition,
+		}
+		if src := v.Source[p.Partition]; src != nil {
+			topic := src.GetTopic()
+			pj.Topic = &topic
+			if src.GetHasLastEventTime() {
+				ms, iso := src.GetLastEventTimeMillis(), ISO(mtime.Time(src.GetLastEventTimeMillis()))
+				pj.LastEventTimeMs, pj.LastEventTimeIso = &ms, &iso
+			}
+			pj.IdlenessTimeoutMs = src.GetIdlenessTimeoutMillis()
+			if g := src.GetAlignmentGroup(); g != "" {
+				pj.AlignmentGroup = &g
+			}
+			pj.AlignmentHeld = src.GetAlignmentHeld()
+			pj.DriftFromGroupMinMs = src.GetDriftFromGroupMinMillis()
 		}
 		if at, ok := v.LastReport[p.Partition]; ok {
 			ms, iso := at.UnixMilli(), at.UTC().Format(time.RFC3339Nano)

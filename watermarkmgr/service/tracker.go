@@ -40,6 +40,9 @@ type stageState struct {
 	lastReport map[int32]time.Time
 	// rejected counts reports the manager refused (see Apply).
 	rejected uint64
+	// source[p] is the source details of partition p's last applied report
+	// (a Kafka source stage's; absent for other stages).
+	source map[int32]*pb.SourcePartition
 }
 
 // NewTracker returns an empty Tracker. now is the wall clock; nil means time.Now.
@@ -73,7 +76,7 @@ func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
 		}
 		st := t.mu.stages[r.GetStage()]
 		if st == nil {
-			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time)}
+			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time), source: make(map[int32]*pb.SourcePartition)}
 			t.mu.stages[r.GetStage()] = st
 		}
 		err := st.mgr.Observe(r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle())
@@ -86,6 +89,9 @@ func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
 			continue
 		}
 		st.lastReport[r.GetSourcePartition()] = at
+		if src := r.GetSource(); src != nil {
+			st.source[r.GetSourcePartition()] = src
+		}
 		touched[st] = true
 	}
 	for st := range touched {
@@ -110,6 +116,10 @@ type StageView struct {
 	LastReport map[int32]time.Time
 	// Rejected counts refused reports for this stage.
 	Rejected uint64
+	// Source[p] is what source partition p's last report said of the
+	// user's topic partition it reads (Kafka source stages only; treat as
+	// read-only).
+	Source map[int32]*pb.SourcePartition
 }
 
 // Stage returns the view of one stage, or ErrUnknownStage.
@@ -151,5 +161,9 @@ func (st *stageState) viewLocked(name string) StageView {
 	for p, at := range st.lastReport {
 		lr[p] = at
 	}
-	return StageView{Stage: name, Version: st.version, Snapshot: st.mgr.Snapshot(), LastReport: lr, Rejected: st.rejected}
+	src := make(map[int32]*pb.SourcePartition, len(st.source))
+	for p, s := range st.source {
+		src[p] = s
+	}
+	return StageView{Stage: name, Version: st.version, Snapshot: st.mgr.Snapshot(), LastReport: lr, Rejected: st.rejected, Source: src}
 }

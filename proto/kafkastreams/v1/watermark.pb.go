@@ -44,7 +44,10 @@ type WatermarkReport struct {
 	TotalSourcePartitions int32 `protobuf:"varint,4,opt,name=total_source_partitions,json=totalSourcePartitions,proto3" json:"total_source_partitions,omitempty"`
 	// idle is true when the task has no input to deliver and must not hold the
 	// minimum downstream (seed 002: idleness).
-	Idle          bool `protobuf:"varint,5,opt,name=idle,proto3" json:"idle,omitempty"`
+	Idle bool `protobuf:"varint,5,opt,name=idle,proto3" json:"idle,omitempty"`
+	// source is set by a Kafka source stage's task: what seed 002's GET
+	// /watermarks shows of a source partition. Unset for other stages.
+	Source        *SourcePartition `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +117,114 @@ func (x *WatermarkReport) GetIdle() bool {
 	return false
 }
 
+func (x *WatermarkReport) GetSource() *SourcePartition {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// SourcePartition is one partition of a user's topic as the source task
+// reading it sees it when it reports (seed 002).
+type SourcePartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// topic is the user's topic; the partition is the report's source_partition.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// has_last_event_time says last_event_time_millis is set: the event time
+	// of the partition's latest record (in arrival order).
+	HasLastEventTime    bool  `protobuf:"varint,2,opt,name=has_last_event_time,json=hasLastEventTime,proto3" json:"has_last_event_time,omitempty"`
+	LastEventTimeMillis int64 `protobuf:"varint,3,opt,name=last_event_time_millis,json=lastEventTimeMillis,proto3" json:"last_event_time_millis,omitempty"`
+	// idleness_timeout_millis is the idleness in force (wall-clock ms); 0: off.
+	IdlenessTimeoutMillis int64 `protobuf:"varint,4,opt,name=idleness_timeout_millis,json=idlenessTimeoutMillis,proto3" json:"idleness_timeout_millis,omitempty"`
+	// alignment_group is the watermark alignment group (FLIP-217), empty
+	// without alignment; alignment_held says the partition is paused for
+	// running ahead of the group's minimum, by drift_from_group_min_millis.
+	AlignmentGroup          string `protobuf:"bytes,5,opt,name=alignment_group,json=alignmentGroup,proto3" json:"alignment_group,omitempty"`
+	AlignmentHeld           bool   `protobuf:"varint,6,opt,name=alignment_held,json=alignmentHeld,proto3" json:"alignment_held,omitempty"`
+	DriftFromGroupMinMillis int64  `protobuf:"varint,7,opt,name=drift_from_group_min_millis,json=driftFromGroupMinMillis,proto3" json:"drift_from_group_min_millis,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *SourcePartition) Reset() {
+	*x = SourcePartition{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourcePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourcePartition) ProtoMessage() {}
+
+func (x *SourcePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourcePartition.ProtoReflect.Descriptor instead.
+func (*SourcePartition) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SourcePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SourcePartition) GetHasLastEventTime() bool {
+	if x != nil {
+		return x.HasLastEventTime
+	}
+	return false
+}
+
+func (x *SourcePartition) GetLastEventTimeMillis() int64 {
+	if x != nil {
+		return x.LastEventTimeMillis
+	}
+	return 0
+}
+
+func (x *SourcePartition) GetIdlenessTimeoutMillis() int64 {
+	if x != nil {
+		return x.IdlenessTimeoutMillis
+	}
+	return 0
+}
+
+func (x *SourcePartition) GetAlignmentGroup() string {
+	if x != nil {
+		return x.AlignmentGroup
+	}
+	return ""
+}
+
+func (x *SourcePartition) GetAlignmentHeld() bool {
+	if x != nil {
+		return x.AlignmentHeld
+	}
+	return false
+}
+
+func (x *SourcePartition) GetDriftFromGroupMinMillis() int64 {
+	if x != nil {
+		return x.DriftFromGroupMinMillis
+	}
+	return 0
+}
+
 // Envelope is the value of every record on a data topic between stages: either
 // one encoded element or a watermark report.
 type Envelope struct {
@@ -129,7 +240,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[1]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +252,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[1]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +265,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{1}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Envelope) GetPayload() isEnvelope_Payload {
@@ -211,7 +322,7 @@ type GetWatermarksRequest struct {
 
 func (x *GetWatermarksRequest) Reset() {
 	*x = GetWatermarksRequest{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[2]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +334,7 @@ func (x *GetWatermarksRequest) String() string {
 func (*GetWatermarksRequest) ProtoMessage() {}
 
 func (x *GetWatermarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[2]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +347,7 @@ func (x *GetWatermarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatermarksRequest.ProtoReflect.Descriptor instead.
 func (*GetWatermarksRequest) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{2}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetWatermarksRequest) GetStage() string {
@@ -256,7 +367,7 @@ type GetWatermarksResponse struct {
 
 func (x *GetWatermarksResponse) Reset() {
 	*x = GetWatermarksResponse{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +379,7 @@ func (x *GetWatermarksResponse) String() string {
 func (*GetWatermarksResponse) ProtoMessage() {}
 
 func (x *GetWatermarksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +392,7 @@ func (x *GetWatermarksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatermarksResponse.ProtoReflect.Descriptor instead.
 func (*GetWatermarksResponse) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{3}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetWatermarksResponse) GetStages() []*StageWatermark {
@@ -301,7 +412,7 @@ type WatchWatermarksRequest struct {
 
 func (x *WatchWatermarksRequest) Reset() {
 	*x = WatchWatermarksRequest{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +424,7 @@ func (x *WatchWatermarksRequest) String() string {
 func (*WatchWatermarksRequest) ProtoMessage() {}
 
 func (x *WatchWatermarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +437,7 @@ func (x *WatchWatermarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWatermarksRequest.ProtoReflect.Descriptor instead.
 func (*WatchWatermarksRequest) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{4}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchWatermarksRequest) GetStage() string {
@@ -359,7 +470,7 @@ type StageWatermark struct {
 
 func (x *StageWatermark) Reset() {
 	*x = StageWatermark{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +482,7 @@ func (x *StageWatermark) String() string {
 func (*StageWatermark) ProtoMessage() {}
 
 func (x *StageWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +495,7 @@ func (x *StageWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageWatermark.ProtoReflect.Descriptor instead.
 func (*StageWatermark) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{5}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StageWatermark) GetStage() string {
@@ -458,7 +569,7 @@ type PartitionWatermark struct {
 
 func (x *PartitionWatermark) Reset() {
 	*x = PartitionWatermark{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +581,7 @@ func (x *PartitionWatermark) String() string {
 func (*PartitionWatermark) ProtoMessage() {}
 
 func (x *PartitionWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +594,7 @@ func (x *PartitionWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionWatermark.ProtoReflect.Descriptor instead.
 func (*PartitionWatermark) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{6}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionWatermark) GetSourcePartition() int32 {
@@ -539,7 +650,7 @@ type TaskCheckpoint struct {
 
 func (x *TaskCheckpoint) Reset() {
 	*x = TaskCheckpoint{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +662,7 @@ func (x *TaskCheckpoint) String() string {
 func (*TaskCheckpoint) ProtoMessage() {}
 
 func (x *TaskCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +675,7 @@ func (x *TaskCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCheckpoint.ProtoReflect.Descriptor instead.
 func (*TaskCheckpoint) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{7}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TaskCheckpoint) GetReports() []*WatermarkReport {
@@ -585,13 +696,22 @@ var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\xdc\x01\n" +
+	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\x96\x02\n" +
 	"\x0fWatermarkReport\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12)\n" +
 	"\x10source_partition\x18\x02 \x01(\x05R\x0fsourcePartition\x12<\n" +
 	"\x1acommitted_watermark_millis\x18\x03 \x01(\x03R\x18committedWatermarkMillis\x126\n" +
 	"\x17total_source_partitions\x18\x04 \x01(\x05R\x15totalSourcePartitions\x12\x12\n" +
-	"\x04idle\x18\x05 \x01(\bR\x04idle\"m\n" +
+	"\x04idle\x18\x05 \x01(\bR\x04idle\x128\n" +
+	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\"\xd1\x02\n" +
+	"\x0fSourcePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +
+	"\x13has_last_event_time\x18\x02 \x01(\bR\x10hasLastEventTime\x123\n" +
+	"\x16last_event_time_millis\x18\x03 \x01(\x03R\x13lastEventTimeMillis\x126\n" +
+	"\x17idleness_timeout_millis\x18\x04 \x01(\x03R\x15idlenessTimeoutMillis\x12'\n" +
+	"\x0falignment_group\x18\x05 \x01(\tR\x0ealignmentGroup\x12%\n" +
+	"\x0ealignment_held\x18\x06 \x01(\bR\ralignmentHeld\x12<\n" +
+	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\"m\n" +
 	"\bEnvelope\x12\x1a\n" +
 	"\aelement\x18\x01 \x01(\fH\x00R\aelement\x12:\n" +
 	"\x06report\x18\x02 \x01(\v2 .kafkastreams.v1.WatermarkReportH\x00R\x06reportB\t\n" +
@@ -638,31 +758,33 @@ func file_kafkastreams_v1_watermark_proto_rawDescGZIP() []byte {
 	return file_kafkastreams_v1_watermark_proto_rawDescData
 }
 
-var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatermarkReport)(nil),        // 0: kafkastreams.v1.WatermarkReport
-	(*Envelope)(nil),               // 1: kafkastreams.v1.Envelope
-	(*GetWatermarksRequest)(nil),   // 2: kafkastreams.v1.GetWatermarksRequest
-	(*GetWatermarksResponse)(nil),  // 3: kafkastreams.v1.GetWatermarksResponse
-	(*WatchWatermarksRequest)(nil), // 4: kafkastreams.v1.WatchWatermarksRequest
-	(*StageWatermark)(nil),         // 5: kafkastreams.v1.StageWatermark
-	(*PartitionWatermark)(nil),     // 6: kafkastreams.v1.PartitionWatermark
-	(*TaskCheckpoint)(nil),         // 7: kafkastreams.v1.TaskCheckpoint
+	(*SourcePartition)(nil),        // 1: kafkastreams.v1.SourcePartition
+	(*Envelope)(nil),               // 2: kafkastreams.v1.Envelope
+	(*GetWatermarksRequest)(nil),   // 3: kafkastreams.v1.GetWatermarksRequest
+	(*GetWatermarksResponse)(nil),  // 4: kafkastreams.v1.GetWatermarksResponse
+	(*WatchWatermarksRequest)(nil), // 5: kafkastreams.v1.WatchWatermarksRequest
+	(*StageWatermark)(nil),         // 6: kafkastreams.v1.StageWatermark
+	(*PartitionWatermark)(nil),     // 7: kafkastreams.v1.PartitionWatermark
+	(*TaskCheckpoint)(nil),         // 8: kafkastreams.v1.TaskCheckpoint
 }
 var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
-	0, // 0: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
-	5, // 1: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
-	6, // 2: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
-	0, // 3: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
-	2, // 4: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	4, // 5: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	3, // 6: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	5, // 7: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1, // 0: kafkastreams.v1.WatermarkReport.source:type_name -> kafkastreams.v1.SourcePartition
+	0, // 1: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
+	6, // 2: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
+	7, // 3: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
+	0, // 4: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
+	3, // 5: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	5, // 6: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	4, // 7: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	6, // 8: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -670,7 +792,7 @@ func file_kafkastreams_v1_watermark_proto_init() {
 	if File_kafkastreams_v1_watermark_proto != nil {
 		return
 	}
-	file_kafkastreams_v1_watermark_proto_msgTypes[1].OneofWrappers = []any{
+	file_kafkastreams_v1_watermark_proto_msgTypes[2].OneofWrappers = []any{
 		(*Envelope_Element)(nil),
 		(*Envelope_Report)(nil),
 	}
@@ -680,7 +802,7 @@ func file_kafkastreams_v1_watermark_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kafkastreams_v1_watermark_proto_rawDesc), len(file_kafkastreams_v1_watermark_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
