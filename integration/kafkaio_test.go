@@ -433,3 +433,110 @@ func TestKafkaBoundedReadMatchesPrism(t *testing.T) {
 	}
 	t.Logf("%d records, equal; stats %+v", len(got), r.Stats)
 }
+
+// TestKafkaSourcePartitionAdded is the issue's fourth scenario: a
+// partition is added to the source topic while the job runs. The 5 records
+// written to it right after the add and 5 more later are all read (from
+// the new partition's start), each once; the source stage's reports carry
+// the new total, so GET /watermarks shows the stage with 3 partitions, all
+// reported, no longer held.
+func TestKafkaSourcePartitionAdded(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out := uniqueName(t, "in"), uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 2}, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const base = 1_700_000_040_000
+	rec := func(name string, i int) kioRec {
+		return kioRec{key: []byte(name), value: []byte(name), ts: base + int64(i)*1000}
+	}
+	produceAt(t, bs, in, 0, rec("p0-a", 0))
+	produceAt(t, bs, in, 1, rec("p1-a", 1))
+
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.WithIdleness(time.Hour), kafkaio.WithProperty("topic.metadata.refresh.interval.ms", "1000")))
+	addr := freeAddr(t)
+	old := *runner.WatermarksAddr
+	*runner.WatermarksAddr = addr
+	defer func() { *runner.WatermarksAddr = old }()
+	jctx, jcancel := context.WithCancel(ctx)
+	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	defer func() { jcancel(); <-done }()
+	if got := readValues(t, bs, out, 2, 30*time.Second); len(got) != 2 {
+		t.Fatalf("before the add: %q", got)
+	}
+
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.CreatePartitions(ctx, []kafka.PartitionsSpecification{{Topic: in, IncreaseTo: 3}})
+	a.Close()
+	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("add a partition: %v %v", err, res)
+	}
+	var want []string
+	for i := 0; i < 5; i++ {
+		r := rec(fmt.Sprintf("p2-%d", i), 10+i)
+		produceAt(t, bs, in, 2, r)
+		want = append(want, string(r.value))
+	}
+	time.Sleep(3 * time.Second)
+	for i := 5; i < 10; i++ {
+		r := rec(fmt.Sprintf("p2-%d", i), 10+i)
+		produceAt(t, bs, in, 2, r)
+		want = append(want, string(r.value))
+	}
+	want = append(want, "p0-a", "p1-a")
+	sort.Strings(want)
+	got := readValues(t, bs, out, len(want), 60*time.Second)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("output %q, want %q (each once)", got, want)
+	}
+	// The source stage knows 3 partitions, all reported.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		total, held, missing := sourceStageState(t, "http://"+addr+"/watermarks")
+		if total == 3 && !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /watermarks: source stage total=%d held=%v missing=%v, want 3 partitions, not held", total, held, missing)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Nothing more arrives: each record once.
+	if got := readValues(t, bs, out, len(want)+1, 3*time.Second); len(got) != len(want) {
+		t.Fatalf("output %q, want %d records", got, len(want))
+	}
+}
+
+// sourceStageState returns the Kafka source stage's total, held flag and
+// missing partitions from GET /watermarks.
+func sourceStageState(t *testing.T, url string) (int, bool, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Stages map[string]struct {
+			Total   int     `json:"totalSourcePartitions"`
+			Held    bool    `json:"held"`
+			Missing []int32 `json:"missingPartitions"`
+		} `json:"stages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range body.Stages {
+		if strings.Contains(name, "kafkaio") {
+			return st.Total, st.Held, fmt.Sprint(st.Missing)
+		}
+	}
+	return 0, true, "no source stage"
+}

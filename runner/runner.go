@@ -295,6 +295,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 		if s.Head == plan.HeadKafkaSource {
 			spec.Partitions = users[s.InputTopic]
+			spec.GrowingInput = true
 		}
 		cfg := stage.Config{
 			BootstrapServers: bootstrap,
@@ -371,7 +372,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log); err != nil {
 				return nil, err
 			}
-			cfg.Consumer = map[string]string{}
+			// New partitions of the topic are found at the consumer's
+			// metadata refresh (librdkafka's default: 5 min).
+			cfg.Consumer = map[string]string{"topic.metadata.refresh.interval.ms": "10000"}
 			for k, v := range c.Properties {
 				cfg.Consumer[k] = v
 			}

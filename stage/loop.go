@@ -149,6 +149,11 @@ type Loop struct {
 	// woken are the tasks the last attempt ran for due processing-time
 	// timers without records of theirs (woken): rewind restores them too.
 	woken map[int32]int64
+	// reportAll: every assigned task reports at the next attempt (the
+	// input topic's partition count grew); checked is when the count was
+	// last asked (Spec.GrowingInput).
+	reportAll bool
+	checked   time.Time
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
@@ -300,6 +305,11 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			l.tasks[tp.Partition] = t
 		}
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
+		for _, tp := range e.Partitions {
+			if tp.Partition >= l.step.spec.Partitions {
+				l.checked = time.Time{} // a partition beyond the count: ask at once
+			}
+		}
 		return c.IncrementalAssign(e.Partitions)
 	case kafka.RevokedPartitions:
 		for _, tp := range e.Partitions {
@@ -356,6 +366,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		batch, err := l.poll(ctx)
 		if err != nil {
+			return err
+		}
+		if err := l.checkPartitions(false); err != nil {
 			return err
 		}
 		wake := l.wakeTasks(batch)
@@ -621,11 +634,53 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 	return nil
 }
 
+// PartitionCheck is how often a stage whose input topic may grow
+// (Spec.GrowingInput) asks for its partition count, besides every
+// assignment. (The consumer itself finds new partitions at its
+// topic.metadata.refresh.interval.ms.)
+const PartitionCheck = 10 * time.Second
+
+// checkPartitions asks for the input topic's partition count if the topic
+// may grow and PartitionCheck has passed (or now, with force); a larger
+// count goes into the reports of every assigned task, all of which report
+// at the next attempt.
+func (l *Loop) checkPartitions(force bool) error {
+	if !l.cfg.Spec.GrowingInput || !force && time.Since(l.checked) < PartitionCheck {
+		return nil
+	}
+	l.checked = time.Now()
+	topic := l.cfg.Spec.InputTopic
+	md, err := l.consumer.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		l.log.Warn("stage: asking the input topic's partition count failed; asking again later", "topic", topic, "err", err)
+		return nil
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError {
+		return nil
+	}
+	if n := int32(len(tm.Partitions)); l.step.SetPartitions(n) {
+		l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", topic, "partitions", n)
+		l.reportAll = true
+	}
+	return nil
+}
+
 // wakeTasks are the assigned tasks the head wants an attempt for
-// (Head.Wake: due processing-time timers) that have no record in batch.
+// (Head.Wake: due processing-time timers) that have no record in batch,
+// and every assigned task once after the partition count grew.
 func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 	var out []int32
-	for _, p := range l.head.Wake() {
+	wants := l.head.Wake()
+	if l.reportAll {
+		l.reportAll = false
+		wants = wants[:0:0]
+		for p, t := range l.tasks {
+			t.reported = false // report the new total even if nothing moved
+			wants = append(wants, p)
+		}
+	}
+	for _, p := range wants {
 		if l.tasks[p] == nil {
 			continue
 		}

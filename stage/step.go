@@ -25,6 +25,13 @@ type Spec struct {
 	// stage's reports).
 	InputTopic string
 	Partitions int32
+	// GrowingInput says InputTopic is a user's topic whose partition count
+	// may grow while the job runs (Kafka partitions are only ever added):
+	// the Loop checks the count every PartitionCheck and on every
+	// assignment, and the tasks' reports carry the new total, which
+	// re-opens the downstream hold until the new partitions have reported
+	// (seed 000).
+	GrowingInput bool
 	// RawInput says the input records are not Envelopes: every record is an
 	// element record for the head as it is (a source stage: Impulse,
 	// TestStream, whose records the plan transaction wrote). Such a stage
@@ -133,6 +140,17 @@ type Ready struct {
 	// records produced) and ReportsOut (report records produced) count
 	// the attempt.
 	Bundles, ElementsIn, ElementsOut, ReportsOut uint64
+}
+
+// SetPartitions sets the input topic's partition count (the total of the
+// reports); n smaller than the current count is ignored (partitions are
+// never removed). It reports whether the count changed.
+func (s *Step) SetPartitions(n int32) bool {
+	if n <= s.spec.Partitions {
+		return false
+	}
+	s.spec.Partitions = n
+	return true
 }
 
 // ErrTimerLoop: bundles kept returning due work (timers setting timers
