@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -35,7 +36,10 @@ func TestMain(m *testing.M) {
 	broker = b
 	fmt.Printf("integration: broker: %s; ready in %.1fs\n", b.Describe(), b.ReadyIn().Seconds())
 	code := m.Run()
-	if err := b.Stop(); err != nil {
+	if err := b.Stop(); errors.Is(err, kafkaenv.ErrKilled) {
+		// Slow to exit on a loaded machine, but stopped: not a test result.
+		fmt.Fprintf(os.Stderr, "integration: stop broker (warning): %v\n", err)
+	} else if err != nil {
 		fmt.Fprintf(os.Stderr, "integration: stop broker: %v\n", err)
 		if code == 0 {
 			code = 1

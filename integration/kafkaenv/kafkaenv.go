@@ -74,6 +74,10 @@ var (
 	// ErrBadOptions: Options are inconsistent (an unknown mode, ModeExternal
 	// without KAFKA_BOOTSTRAP_SERVERS, ...).
 	ErrBadOptions = errors.New("kafkaenv: bad options")
+	// ErrKilled: Stop had to SIGKILL a local broker that did not exit
+	// within its grace after SIGTERM (a loaded machine); it is gone all
+	// the same.
+	ErrKilled = errors.New("kafkaenv: broker killed after its stop grace")
 )
 
 // Options configure Start. The zero value is ready to use.

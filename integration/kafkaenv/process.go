@@ -103,7 +103,7 @@ func startProcess(ctx context.Context, o Options) (*Broker, error) {
 		case <-time.After(stopGrace):
 			syscall.Kill(-pgid, syscall.SIGKILL)
 			<-exited
-			return fmt.Errorf("kafkaenv: broker pid %d ignored SIGTERM for %v; killed", pgid, stopGrace)
+			return fmt.Errorf("%w: pid %d ignored SIGTERM for %v", ErrKilled, pgid, stopGrace)
 		}
 	}
 
