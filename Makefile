@@ -64,7 +64,7 @@ chaos: kafka-jars
 ## rates and the ratios (a few minutes).
 bench: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
-	$(GO) test -count=1 -run '^$$' -bench 'Benchmark(StatelessStage|GroupByKeyStage)' -benchtime=1x -timeout 40m ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+bench_test)'
+	$(GO) test -count=1 -run '^$$' -bench 'Benchmark(StatelessStage|GroupByKeyStage|KafkaSourceStage)' -benchtime=1x -timeout 40m ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+bench_test)'
 
 ## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
 kafka-jars: $(KAFKA_LIBS)/.complete

@@ -24,6 +24,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/runner"
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
@@ -350,4 +351,75 @@ func BenchmarkGroupByKeyStage(b *testing.B) {
 	b.ReportMetric(gbkRate/statelessRate, "gbk/stateless")
 	b.Logf("stateless stage %.0f records/s (%d records), GroupByKey stage %.0f records/s (%d records: %d values over %d keys), ratio %.3f",
 		statelessRate, n1, gbkRate, n2, gbkBenchValues, gbkBenchKeys, gbkRate/statelessRate)
+}
+
+// BenchmarkKafkaSourceStage measures a Kafka source stage reading a user's
+// topic directly (kafkaio.Read, bounded) and writing every record to another
+// topic as a plain record (kafkaio.Write, in the same stage's transactions:
+// exactly once) against the plain transactional copy loop over the same
+// input topic, on the same broker, in the same run; it reports both rates
+// and their ratio (source / copy). It ignores b.N: run it with
+// -benchtime=1x (make bench).
+func BenchmarkKafkaSourceStage(b *testing.B) {
+	if broker == nil {
+		b.Skip("needs a Kafka broker; not under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bs := broker.BootstrapServers()
+	app := fmt.Sprintf("bench-source-%d", time.Now().UnixNano())
+	in, out, copyOut := app+"-in", app+"-out", app+"-copy-out"
+	var specs []kafkaenv.TopicSpec
+	for _, t := range []string{in, out, copyOut} {
+		specs = append(specs, kafkaenv.TopicSpec{Name: t, Partitions: benchPartitions})
+	}
+	if err := kafkaenv.CreateTopics(ctx, bs, specs...); err != nil {
+		b.Fatal(err)
+	}
+	value := []byte(strings.Repeat("v", benchValueBytes))
+	recs := make([]kafkaenv.Record, benchRecords)
+	for i := range recs {
+		recs[i] = kafkaenv.Record{Partition: int32(i % benchPartitions), Key: []byte(fmt.Sprintf("k%d", i)), Value: value}
+	}
+	if err := kafkaenv.Produce(ctx, bs, in, recs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second)))
+	var sourceRate float64
+	res := runBench(b, ctx, p)
+	for name, st := range res.Stats {
+		if strings.Contains(name, "kafkaio.Read") {
+			busy := st.LastCommit.Sub(st.FirstCommit)
+			if busy <= 0 || st.ElementsOut != benchRecords {
+				b.Fatalf("source stage %s: %+v", name, st)
+			}
+			sourceRate = float64(st.RecordsIn) / busy.Seconds()
+		}
+	}
+	copyTime, err := copyLoop(ctx, bs, app+"-copy", in, copyOut, benchRecords)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	copyRate := float64(benchRecords) / copyTime.Seconds()
+	b.ReportMetric(sourceRate, "source-records/s")
+	b.ReportMetric(copyRate, "copy-records/s")
+	b.ReportMetric(sourceRate/copyRate, "source/copy")
+	b.Logf("%d records of %d bytes, %d partitions: source stage (Read → Write) %.0f records/s, copy loop %.0f records/s (%.2fs), ratio %.3f",
+		benchRecords, benchValueBytes, benchPartitions, sourceRate, copyRate, copyTime.Seconds(), sourceRate/copyRate)
+}
+
+// runBench runs p on this runner under a fresh application id.
+func runBench(b *testing.B, ctx context.Context, p *beam.Pipeline) *runner.Result {
+	b.Helper()
+	*runner.BootstrapServers = broker.BootstrapServers()
+	*runner.ApplicationID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	res, err := beam.Run(ctx, runner.Name, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res.(*runner.Result)
 }
