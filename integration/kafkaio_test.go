@@ -540,3 +540,58 @@ func sourceStageState(t *testing.T, url string) (int, bool, string) {
 	}
 	return 0, true, "no source stage"
 }
+
+// kioTimestampFromValue reads a record's event time from its value: ms
+// since the epoch as decimal text.
+func kioTimestampFromValue(r kafkaio.Record) (time.Time, error) {
+	var ms int64
+	if _, err := fmt.Sscanf(string(r.Value), "%d", &ms); err != nil {
+		return time.Time{}, fmt.Errorf("value %q is not a timestamp", r.Value)
+	}
+	if ms < 0 {
+		panic("a negative timestamp")
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// kioStamp formats an element with its event time.
+func kioStamp(ts beam.EventTime, _, value []byte) []byte {
+	return []byte(fmt.Sprintf("%s@%d", value, int64(ts)))
+}
+
+func init() {
+	register.Function1x2(kioTimestampFromValue)
+	register.Function3x1(kioStamp)
+}
+
+// TestKafkaTimestampFnDeadLetter: a source whose event times come from the
+// record values (kafkaio.WithTimestampFn): good records are elements at
+// those times; the records the function fails on (an error, a panic) are
+// no elements, and land once each, as they were, on the dead-letter topic
+// (in the source stage's transactions).
+func TestKafkaTimestampFnDeadLetter(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out, dlq := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "dlq")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}, kafkaenv.TopicSpec{Name: out, Partitions: 1}, kafkaenv.TopicSpec{Name: dlq, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	produceAt(t, bs, in, 0,
+		kioRec{key: []byte("a"), value: []byte("1700000040000"), ts: 1},
+		kioRec{key: []byte("b"), value: []byte("not a time"), ts: 2},
+		kioRec{key: []byte("c"), value: []byte("1700000041000"), ts: 3},
+		kioRec{key: []byte("d"), value: []byte("-5"), ts: 4})
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second),
+		kafkaio.WithTimestampFn(kioTimestampFromValue), kafkaio.WithDeadLetterTopic(dlq))
+	kafkaio.Write(s, out, beam.ParDo(s, kioStamp, kvs))
+	runApp(t, ctx, bs, uniqueName(t, "app"), p)
+	if got, want := readValues(t, bs, out, 0, 30*time.Second), []string{"1700000040000@1700000040000", "1700000041000@1700000041000"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	if got, want := readValues(t, bs, dlq, 0, 30*time.Second), []string{"-5", "not a time"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("dead-letter topic %q, want %q", got, want)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 	"github.com/kafkastreams/kafkastreams/stage/logend"
 )
@@ -138,7 +139,7 @@ func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
 // KV<[]byte, []byte> in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
-func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger) (*kafkasource.Head, error) {
+func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int)) (*kafkasource.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	ec, err := cu.Coder(col.GetCoderId())
@@ -155,11 +156,14 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		log.Info("kafkastreams: bounded Kafka read: it stops at these end offsets", "stage", s.Name, "topic", s.InputTopic, "ends", ends)
 	}
 	h, err := kafkasource.NewHead(kafkasource.HeadConfig{
-		Ends:     ends,
-		Stage:    s.Name,
-		Topic:    s.InputTopic,
-		Strategy: st,
-		Logger:   log,
+		Ends:            ends,
+		Timestamp:       timestampOf(c),
+		DeadLetterTopic: c.DeadLetterTopic,
+		BadRecords:      bad,
+		Stage:           s.Name,
+		Topic:           s.InputTopic,
+		Strategy:        st,
+		Logger:          log,
 		Encode: func(key, value []byte, ts mtime.Time) ([]byte, error) {
 			var buf bytes.Buffer
 			err := enc.Encode(&exec.FullValue{Elm: key, Elm2: value, Timestamp: ts, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf)
@@ -192,4 +196,19 @@ func boundedEnds(ctx context.Context, bootstrap string, props map[string]string,
 		ps = append(ps, p.ID)
 	}
 	return logend.Ends(ctx, c, topic, ps)
+}
+
+// timestampOf adapts c's TimestampFn to the source head (nil without one).
+func timestampOf(c kafkaio.Config) func(stage.In) (time.Time, error) {
+	fn := c.Timestamp()
+	if fn == nil {
+		return nil
+	}
+	return func(r stage.In) (time.Time, error) {
+		rec := kafkaio.Record{Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, kafkaio.Header{Key: h.Key, Value: h.Value})
+		}
+		return fn(rec)
+	}
 }

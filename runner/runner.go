@@ -209,7 +209,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 			}
 		}
 	}
-	users, err := userTopics(ctx, bootstrap, props, pl)
+	users, err := userTopics(ctx, bootstrap, props, pl, sources)
 	if err != nil {
 		if unreachable(err) {
 			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
@@ -282,6 +282,11 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	} else {
 		log.Info("kafkastreams: instance slot", inst.logAttrs()...)
 	}
+	badRecords := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafkastreams_source_bad_records_total",
+		Help: "Records of a Kafka source whose event time the timestamp function could not give (kafkaio.WithTimestampFn): skipped, and written to the dead-letter topic if there is one.",
+	}, []string{"stage", "topic", "partition"})
+	wm.Registry.MustRegister(badRecords)
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
@@ -369,7 +374,10 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			}, func() float64 { return float64(h.Dropped()) }))
 		}
 		if c, ok := sources[s.Name]; ok {
-			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log); err != nil {
+			bad := badRecords.MustCurryWith(prometheus.Labels{"stage": s.Name, "topic": s.InputTopic})
+			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log, func(p int32, n int) {
+				bad.WithLabelValues(fmt.Sprint(p)).Add(float64(n))
+			}); err != nil {
 				return nil, err
 			}
 			// New partitions of the topic are found at the consumer's

@@ -13,6 +13,7 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 )
@@ -21,7 +22,7 @@ import (
 // reads (HeadKafkaSource) or writes (KafkaSinks). A topic that does not
 // exist, or that this client may not describe (an ACL), is an error naming
 // it and what reads or writes it: the runner never creates users' topics.
-func userTopics(ctx context.Context, bootstrap string, props map[string]string, pl *plan.Plan) (map[string]int32, error) {
+func userTopics(ctx context.Context, bootstrap string, props map[string]string, pl *plan.Plan, sources map[string]kafkaio.Config) (map[string]int32, error) {
 	users := map[string]string{} // topic -> who uses it
 	for _, s := range pl.Stages {
 		if s.Head == plan.HeadKafkaSource {
@@ -29,6 +30,9 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 		}
 		for _, k := range s.KafkaSinks {
 			users[k.Topic] = fmt.Sprintf("a Kafka write (stage %s)", s.Name)
+		}
+		if c, ok := sources[s.Name]; ok && c.DeadLetterTopic != "" {
+			users[c.DeadLetterTopic] = fmt.Sprintf("the dead-letter topic of the Kafka read %q", s.HeadUniqueName)
 		}
 	}
 	out := map[string]int32{}

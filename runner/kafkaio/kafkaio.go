@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 )
 
@@ -89,6 +90,60 @@ type Config struct {
 	Bounded bool `json:"bounded,omitempty"`
 	// Watermark is the source's watermark strategy.
 	Watermark Watermark `json:"watermark"`
+	// TimestampFn, if set, gives each record's event time instead of its
+	// Kafka timestamp: a registered TimestampFunc. A record it fails on (an
+	// error or a panic) is counted per partition on /metrics, logged once
+	// with its topic, partition and offset, and written to DeadLetterTopic
+	// if there is one; it is not an element.
+	TimestampFn *beam.EncodedFunc `json:"timestampFn,omitempty"`
+	// DeadLetterTopic receives, as they were, the records whose event time
+	// TimestampFn could not give (in the source stage's transaction). The
+	// topic must exist. Empty: none.
+	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+}
+
+// Record is a Kafka record as a TimestampFunc sees it.
+type Record struct {
+	Key, Value []byte
+	Headers    []Header
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// TimestampFunc is the type of WithTimestampFn's function: the record's
+// event time, or an error.
+type TimestampFunc = func(Record) (time.Time, error)
+
+// WithTimestampFn takes each record's event time from fn (registered with
+// register.Function1x2) instead of the Kafka timestamp.
+func WithTimestampFn(fn TimestampFunc) Option {
+	return func(c *Config) { c.TimestampFn = &beam.EncodedFunc{Fn: reflectx.MakeFunc(fn)} }
+}
+
+// WithDeadLetterTopic writes the records whose event time the
+// WithTimestampFn function could not give to topic.
+func WithDeadLetterTopic(topic string) Option {
+	return func(c *Config) { c.DeadLetterTopic = topic }
+}
+
+// Timestamp returns c's TimestampFn as a function, or nil.
+func (c Config) Timestamp() TimestampFunc {
+	if c.TimestampFn == nil || c.TimestampFn.Fn == nil {
+		return nil
+	}
+	f := c.TimestampFn.Fn
+	if f.Type() != reflect.TypeOf((TimestampFunc)(nil)) {
+		return nil
+	}
+	return func(r Record) (time.Time, error) {
+		out := f.Call([]any{r})
+		err, _ := out[1].(error)
+		return out[0].(time.Time), err
+	}
 }
 
 // Watermark is a source's watermark strategy (seed 002).
@@ -200,6 +255,12 @@ func (c Config) Validate() error {
 	}
 	if c.Watermark.MaxOutOfOrdernessMs < 0 {
 		return fmt.Errorf("%w: WithBoundedOutOfOrderness: negative bound", ErrConfig)
+	}
+	if c.TimestampFn != nil && c.Timestamp() == nil {
+		return fmt.Errorf("%w: WithTimestampFn: the function is not a kafkaio.TimestampFunc", ErrConfig)
+	}
+	if c.DeadLetterTopic != "" && c.TimestampFn == nil {
+		return fmt.Errorf("%w: WithDeadLetterTopic(%q) without WithTimestampFn: only records whose event time the function cannot give go there", ErrConfig, c.DeadLetterTopic)
 	}
 	if c.Watermark.IdlenessMs == -2 {
 		return fmt.Errorf("%w: WithIdleness(0): give a positive duration, or a negative one to turn idleness off", ErrConfig)

@@ -32,6 +32,17 @@ type HeadConfig struct {
 	Clock func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Timestamp, if set, gives a record's event time instead of its Kafka
+	// timestamp (kafkaio.WithTimestampFn). A record it fails on (an error
+	// or a panic) is no element: it is counted (BadRecords), logged once
+	// per source with its partition and offset, and written as it was to
+	// DeadLetterTopic if set, in the attempt's transaction.
+	Timestamp func(r stage.In) (time.Time, error)
+	// DeadLetterTopic: see Timestamp. Empty: none.
+	DeadLetterTopic string
+	// BadRecords, if set, is told the partition of every such record once
+	// the transaction that skipped it has committed (for /metrics).
+	BadRecords func(p int32, n int)
 	// Ends, for a bounded source, are the end offsets of the partitions
 	// when the job started (log end offsets): partition p is done once its
 	// consumer has reached Ends[p] (ReachedEnd), and its watermark is then
@@ -76,6 +87,16 @@ type Head struct {
 		done, reported map[int32]bool
 	}
 	futureLogged bool
+	// bad are the records of the current attempt Timestamp failed on, in
+	// order; badLogged says one was logged.
+	bad       []badRecord
+	badLogged bool
+}
+
+// badRecord is a record whose event time Timestamp could not give.
+type badRecord struct {
+	p          int32
+	key, value []byte
 }
 
 var _ stage.Head = (*Head)(nil)
@@ -135,6 +156,18 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	}
 	now := h.cfg.Clock()
 	ts := mtime.Time(r.Timestamp)
+	if h.cfg.Timestamp != nil {
+		var err error
+		if ts, err = h.eventTime(r); err != nil {
+			h.bad = append(h.bad, badRecord{p: p, key: r.Key, value: r.Value})
+			if !h.badLogged {
+				h.badLogged = true
+				h.log.Warn("kafkasource: the timestamp function failed on a record: it is skipped, counted on /metrics, and written to the dead-letter topic if there is one; logged once per source",
+					"partition", p, "offset", r.Offset, "err", err, "dead_letter_topic", h.cfg.DeadLetterTopic)
+			}
+			return stage.Work{}, nil
+		}
+	}
 	if !h.futureLogged && ts.ToTime().After(now.Add(FutureSkew)) {
 		h.futureLogged = true
 		h.log.Warn("kafkasource: a record's timestamp is more than a minute ahead of the wall clock (a producer clock running ahead, or a timestamp in the wrong unit?): it holds its partition's watermark ahead of the others; logged once per source",
@@ -155,6 +188,20 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 		return stage.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
 	}
 	return stage.Work{Elements: [][]byte{e}}, nil
+}
+
+// eventTime is Timestamp of record r, a panic turned into an error.
+func (h *Head) eventTime(r stage.In) (ts mtime.Time, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("the timestamp function panicked: %v", x)
+		}
+	}()
+	t, err := h.cfg.Timestamp(r)
+	if err != nil {
+		return 0, err
+	}
+	return mtime.FromTime(t), nil
 }
 
 // Advance implements stage.Head: a source has no input watermark to act on.
@@ -241,11 +288,34 @@ func (h *Head) Source(p int32) *pb.SourcePartition {
 	return sp
 }
 
-// Prepare implements stage.Head: no state.
-func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
+// Prepare writes the attempt's bad records to the dead-letter topic, as
+// they were.
+func (h *Head) Prepare(produce stage.ProduceFunc) error {
+	if h.cfg.DeadLetterTopic == "" {
+		return nil
+	}
+	for _, b := range h.bad {
+		if err := produce(h.cfg.DeadLetterTopic, stage.AnyPartition, b.key, b.value); err != nil {
+			return fmt.Errorf("kafkasource: dead-letter topic %s: %w", h.cfg.DeadLetterTopic, err)
+		}
+	}
+	return nil
+}
 
-// Committed implements stage.Head.
-func (h *Head) Committed() error { return nil }
+// Committed counts the attempt's bad records.
+func (h *Head) Committed() error {
+	if h.cfg.BadRecords != nil {
+		n := map[int32]int{}
+		for _, b := range h.bad {
+			n[b.p]++
+		}
+		for p, c := range n {
+			h.cfg.BadRecords(p, c)
+		}
+	}
+	h.bad = nil
+	return nil
+}
 
 // Aborted implements stage.Head: the generators keep what they saw (an
 // event time seen again after the rewind changes nothing: the watermark
@@ -253,6 +323,7 @@ func (h *Head) Committed() error { return nil }
 // partition is done again only when its consumer reaches the end again
 // (its records are read again first).
 func (h *Head) Aborted(ps []int32) error {
+	h.bad = nil
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range ps {
