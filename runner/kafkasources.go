@@ -40,11 +40,31 @@ func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (ma
 			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
 		}
 		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
-			return nil, fmt.Errorf("kafkastreams: %s: WithBootstrapServers(%q): a source on another cluster than the runner's --bootstrap_servers is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers)
+			return nil, fmt.Errorf("kafkastreams: %s: bootstrap servers %q (WithBootstrapServers, or the servers of Beam's cross-language kafkaio.Read): a source on another cluster than the runner's --bootstrap_servers (%s) is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers, bootstrap)
 		}
 		out[s.Name] = c
 	}
 	return out, nil
+}
+
+// checkKafkaSinks refuses a Kafka write whose Config names another
+// cluster than the runner's: the stage producing its input writes the
+// records with its own transactional producer, on the runner's
+// --bootstrap_servers, so they would silently land there.
+func checkKafkaSinks(comps *pipepb.Components, pl *plan.Plan, bootstrap string) error {
+	for _, s := range pl.Stages {
+		for _, k := range s.KafkaSinks {
+			t := comps.GetTransforms()[k.Transform]
+			c, ok := kafkaio.SinkConfig(plan.NativeDoFn(t))
+			if !ok {
+				return fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Write", s.Name, t.GetUniqueName())
+			}
+			if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
+				return fmt.Errorf("kafkastreams: %s: bootstrap servers %q: a write to another cluster than the runner's --bootstrap_servers (%s) is not supported (the records are written in the runner's transactions)", t.GetUniqueName(), c.BootstrapServers, bootstrap)
+			}
+		}
+	}
+	return nil
 }
 
 // strategyOf is the watermark strategy of source c, with the runner's

@@ -192,6 +192,9 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKafkaSinks(pipe.GetComponents(), pl, bootstrap); err != nil {
+		return nil, err
+	}
 	if err := checkNoWatermarks(pipe.GetComponents(), pl, sources); err != nil {
 		return nil, err
 	}

@@ -332,3 +332,15 @@ func SourceConfig(fn any) (c Config, ok bool) {
 	}
 	return r.Config, true
 }
+
+// SinkConfig returns the Config of a Write's DoFn (plan.NativeDoFn of its
+// ParDo); ok is false for any other DoFn.
+func SinkConfig(fn any) (c Config, ok bool) {
+	switch w := fn.(type) {
+	case *writeFn:
+		return w.Config, true
+	case *writeValuesFn:
+		return w.Config, true
+	}
+	return Config{}, false
+}
