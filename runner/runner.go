@@ -133,6 +133,9 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 
 func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
+	if err := validateFlags(); err != nil {
+		return nil, err
+	}
 	if !beam.Initialized() {
 		beam.Init() // the harness runs in this process: its init hooks must have run
 	}
