@@ -89,7 +89,7 @@ type properties map[string]string
 func (p properties) String() string {
 	var kv []string
 	for k, v := range p {
-		if strings.Contains(strings.ToLower(k), "password") || strings.Contains(strings.ToLower(k), "secret") {
+		if secretProperty(k) {
 			v = "***"
 		}
 		kv = append(kv, k+"="+v)

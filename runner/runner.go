@@ -110,6 +110,9 @@ func (r *Result) Metrics() metrics.Results { return *r.metrics }
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	res, err := execute(ctx, p)
+	// No error says a password (librdkafka's never do, but an error quoting a
+	// client's configuration would).
+	err = redactError(err, KafkaProperties)
 	if err != nil {
 		// Beam's log package turns the standard logger into INFO lines, so a
 		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
@@ -191,11 +194,19 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 			}
 		}
 	}
-	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
+	brokerErr := func(err error) error {
 		if unreachable(err) {
-			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+			return fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
 		}
-		return nil, fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
+		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
+	}
+	// A failed SASL or TLS handshake is said at once, not as createTopics'
+	// timeout 30 s later.
+	if err := checkBrokers(ctx, bootstrap, props); err != nil {
+		return nil, brokerErr(err)
+	}
+	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
+		return nil, brokerErr(err)
 	}
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {
