@@ -1,14 +1,20 @@
 package runner
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Flags of the kafkastreams runner, in Beam's style (snake_case). Each says
-// its default and the Kafka or Kafka Streams setting it corresponds to.
+// its default and the Kafka or Kafka Streams setting it corresponds to. The
+// numeric and duration flags must be positive: a job started with a zero or
+// negative one fails before anything is created on the cluster
+// (validateFlags).
 var (
 	// BootstrapServers is Kafka's bootstrap.servers. Default
 	// $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
@@ -18,15 +24,17 @@ var (
 	// every topic, consumer group and transactional.id. Default: --job_name.
 	ApplicationID = flag.String("application_id", "", "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
 	// InternalTopicPartitions is the partition count of internal topics:
-	// the number of tasks of every stage but Impulse. Default 4.
-	InternalTopicPartitions = flag.Int("internal_topic_partitions", 4, "partitions of the topics between stages: tasks per stage")
+	// the number of tasks of every stage but Impulse. Default 4; from 1 to
+	// 2147483647 (a Kafka partition count is an int32).
+	InternalTopicPartitions = flag.Int("internal_topic_partitions", 4, "partitions of the topics between stages: tasks per stage (positive)")
 	// CommitInterval is how long a transaction collects records, like
-	// Kafka Streams' commit.interval.ms. Default 100 ms.
-	CommitInterval = flag.Duration("commit_interval", 100*time.Millisecond, "longest a transaction collects records before it commits (Kafka Streams commit.interval.ms)")
+	// Kafka Streams' commit.interval.ms, as a Go duration (100ms, 1s).
+	// Default 100 ms; must be positive.
+	CommitInterval = flag.Duration("commit_interval", 100*time.Millisecond, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms)")
 	// MaxBundleSize bounds the records of one bundle (and one transaction):
 	// a task commits after this many records even within CommitInterval, like
-	// Kafka's max.poll.records. Default 10 000.
-	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction (like Kafka's max.poll.records)")
+	// Kafka's max.poll.records. Default 10 000; must be positive.
+	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
 	// StateDir is where task state stores and instance slots live, like
 	// Kafka Streams' state.dir: <state_dir>/<application_id>/instance-<n>/.
 	// A restarted instance takes a free slot and with it a previous
@@ -52,13 +60,42 @@ func init() {
 	flag.Var(KafkaProperties, "kafka_property", "extra Kafka client property key=value for every client (repeatable), e.g. security.protocol=SASL_SSL")
 }
 
+// validateFlags checks the runner's numeric and duration flags: each must be
+// positive (and --internal_topic_partitions fit a Kafka partition count, an
+// int32). Left unchecked, a zero or negative value was taken silently (the
+// stage loops replaced it by their default), a partition count beyond an
+// int32 wrapped around, and a non-positive one was refused by the plan
+// without naming the flag. Every bad flag is named, with its value, in one error per
+// flag (joined), like "kafkastreams: --commit_interval=-1s: must be positive".
+// execute calls it first, before anything is created on the cluster.
+func validateFlags() error {
+	var errs []error
+	bad := func(name, value, why string) {
+		errs = append(errs, fmt.Errorf("kafkastreams: --%s=%s: %s", name, value, why))
+	}
+	positiveInt := func(name string, v int) {
+		if v <= 0 {
+			bad(name, strconv.Itoa(v), "must be positive")
+		}
+	}
+	positiveInt("internal_topic_partitions", *InternalTopicPartitions)
+	if v := *InternalTopicPartitions; v > math.MaxInt32 {
+		bad("internal_topic_partitions", strconv.Itoa(v), fmt.Sprintf("must be at most %d (a Kafka partition count is an int32)", math.MaxInt32))
+	}
+	if v := *CommitInterval; v <= 0 {
+		bad("commit_interval", v.String(), "must be positive")
+	}
+	positiveInt("max_bundle_size", *MaxBundleSize)
+	return errors.Join(errs...)
+}
+
 // properties collects repeated key=value flags.
 type properties map[string]string
 
 func (p properties) String() string {
 	var kv []string
 	for k, v := range p {
-		if strings.Contains(strings.ToLower(k), "password") || strings.Contains(strings.ToLower(k), "secret") {
+		if secretProperty(k) {
 			v = "***"
 		}
 		kv = append(kv, k+"="+v)

@@ -111,6 +111,9 @@ func (r *Result) Metrics() metrics.Results { return *r.metrics }
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	res, err := execute(ctx, p)
+	// No error says a password (librdkafka's never do, but an error quoting a
+	// client's configuration would).
+	err = redactError(err, KafkaProperties)
 	if err != nil {
 		// Beam's log package turns the standard logger into INFO lines, so a
 		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
@@ -142,6 +145,9 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 
 func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
+	if err := validateFlags(); err != nil {
+		return nil, err
+	}
 	if !beam.Initialized() {
 		beam.Init() // the harness runs in this process: its init hooks must have run
 	}
@@ -212,18 +218,26 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 			}
 		}
 	}
+	brokerErr := func(err error) error {
+		if unreachable(err) {
+			return fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+		}
+		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
+	}
+	// A failed SASL or TLS handshake is said at once, not as createTopics'
+	// timeout 30 s later.
+	if err := checkBrokers(ctx, bootstrap, props); err != nil {
+		return nil, brokerErr(err)
+	}
 	users, err := userTopics(ctx, bootstrap, props, pl, sources)
 	if err != nil {
 		if unreachable(err) {
-			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
+			return nil, brokerErr(err)
 		}
 		return nil, err
 	}
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
-		if unreachable(err) {
-			return nil, fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, from)
-		}
-		return nil, fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
+		return nil, brokerErr(err)
 	}
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {

@@ -1,0 +1,159 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// saslProps are a SASL PLAIN client's settings with a password that must
+// never be printed.
+var saslProps = map[string]string{
+	"security.protocol": "SASL_PLAINTEXT",
+	"sasl.mechanism":    "PLAIN",
+	"sasl.username":     "u",
+	"sasl.password":     "secret-value",
+}
+
+// TestSecurityFailure: the error events librdkafka reports for a failed SASL
+// or TLS handshake (texts as librdkafka 2.11 writes them) become an error
+// naming what failed and the settings, never the password; other events
+// (a broker that does not answer) are not security failures.
+func TestSecurityFailure(t *testing.T) {
+	const bs = "127.0.0.1:9092"
+	for _, tc := range []struct {
+		name  string
+		ke    kafka.Error
+		props map[string]string
+		want  []string // nil: not a security failure
+	}{
+		{
+			"SASL client against a PLAINTEXT listener",
+			kafka.NewError(kafka.ErrAuthentication, "sasl_plaintext://127.0.0.1:9092/bootstrap: SASL PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: broker's supported mechanisms:  (after 3ms in state AUTH_HANDSHAKE)", false),
+			saslProps,
+			[]string{"kafkastreams: authentication failed at 127.0.0.1:9092 (security.protocol=SASL_PLAINTEXT, sasl.mechanism=PLAIN, sasl.username=u, from --kafka_property): sasl_plaintext://", "SASL PLAIN mechanism handshake failed", "the listener does not expect SASL"},
+		},
+		{
+			"wrong password, the password quoted",
+			kafka.NewError(kafka.ErrAuthentication, "sasl_ssl://b:9093/1: SASL authentication error: Authentication failed: Invalid username or password secret-value (after 5ms in state AUTH_REQ)", false),
+			saslProps,
+			[]string{"authentication failed at", "sasl.mechanism=PLAIN", "Invalid username or password ***"},
+		},
+		{
+			"broker code",
+			kafka.NewError(kafka.ErrSaslAuthenticationFailed, "Broker: SASL Authentication failed", false),
+			map[string]string{"security.protocol": "SASL_SSL"},
+			[]string{"authentication failed", "security.protocol=SASL_SSL", "sasl.mechanism=GSSAPI (the default)"},
+		},
+		{
+			"transport error about SASL",
+			kafka.NewError(kafka.ErrTransport, "sasl_plaintext://b:9092/1: SASL handshake failed (start (-4)): SASL(-4): no mechanism available", false),
+			saslProps,
+			[]string{"authentication failed", "sasl.mechanism=PLAIN"},
+		},
+		{
+			"TLS client against a PLAINTEXT listener",
+			kafka.NewError(kafka.ErrTransport, "ssl://127.0.0.1:9092/bootstrap: SSL handshake failed: Disconnected: SSL connection closed by peer: connecting to a PLAINTEXT broker listener? (after 20ms in state SSL_HANDSHAKE)", false),
+			map[string]string{"security.protocol": "SSL", "ssl.key.password": "secret-value"},
+			[]string{"kafkastreams: TLS handshake failed at 127.0.0.1:9092 (security.protocol=SSL, from --kafka_property)", "connecting to a PLAINTEXT broker listener?"},
+		},
+		{
+			"certificate refused",
+			kafka.NewError(kafka.ErrSsl, "ssl://b:9093/1: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed", false),
+			map[string]string{"security.protocol": "SSL"},
+			[]string{"TLS handshake failed", "certificate verify failed"},
+		},
+		{
+			"nothing listens (the broker name says sasl)",
+			kafka.NewError(kafka.ErrTransport, "sasl_plaintext://SASL-HOST:9092/bootstrap: Connect to ipv4#127.0.0.1:9092 failed: Connection refused (after 0ms in state CONNECT)", false),
+			saslProps,
+			nil,
+		},
+		{
+			"all brokers down",
+			kafka.NewError(kafka.ErrAllBrokersDown, "1/1 brokers are down", false),
+			saslProps,
+			nil,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := securityFailure(tc.ke, bs, tc.props)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("want no security failure, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want a security failure, got none")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "secret-value") {
+				t.Errorf("the error prints the password:\n%v", err)
+			}
+		})
+	}
+}
+
+// TestRedact: every secret property's value is hidden from error texts and
+// from the --kafka_property flag's String; other values are kept.
+func TestRedact(t *testing.T) {
+	props := properties{
+		"sasl.password":                  "pw1",
+		"ssl.key.password":               "pw2",
+		"sasl.oauthbearer.client.secret": "cs3",
+		"sasl.oauthbearer.config":        "principal=admin token=tk4",
+		"sasl.username":                  "alice",
+	}
+	text := "pw1 pw2 cs3 principal=admin token=tk4 alice"
+	if got, want := redact(text, props), "*** *** *** *** alice"; got != want {
+		t.Errorf("redact = %q, want %q", got, want)
+	}
+	if s := props.String(); strings.ContainsAny(s, "1234") || !strings.Contains(s, "sasl.username=alice") {
+		t.Errorf("the flag's String shows a secret or hides the user: %s", s)
+	}
+	base := context.DeadlineExceeded
+	err := redactError(fmt.Errorf("login pw1: %w", base), props)
+	if err.Error() != "login ***: context deadline exceeded" || !errors.Is(err, base) {
+		t.Errorf("redactError = %q (errors.Is %v)", err, errors.Is(err, base))
+	}
+	if plain := fmt.Errorf("no secret: %w", base); redactError(plain, props) != plain {
+		t.Error("redactError wrapped an error without a secret")
+	}
+}
+
+// TestCheckBrokersNothingListens: where nothing listens, checkBrokers waits
+// (a broker may be starting) and then says why in an error unreachable
+// recognises, so execute adds "is a broker running there?".
+func TestCheckBrokersNothingListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = checkBrokers(ctx, addr, saslProps)
+	if err == nil || !unreachable(err) || !strings.Contains(err.Error(), "Connection refused") {
+		t.Fatalf("want an unreachable error saying the connection was refused, got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("checkBrokers took %s after its context ended", d)
+	}
+	if strings.Contains(err.Error(), "secret-value") {
+		t.Errorf("the error prints the password: %v", err)
+	}
+	t.Logf("%v", err)
+}
