@@ -196,12 +196,21 @@ func WriteFiles(dir string, c Config) (serverProps, log4j string, err error) {
 // NewClusterID returns a random KRaft cluster id: 16 random bytes,
 // base64url-encoded without padding (22 characters), the format of
 // `kafka-storage random-uuid`.
+//
+// Like Kafka's Uuid.randomUuid, it never returns an id that starts with
+// '-': kafka-storage format's "-t <id>" reads such an id as an option and
+// fails ("expected one argument"), which made about 1 broker start in 64
+// fail.
 func NewClusterID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("kraftconfig: cluster id: %w", err)
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("kraftconfig: cluster id: %w", err)
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id, nil
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // Launch says how to run the JVM: which java binary, where the Kafka jars

@@ -84,3 +84,18 @@ func TestLaunchArgs(t *testing.T) {
 		t.Errorf("server args: %s", s)
 	}
 }
+
+// TestClusterIDNeverStartsWithDash guards the fix for a broker that failed
+// to start about once in 64: an id starting with '-' was read by
+// kafka-storage format as an option. 4 096 ids would hold ~64 such ids.
+func TestClusterIDNeverStartsWithDash(t *testing.T) {
+	for i := 0; i < 4096; i++ {
+		id, err := NewClusterID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(id) != 22 || id[0] == '-' {
+			t.Fatalf("cluster id %q", id)
+		}
+	}
+}
