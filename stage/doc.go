@@ -18,6 +18,10 @@
 // beginning (a state restore, the plan, a test) has read everything
 // committed before it began: not at the first read_committed EOF.
 //
+// Subpackage kafkasource is the head of a Kafka source stage (a user's topic
+// read directly: one task per partition) and the pure per-partition
+// watermark generator behind it (seed 002).
+//
 // Subpackage userstate is the head of a stateful ParDo stage: user state
 // and timers per task in the task's store, fired at their point in the
 // stream.

@@ -26,6 +26,14 @@
 // it starts a HeadSideInputs stage, a passthrough topic hop. The stage graph,
 // side edges included, is acyclic.
 //
+// Kafka sources and sinks (native.go): a ParDo whose DoFn is a NativeSource
+// (runner/kafkaio.Read) heads a HeadKafkaSource stage whose input topic is
+// the user's topic, read directly (Partitions 0 in the plan: the broker's
+// count, which may grow); the Impulse feeding it is dropped. A ParDo whose
+// DoFn is a NativeSink (kafkaio.Write) is not executed: the stage producing
+// its input writes the elements to the user's topic (Stage.KafkaSinks).
+// Users' topics are not internal topics (Topics).
+//
 // Combiner lifting (combine.go): Build first rewrites each liftable
 // combine_per_key composite of the pipeline in place into a precombine
 // (fused after its input's producer), a GroupByKey of KV<K, accumulator>
@@ -36,5 +44,6 @@
 // (element-count triggers, a timestamp combiner other than the end of the
 // window, taken ids) runs its unlifted expansion.
 //
-// It may import the Beam model protos only.
+// It may import the Beam model protos, and the Go SDK's graphx to decode Go
+// DoFns (NativeDoFn).
 package plan

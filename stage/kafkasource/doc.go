@@ -30,11 +30,20 @@
 // record sequences; fuzz_test.go holds FuzzPartition against the same
 // model.
 //
+// The shell (head.go): Head, the stage.Head of a Kafka source stage. It
+// turns each record into an element KV<key, value> at its event time (the
+// Kafka timestamp, or kafkaio.WithTimestampFn's), feeds the partition's
+// generator, and gives the step Hold = the partition's watermark, Idle, a
+// Wake when a partition goes idle or a bounded read reaches its end, and
+// the per-partition details of the reports (Source). Its clock is injected
+// (HeadConfig.Clock).
+//
 // # What it may import
 //
-// Only the standard library and Beam's mtime package. It does no I/O,
-// starts no goroutine and reads no clock: wall-clock time arrives as a
-// now time.Time argument, from the caller's single clock read per poll.
+// The core (watermark.go, align.go): only the standard library and Beam's
+// mtime package. It does no I/O, starts no goroutine and reads no clock:
+// wall-clock time arrives as a now time.Time argument, from the caller's
+// single clock read per poll. The shell also imports stage and proto.
 // Nothing of Kafka: the caller maps a Kafka record's timestamp to an event
 // time (and decides what a record without one, timestamp -1, means). A
 // Partition is not safe for concurrent use; the task that consumes the
