@@ -595,3 +595,103 @@ func TestKafkaTimestampFnDeadLetter(t *testing.T) {
 		t.Errorf("dead-letter topic %q, want %q", got, want)
 	}
 }
+
+// TestKafkaSourceAlignment: watermark alignment (seed 002, FLIP-217). A
+// topic of two partitions: partition 1 holds 31 records (B + 0 … 30 s)
+// and then stays quiet; partition 0 holds 3 000 (B + 0 … 600 s, every
+// 200 ms). With the source in an alignment group with a drift of 60 s and
+// bundles of 50 records, partition 0 is paused once its watermark is more
+// than 60 s ahead of the group's minimum (partition 1's, B + 30 s): GET
+// /watermarks shows it held, its latest event time within a bundle of B +
+// 90 s. Partition 1 then idles out (6 s), which releases the group: every
+// record is read, each once.
+func TestKafkaSourceAlignment(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out := uniqueName(t, "in"), uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 2}, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const base = 1_700_000_040_000
+	var p0, p1 []kioRec
+	for i := 0; i < 3000; i++ {
+		p0 = append(p0, kioRec{key: []byte("a"), value: []byte(fmt.Sprint("p0-", i)), ts: base + int64(i)*200})
+	}
+	for i := 0; i <= 30; i++ {
+		p1 = append(p1, kioRec{key: []byte("b"), value: []byte(fmt.Sprint("p1-", i)), ts: base + int64(i)*1000})
+	}
+	produceAt(t, bs, in, 1, p1...)
+	produceAt(t, bs, in, 0, p0...)
+
+	oldB := *runner.MaxBundleSize
+	*runner.MaxBundleSize = 50
+	defer func() { *runner.MaxBundleSize = oldB }()
+	addr := freeAddr(t)
+	oldA := *runner.WatermarksAddr
+	*runner.WatermarksAddr = addr
+	defer func() { *runner.WatermarksAddr = oldA }()
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(6*time.Second), kafkaio.WithWatermarkAlignment("g", time.Minute))
+	kafkaio.Write(s, out, kvs)
+	jctx, jcancel := context.WithCancel(ctx)
+	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	defer func() { jcancel(); <-done }()
+
+	// Partition 0 held, within a bundle of B + 90 s, before partition 1 idles.
+	waitHTTP(t, "http://"+addr+"/watermarks")
+	sawHeld := false
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) && !sawHeld {
+		for _, row := range sourcePartitionRows(t, "http://"+addr+"/watermarks") {
+			if !strings.HasPrefix(row, "0 ") || !strings.Contains(row, "alignmentHeld=true") {
+				continue
+			}
+			sawHeld = true
+			var last int64
+			if _, err := fmt.Sscanf(row[strings.Index(row, "lastEventTimeMs=")+len("lastEventTimeMs="):], "%d", &last); err != nil {
+				t.Fatalf("row %q", row)
+			}
+			if limit := int64(base + 90_000 + 50*200); last > limit {
+				t.Errorf("partition 0 held at event time %d, past the group minimum + 60 s + one bundle (%d): %s", last, limit, row)
+			}
+			if !strings.Contains(row, "alignmentGroup=g") {
+				t.Errorf("row %q does not name the group", row)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !sawHeld {
+		t.Fatalf("partition 0 was never shown held: %q", sourcePartitionRows(t, "http://"+addr+"/watermarks"))
+	}
+	got := readValues(t, bs, out, 3031, 60*time.Second)
+	if len(got) != 3031 {
+		t.Fatalf("read %d records, want 3031 (alignment released once partition 1 idled)", len(got))
+	}
+	seen := map[string]bool{}
+	for _, v := range got {
+		if seen[v] {
+			t.Fatalf("%s twice", v)
+		}
+		seen[v] = true
+	}
+}
+
+// waitHTTP waits up to 30 s for url to answer (the job's HTTP server starts
+// with the job).
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

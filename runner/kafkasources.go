@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
@@ -22,6 +23,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // kafkaSources returns the kafkaio.Config of every Kafka source stage of
@@ -37,6 +39,9 @@ func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (ma
 			return nil, fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Read", s.Name, s.HeadUniqueName)
 		}
 		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
+		}
+		if err := strategyOf(c, *DefaultIdleness).Validate(); err != nil {
 			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
 		}
 		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
@@ -82,6 +87,10 @@ func strategyOf(c kafkaio.Config, defaultIdleness time.Duration) kafkasource.Str
 		st.Idleness = time.Duration(c.Watermark.IdlenessMs) * time.Millisecond
 	case c.Watermark.IdlenessMs == 0:
 		st.Idleness = defaultIdleness
+	}
+	if c.Watermark.AlignmentGroup != "" {
+		st.AlignmentGroup = c.Watermark.AlignmentGroup
+		st.MaxDrift = time.Duration(c.Watermark.MaxDriftMs) * time.Millisecond
 	}
 	return st
 }
@@ -159,7 +168,7 @@ func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
 // KV<[]byte, []byte> in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
-func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int)) (*kafkasource.Head, error) {
+func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*kafkasource.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	ec, err := cu.Coder(col.GetCoderId())
@@ -180,6 +189,7 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		Timestamp:       timestampOf(c),
 		DeadLetterTopic: c.DeadLetterTopic,
 		BadRecords:      bad,
+		GroupMin:        groupMin,
 		Stage:           s.Name,
 		Topic:           s.InputTopic,
 		Strategy:        st,
@@ -231,4 +241,44 @@ func timestampOf(c kafkaio.Config) func(stage.In) (time.Time, error) {
 		}
 		return fn(rec)
 	}
+}
+
+// groupMin returns the minimum over the reported, non-idle partitions
+// with a record (a watermark past the start of time, before the end) of
+// the source stages of one alignment group, from the application's report
+// topic as tracker t has read it (every instance's partitions), but for the
+// partitions of stage self the caller has locally.
+func groupMin(t *service.Tracker, self string, stages []string) func(local map[int32]bool) (mtime.Time, bool) {
+	return func(local map[int32]bool) (mtime.Time, bool) {
+		min, ok := mtime.MaxTimestamp, false
+		for _, name := range stages {
+			v, err := t.Stage(name)
+			if err != nil {
+				continue
+			}
+			for _, p := range v.Snapshot.Partitions {
+				if !p.Reported || p.Idle || p.Watermark <= mtime.MinTimestamp || p.Watermark >= mtime.MaxTimestamp || name == self && local[p.Partition] {
+					continue
+				}
+				if p.Watermark < min {
+					min, ok = p.Watermark, true
+				}
+			}
+		}
+		return min, ok
+	}
+}
+
+// alignmentGroups maps each alignment group to its source stages, sorted.
+func alignmentGroups(sources map[string]kafkaio.Config) map[string][]string {
+	out := map[string][]string{}
+	for name, c := range sources {
+		if g := c.Watermark.AlignmentGroup; g != "" {
+			out[g] = append(out[g], name)
+		}
+	}
+	for _, v := range out {
+		sort.Strings(v)
+	}
+	return out
 }

@@ -304,6 +304,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		Help: "Records of a Kafka source whose event time the timestamp function could not give (kafkaio.WithTimestampFn): skipped, and written to the dead-letter topic if there is one.",
 	}, []string{"stage", "topic", "partition"})
 	wm.Registry.MustRegister(badRecords)
+	groups := alignmentGroups(sources)
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
@@ -392,9 +393,13 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 		if c, ok := sources[s.Name]; ok {
 			bad := badRecords.MustCurryWith(prometheus.Labels{"stage": s.Name, "topic": s.InputTopic})
+			var gmin func(map[int32]bool) (mtime.Time, bool)
+			if g := c.Watermark.AlignmentGroup; g != "" {
+				gmin = groupMin(wm.Tracker, s.Name, groups[g])
+			}
 			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log, func(p int32, n int) {
 				bad.WithLabelValues(fmt.Sprint(p)).Add(float64(n))
-			}); err != nil {
+			}, gmin); err != nil {
 				return nil, err
 			}
 			// New partitions of the topic are found at the consumer's

@@ -92,6 +92,12 @@ type Head interface {
 	// task is also reported idle when every upstream is idle and it holds
 	// nothing; heads that read no users' topics return false.
 	Idle(p int32) bool
+	// Pause returns the assigned tasks whose records must not be read now
+	// (watermark alignment: a source partition ahead of its group's
+	// minimum by more than the allowed drift, FLIP-217), sorted. The Loop
+	// pauses their partitions and resumes each once it is no longer
+	// listed; what was read stays read.
+	Pause() []int32
 	// Source describes task p's partition of a user's topic for its
 	// reports (seed 002's GET /watermarks: last event time, idleness in
 	// force, alignment); nil for heads that read no user's topic.
@@ -144,3 +150,4 @@ func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }
 func (h *Passthrough) Source(int32) *pb.SourcePartition        { return nil }
+func (h *Passthrough) Pause() []int32                          { return nil }

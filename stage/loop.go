@@ -154,6 +154,8 @@ type Loop struct {
 	// last asked (Spec.GrowingInput).
 	reportAll bool
 	checked   time.Time
+	// aligned are the partitions paused because the head asked (Pause).
+	aligned map[int32]bool
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
@@ -315,6 +317,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		for _, tp := range e.Partitions {
 			delete(l.tasks, tp.Partition)
 			delete(l.side.paused, tp.Partition)
+			delete(l.aligned, tp.Partition)
 			l.head.Revoke(tp.Partition)
 		}
 		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
@@ -364,11 +367,15 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	attempts := 0
 	for ctx.Err() == nil {
-		batch, err := l.poll(ctx)
-		if err != nil {
+		if err := l.checkPartitions(false); err != nil {
 			return err
 		}
-		if err := l.checkPartitions(false); err != nil {
+		// Before the poll: a partition the head holds must not be read.
+		if err := l.align(); err != nil {
+			return err
+		}
+		batch, err := l.poll(ctx)
+		if err != nil {
 			return err
 		}
 		wake := l.wakeTasks(batch)
@@ -631,6 +638,43 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 	if _, err := l.consumer.SeekPartitions(committed); err != nil {
 		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Spec.Name, err)
 	}
+	return nil
+}
+
+// align pauses the partitions the head asks to pause (Head.Pause) and
+// resumes those it no longer lists.
+func (l *Loop) align() error {
+	want := map[int32]bool{}
+	for _, p := range l.head.Pause() {
+		if l.tasks[p] != nil {
+			want[p] = true
+		}
+	}
+	topic := l.cfg.Spec.InputTopic
+	var pause, resume []kafka.TopicPartition
+	for p := range want {
+		if !l.aligned[p] {
+			pause = append(pause, kafka.TopicPartition{Topic: &topic, Partition: p})
+		}
+	}
+	for p := range l.aligned {
+		if !want[p] && l.tasks[p] != nil {
+			resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: p})
+		}
+	}
+	if len(pause) > 0 {
+		if err := l.consumer.Pause(pause); err != nil {
+			return fmt.Errorf("stage %s: pause partitions ahead of their alignment group: %w", l.cfg.Spec.Name, err)
+		}
+		l.log.Info("stage: paused partitions ahead of their watermark alignment group", "partitions", partitionsOf(pause))
+	}
+	if len(resume) > 0 {
+		if err := l.consumer.Resume(resume); err != nil {
+			return fmt.Errorf("stage %s: resume aligned partitions: %w", l.cfg.Spec.Name, err)
+		}
+		l.log.Info("stage: resumed partitions back within their watermark alignment group", "partitions", partitionsOf(resume))
+	}
+	l.aligned = want
 	return nil
 }
 

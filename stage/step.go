@@ -446,15 +446,17 @@ func (a *attempt) output(p int32, t *task) (mtime.Time, bool) {
 	return max(t.out, min(in, hold)), idle && hold == mtime.MaxTimestamp || a.s.head.Idle(p)
 }
 
-// reportIfMoved appends task p's report if its output watermark or its
-// idle flag changed (or always, with force) and records it as reported.
+// reportIfMoved appends task p's report if its output watermark, its idle
+// flag or its source details (Head.Source) changed (or always, with force)
+// and records it as reported.
 func (a *attempt) reportIfMoved(p int32, t *task, force bool) {
 	out, idle := a.output(p, t)
-	if out == t.out && idle == t.idle && !force {
+	src := a.s.head.Source(p)
+	if out == t.out && idle == t.idle && proto.Equal(src, t.source) && !force {
 		return
 	}
 	a.appendReports(p, out, idle)
-	t.out, t.idle, t.reported = out, idle, true
+	t.out, t.idle, t.source, t.reported = out, idle, src, true
 }
 
 // add takes work: elements join the pending bundle; timers run at once in

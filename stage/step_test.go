@@ -563,6 +563,8 @@ func (f *fakeHead) ReachedEnd(int32, int64) {}
 
 func (f *fakeHead) Source(int32) *pb.SourcePartition { return nil }
 
+func (f *fakeHead) Pause() []int32 { return nil }
+
 func (f *fakeHead) Element(p int32, r In) (Work, error) {
 	key, value := r.Key, r.Value
 	k := "-"

@@ -29,6 +29,8 @@ type task struct {
 	// again when it is idle).
 	reported bool
 	idle     bool
+	// source is the Head.Source of the last report (nil for other heads).
+	source *pb.SourcePartition
 	// advanced is the input watermark of the head's last Advance of the
 	// task (Step.Decide); mtime.MinTimestamp when restored. In memory only:
 	// a lower value only costs one more Advance.

@@ -160,6 +160,12 @@ type Watermark struct {
 	// runner's --default_idleness; negative: off (the partition holds the
 	// watermark while it is quiet).
 	IdlenessMs int64 `json:"idlenessMs,omitempty"`
+	// AlignmentGroup names the watermark alignment group (FLIP-217, seed
+	// 002): a partition whose watermark is more than MaxDriftMs ahead of
+	// the group's minimum (over every source of the group, every
+	// instance) is paused until the group catches up. Empty: none.
+	AlignmentGroup string `json:"alignmentGroup,omitempty"`
+	MaxDriftMs     int64  `json:"maxDriftMs,omitempty"`
 }
 
 // Option configures a Read or a Write.
@@ -215,6 +221,21 @@ func WithMonotonousTimestamps() Option {
 // pipelines without event-time operators; refused otherwise).
 func WithNoWatermarks() Option { return func(c *Config) { c.Watermark.Kind = NoWatermarks } }
 
+// WithWatermarkAlignment puts the source in alignment group group: its
+// partitions pause while their watermark is more than maxDrift (> 0) ahead
+// of the group's minimum (Flink's withWatermarkAlignment). An aligned
+// source needs idleness (a silent laggard would hold its group for good):
+// it is refused with idleness off.
+func WithWatermarkAlignment(group string, maxDrift time.Duration) Option {
+	return func(c *Config) {
+		c.Watermark.AlignmentGroup = group
+		c.Watermark.MaxDriftMs = maxDrift.Milliseconds()
+		if maxDrift <= 0 {
+			c.Watermark.MaxDriftMs = -1 // refused by Validate
+		}
+	}
+}
+
 // WithIdleness marks a partition idle after d without a record (> 0), or
 // never (d < 0: off). Without it the runner's --default_idleness applies.
 func WithIdleness(d time.Duration) Option {
@@ -261,6 +282,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeadLetterTopic != "" && c.TimestampFn == nil {
 		return fmt.Errorf("%w: WithDeadLetterTopic(%q) without WithTimestampFn: only records whose event time the function cannot give go there", ErrConfig, c.DeadLetterTopic)
+	}
+	if c.Watermark.AlignmentGroup != "" && c.Watermark.MaxDriftMs <= 0 {
+		return fmt.Errorf("%w: WithWatermarkAlignment(%q): the drift must be positive", ErrConfig, c.Watermark.AlignmentGroup)
 	}
 	if c.Watermark.IdlenessMs == -2 {
 		return fmt.Errorf("%w: WithIdleness(0): give a positive duration, or a negative one to turn idleness off", ErrConfig)

@@ -204,6 +204,9 @@ func (h *Head) ReachedEnd(int32, int64) {}
 // Source implements stage.Head: its input is not a user's topic.
 func (h *Head) Source(int32) *pb.SourcePartition { return nil }
 
+// Pause implements stage.Head: no alignment.
+func (h *Head) Pause() []int32 { return nil }
+
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
 	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))

@@ -43,6 +43,14 @@ type HeadConfig struct {
 	// BadRecords, if set, is told the partition of every such record once
 	// the transaction that skipped it has committed (for /metrics).
 	BadRecords func(p int32, n int)
+	// GroupMin, for a source in a watermark alignment group
+	// (Strategy.AlignmentGroup), is the group's minimum elsewhere: over the
+	// reported, non-idle partitions with a record of every source stage of
+	// the group, every instance's (from the report topic), leaving out this
+	// stage's partitions in local (the head's own, whose watermarks it
+	// knows fresher); ok false when none counts. The head takes the
+	// minimum of it and its own partitions'. Nil without alignment.
+	GroupMin func(local map[int32]bool) (min mtime.Time, ok bool)
 	// Ends, for a bounded source, are the end offsets of the partitions
 	// when the job started (log end offsets): partition p is done once its
 	// consumer has reached Ends[p] (ReachedEnd), and its watermark is then
@@ -85,6 +93,13 @@ type Head struct {
 		// done[p]: a bounded source's partition p has been read to its end;
 		// reported says that an attempt has reported it since.
 		done, reported map[int32]bool
+		// held are the partitions the last Pause held for alignment, with
+		// their drift from the group minimum (ms).
+		held  map[int32]bool
+		drift map[int32]int64
+		// changed are the partitions whose held flag changed since Wake
+		// last asked for an attempt (their report says so).
+		changed map[int32]bool
 	}
 	futureLogged bool
 	// bad are the records of the current attempt Timestamp failed on, in
@@ -120,6 +135,9 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
+	h.mu.held = map[int32]bool{}
+	h.mu.drift = map[int32]int64{}
+	h.mu.changed = map[int32]bool{}
 	return h, nil
 }
 
@@ -230,8 +248,8 @@ func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || !part.Idle(h.cfg.Clock()) {
-		return false
+	if part == nil || h.mu.done[p] || h.mu.held[p] || !part.Idle(h.cfg.Clock()) {
+		return false // a partition alignment holds has records waiting: never idle
 	}
 	h.mu.announced[p] = true
 	return true
@@ -260,6 +278,11 @@ func (h *Head) Wake() []int32 {
 	now := h.cfg.Clock()
 	var out []int32
 	for p, part := range h.mu.parts {
+		if h.mu.changed[p] {
+			delete(h.mu.changed, p)
+			out = append(out, p)
+			continue
+		}
 		if h.mu.done[p] {
 			if !h.mu.reported[p] {
 				out = append(out, p)
@@ -279,13 +302,63 @@ func (h *Head) Wake() []int32 {
 func (h *Head) Source(p int32) *pb.SourcePartition {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	sp := &pb.SourcePartition{Topic: h.cfg.Topic, IdlenessTimeoutMillis: h.cfg.Strategy.Idleness.Milliseconds()}
+	sp := &pb.SourcePartition{Topic: h.cfg.Topic, IdlenessTimeoutMillis: h.cfg.Strategy.Idleness.Milliseconds(),
+		AlignmentGroup: h.cfg.Strategy.AlignmentGroup, AlignmentHeld: h.mu.held[p], DriftFromGroupMinMillis: h.mu.drift[p]}
 	if part := h.mu.parts[p]; part != nil {
 		if ts, ok := part.LastEventTime(); ok {
 			sp.HasLastEventTime, sp.LastEventTimeMillis = true, int64(ts)
 		}
 	}
 	return sp
+}
+
+// Pause returns the partitions to hold for watermark alignment (seed 002,
+// FLIP-217), with Min the minimum of GroupMin and the watermarks of this
+// head's partitions that count (a record, not idle):
+//
+//	held(p) ⇔ hasRecord(p) ∧ wm(p) − Min > MaxDrift
+//
+// A held partition gets no record, so it is never idle while held (Idle):
+// it is released when the group catches up. Nil without alignment.
+func (h *Head) Pause() []int32 {
+	if h.cfg.Strategy.AlignmentGroup == "" || h.cfg.GroupMin == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	local := make(map[int32]bool, len(h.mu.parts))
+	for p := range h.mu.parts {
+		local[p] = true
+	}
+	gmin, ok := h.cfg.GroupMin(local)
+	now := h.cfg.Clock()
+	for p, part := range h.mu.parts {
+		if _, seen := part.MaxEventTime(); seen && !part.Idle(now) && !h.mu.done[p] {
+			if wm := part.Watermark(); !ok || wm < gmin {
+				gmin, ok = wm, true
+			}
+		}
+	}
+	was := h.mu.held
+	h.mu.held = map[int32]bool{}
+	h.mu.drift = map[int32]int64{}
+	var out []int32
+	for p, part := range h.mu.parts {
+		if _, seen := part.MaxEventTime(); ok && seen && !h.mu.done[p] {
+			d := int64(part.Watermark() - gmin)
+			h.mu.drift[p] = d
+			if d > h.cfg.Strategy.MaxDrift.Milliseconds() {
+				h.mu.held[p] = true
+				out = append(out, p)
+			}
+		}
+		if h.mu.held[p] != was[p] {
+			h.mu.changed[p] = true
+			h.log.Info("kafkasource: alignment: a partition is held or released", "partition", p, "held", h.mu.held[p], "watermark", int64(part.Watermark()), "group_min", int64(gmin), "drift_ms", h.mu.drift[p], "max_drift", h.cfg.Strategy.MaxDrift)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // Prepare writes the attempt's bad records to the dead-letter topic, as

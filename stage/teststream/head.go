@@ -102,6 +102,9 @@ func (h *Head) ReachedEnd(int32, int64) {}
 // Source implements stage.Head: its input is not a user's topic.
 func (h *Head) Source(int32) *pb.SourcePartition { return nil }
 
+// Pause implements stage.Head: no alignment.
+func (h *Head) Pause() []int32 { return nil }
+
 // Prepare implements stage.Head: no state.
 func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
 

@@ -207,6 +207,9 @@ func (h *Head) ReachedEnd(int32, int64) {}
 // Source implements stage.Head: its input is not a user's topic.
 func (h *Head) Source(int32) *pb.SourcePartition { return nil }
 
+// Pause implements stage.Head: no alignment.
+func (h *Head) Pause() []int32 { return nil }
+
 // Wake returns the tasks with a processing-time timer due now, sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
