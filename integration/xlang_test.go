@@ -72,7 +72,7 @@ func TestXlangKafkaWindowedCount(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const outPartitions = 3
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}, kafkaenv.TopicSpec{Name: out, Partitions: outPartitions}); err != nil {
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, outPartitions)); err != nil {
 		t.Fatal(err)
 	}
 	const base = 1_700_000_040_000 // a minute boundary

@@ -414,9 +414,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			if c.ReadUncommitted {
 				cfg.Consumer["isolation.level"] = "read_uncommitted"
 			}
-			if c.Bounded {
-				cfg.Consumer["enable.partition.eof"] = "true"
-			}
+			// Partition EOFs tell the head a partition has no backlog (only
+			// then may it idle) and where a bounded read ends.
+			cfg.Consumer["enable.partition.eof"] = "true"
 		}
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}

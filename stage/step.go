@@ -567,8 +567,9 @@ func (a *attempt) appendOutputs(b *Bundle) error {
 // appendSinks appends a bundle's elements of the sinks' PCollections as
 // plain records to their topics: the key the Java client would partition by
 // (JavaPartition), the event time as the record's timestamp when Kafka can
-// hold it (an event time before the epoch, such as Beam's start of time,
-// leaves the timestamp to the producer: the time of writing).
+// hold it (an event time at or before the epoch, such as Beam's start of
+// time, leaves the timestamp to the producer: the time of writing;
+// librdkafka reads a timestamp of 0 as "now" too).
 func (a *attempt) appendSinks(b *Bundle) error {
 	for _, k := range a.s.spec.Sinks {
 		for _, e := range b.Outputs[k.PCollection] {
@@ -580,7 +581,7 @@ func (a *attempt) appendSinks(b *Bundle) error {
 			if key != nil {
 				r.Partition = JavaPartition(key, k.Partitions)
 			}
-			if ts >= 0 && ts <= mtime.MaxTimestamp {
+			if ts > 0 && ts <= mtime.MaxTimestamp {
 				r.Timestamp = ts.ToTime()
 			}
 			a.ready.Records = append(a.ready.Records, r)

@@ -200,7 +200,7 @@ func (w *writer) produce(key, value []byte, ts mtime.Time) error {
 		part = stage.JavaPartition(key, w.partitions)
 	}
 	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value}
-	if ts >= 0 && ts <= mtime.MaxTimestamp {
+	if ts > 0 && ts <= mtime.MaxTimestamp { // 0 means "now" to librdkafka
 		m.Timestamp = ts.ToTime()
 	}
 	for {

@@ -71,9 +71,16 @@ const FutureSkew = time.Minute
 // KV<key, value> at the record's Kafka timestamp (CreateTime or
 // LogAppendTime, as the topic says), and the partition's watermark
 // generator (Partition) says how far the task's output watermark may go:
-// Hold(p) = Partition.Watermark(); Idle(p) = Partition.Idle(now), whose
-// clock starts when the partition is assigned, so a partition that never
-// gets a record still idles out. Wake asks for an attempt when a partition
+// Hold(p) = Partition.Watermark();
+//
+//	Idle(p) ⇔ caughtUp(p) ∧ ¬held(p) ∧ Partition.Idle(now)
+//
+// where caughtUp(p) says the consumer reached the partition's end (a
+// partition EOF) since p's last record: a partition with a backlog is
+// never idle (seed 002: "a live-but-lagging partition is never mistaken
+// for an idle one"), and Partition.Idle's clock starts when the partition
+// is assigned, so a partition that never gets a record still idles out.
+// The stage's consumer must deliver partition EOF events. Wake asks for an attempt when a partition
 // goes idle, so that its idle report goes out though it has no record.
 //
 // After a restore the generator starts afresh (its largest event time is
@@ -93,6 +100,10 @@ type Head struct {
 		// done[p]: a bounded source's partition p has been read to its end;
 		// reported says that an attempt has reported it since.
 		done, reported map[int32]bool
+		// caughtUp[p]: p's consumer has reached the partition's end (a
+		// partition EOF, ReachedEnd) since p's last record: p has no
+		// backlog. Only such a partition may be idle.
+		caughtUp map[int32]bool
 		// held are the partitions the last Pause held for alignment, with
 		// their drift from the group minimum (ms).
 		held  map[int32]bool
@@ -135,6 +146,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
+	h.mu.caughtUp = map[int32]bool{}
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
@@ -153,6 +165,7 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
+	delete(h.mu.caughtUp, p)
 	return nil
 }
 
@@ -164,6 +177,7 @@ func (h *Head) Revoke(p int32) {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
+	delete(h.mu.caughtUp, p)
 }
 
 // Element turns record r of partition p into its element, at its Kafka
@@ -196,6 +210,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	if part != nil {
 		part.Observe(ts, now)
 		delete(h.mu.announced, p)
+		delete(h.mu.caughtUp, p) // more may follow: idle only after the next EOF
 	}
 	h.mu.Unlock()
 	if part == nil {
@@ -248,22 +263,26 @@ func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || h.mu.held[p] || !part.Idle(h.cfg.Clock()) {
-		return false // a partition alignment holds has records waiting: never idle
+	if part == nil || h.mu.done[p] || h.mu.held[p] || !h.mu.caughtUp[p] || !part.Idle(h.cfg.Clock()) {
+		return false // a backlog, or records alignment holds back: never idle
 	}
 	h.mu.announced[p] = true
 	return true
 }
 
-// ReachedEnd marks partition p of a bounded read done once its consumer
-// has reached the end offset p had at the start.
+// ReachedEnd records that partition p's consumer has caught up (no
+// backlog: p may now become idle), and marks partition p of a bounded read
+// done once the consumer has reached the end offset p had at the start.
 func (h *Head) ReachedEnd(p int32, offset int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.parts[p] != nil {
+		h.mu.caughtUp[p] = true
+	}
 	end, ok := h.cfg.Ends[p]
 	if !ok || offset < end {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.mu.parts[p] != nil && !h.mu.done[p] {
 		h.mu.done[p] = true
 		h.log.Info("kafkasource: bounded read: partition read to its end", "partition", p, "end_offset", end)
@@ -289,7 +308,8 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && part.Idle(now) {
+		if !h.mu.announced[p] && h.mu.caughtUp[p] && !h.mu.held[p] && part.Idle(now) {
+			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, nothing left to read): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
 			out = append(out, p)
 		}
 	}
