@@ -28,4 +28,18 @@
 //	                 --application_id (and check it against --output if that
 //	                 file exists) [false]
 //	--runner NAME    kafkastreams or prism [kafkastreams]
+//
+// The streaming variant (`make run-stream`, cmd/commitactivity/run-stream.sh)
+// takes the rows from a Kafka topic instead:
+//
+//	--load           run nothing: write --input to the new topic
+//	                 --input_topic, in file (arrival) order, keyed by area,
+//	                 each record's CreateTime its event_ms (activity.Load)
+//	--partitions N   the partitions of that topic [4]
+//	--stream         run the streaming job (activity.BuildStream) over
+//	                 --input_topic, writing every pane's rows to the new
+//	                 topic --output_topic; then print the final table, the
+//	                 on-time, late and dropped rows and the check (final
+//	                 panes + dropped rows = the input topic's records),
+//	                 and exit 1 if the check fails
 package main

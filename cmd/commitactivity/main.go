@@ -26,6 +26,12 @@ var (
 	output = flag.String("output", "commitactivity.csv", "the CSV file to write (rows in no particular order; columns: "+activity.CSVHeader+")")
 	table  = flag.Bool("table", true, "print a short table of the output when the job is done")
 	show   = flag.Bool("show", false, "run nothing: print the table from the output topic of --application_id (and compare it with --output if that file exists)")
+
+	load        = flag.Bool("load", false, "run nothing: write --input to the new topic --input_topic (arrival order, keyed by area, --partitions partitions, CreateTime = event_ms)")
+	stream      = flag.Bool("stream", false, "run the streaming variant on --runner=kafkastreams: read --input_topic (written by --load), write every pane's rows to --output_topic; print the final table, the on-time, late and dropped rows and the check")
+	inputTopic  = flag.String("input_topic", "", "--load, --stream: the topic of git-commits.csv's rows")
+	outputTopic = flag.String("output_topic", "", "--stream: the topic the rows are written to (created; must not exist)")
+	partitions  = flag.Int("partitions", activity.StreamPartitions, "--load: the input topic's partitions")
 )
 
 func main() {
@@ -36,9 +42,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *show {
+	switch {
+	case *show:
 		err = showTopic(ctx)
-	} else {
+	case *load:
+		err = loadTopic(ctx)
+	case *stream:
+		err = runStream(ctx)
+	default:
 		err = run(ctx)
 	}
 	if err != nil {

@@ -25,40 +25,10 @@ LOG_DIR=${LOG_DIR:-bin/run-logs}
 
 mkdir -p "$LOG_DIR"
 rm -f "$LOG_DIR"/*.log "$OUTPUT"
-say() { printf '\n==> %s\n' "$*"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-secs() { awk -v ms="$1" 'BEGIN { printf "%.1fs", ms / 1000 }'; }
+source "$(dirname "$0")/broker.sh"
 
-# 1. The broker. localkafka prints KAFKA_BOOTSTRAP_SERVERS=… on stdout when
-#    it is ready and keeps running until SIGTERM.
-kafka_pid=""
-instance_pids=()
-cleanup() {
-	local rc=$?
-	for pid in "${instance_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-	if [[ -n $kafka_pid ]] && kill -0 "$kafka_pid" 2>/dev/null; then
-		say "stopping the broker (pid $kafka_pid)"
-		kill -TERM "$kafka_pid" 2>/dev/null || true
-		wait "$kafka_pid" 2>/dev/null || true
-	fi
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-say "starting a local Kafka broker (bin/localkafka; its log: $LOG_DIR/localkafka.log)"
-t0=$(now_ms)
-bin/localkafka 2> >(tee "$LOG_DIR/localkafka.log" | sed -u 's/^/   /' >&2) > "$LOG_DIR/localkafka.out" &
-kafka_pid=$!
-bootstrap=""
-for _ in $(seq 1 600); do # up to 5 minutes (the first start may fetch the Kafka jars)
-	bootstrap=$(sed -n 's/^KAFKA_BOOTSTRAP_SERVERS=//p' "$LOG_DIR/localkafka.out")
-	[[ -z $bootstrap ]] && kill -0 "$kafka_pid" 2>/dev/null || break
-	sleep 0.5
-done
-[[ -n $bootstrap ]] || { echo "run: the broker did not come up; see $LOG_DIR/localkafka.log" >&2; exit 1; }
-t1=$(now_ms)
-echo "   broker ready at $bootstrap in $(secs $((t1 - t0)))"
+# 1. The broker.
+start_broker
 
 # 2. The job.
 app="commitactivity-$(date +%Y%m%d-%H%M%S)"
@@ -72,12 +42,6 @@ cat <<EOF
    (--watermarks_addr sets the address; WATERMARKS_PORT=8080 make run).
    Full logs: $LOG_DIR/instance-N.log
 EOF
-# What a newcomer sees of each instance's log: the watermark URL, progress,
-# the job's own lines, warnings and errors; without the time and level.
-filter() {
-	grep --line-buffered -E 'watch the watermarks|kafkastreams: progress|commitactivity: |level=(WARN|ERROR)' |
-		sed -u -E 's/^time=[^ ]+ level=INFO //; s/ runner=kafkastreams//; s/^msg="([^"]*)"/\1/; s/^/   '"$1"'/'
-}
 t2=$(now_ms)
 for i in $(seq 1 "$INSTANCES"); do
 	wm_addr="127.0.0.1:0"

@@ -172,31 +172,71 @@ func interval(w beam.Window) (window.IntervalWindow, error) {
 	return iw, nil
 }
 
-func formatAreaFn(w beam.Window, area string, t Totals) (string, error) {
+// formatAreaFn formats one area's totals in one fixed window (KindArea).
+type formatAreaFn struct {
+	// Panes appends the pane's columns (PaneColumns).
+	Panes bool `json:"panes,omitempty"`
+}
+
+// ProcessElement formats one pane of (area, window).
+func (f *formatAreaFn) ProcessElement(pn beam.PaneInfo, w beam.Window, area string, t Totals) (string, error) {
 	iw, err := interval(w)
 	if err != nil {
 		return "", err
 	}
-	return FormatRow(KindArea, iw.Start, iw.End, area, t, 0), nil
+	return withPane(f.Panes, pn, FormatRow(KindArea, iw.Start, iw.End, area, t, 0)), nil
 }
 
-func formatTopFn(w beam.Window, ranked []AreaTotals, emit func(string)) error {
+// formatTopFn formats the ranked areas of one fixed window (KindTop).
+type formatTopFn struct {
+	// Panes appends empty pane columns (PaneColumns): top.Largest is a
+	// Combine, and the Go SDK's combine passes no pane downstream.
+	Panes bool `json:"panes,omitempty"`
+}
+
+// ProcessElement formats a window's ranking, a row per rank.
+func (f *formatTopFn) ProcessElement(w beam.Window, ranked []AreaTotals, emit func(string)) error {
 	iw, err := interval(w)
 	if err != nil {
 		return err
 	}
 	for i, a := range ranked {
-		emit(FormatRow(KindTop, iw.Start, iw.End, a.Area, a.Totals, i+1))
+		row := FormatRow(KindTop, iw.Start, iw.End, a.Area, a.Totals, i+1)
+		if f.Panes {
+			row += ",,"
+		}
+		emit(row)
 	}
 	return nil
 }
 
-func formatSessionFn(w beam.Window, area string, t Totals) (string, error) {
+// formatSessionFn formats one session of an area (KindSession).
+type formatSessionFn struct {
+	// Panes appends the pane's columns (PaneColumns).
+	Panes bool `json:"panes,omitempty"`
+}
+
+// ProcessElement formats one pane of (area, session window).
+func (f *formatSessionFn) ProcessElement(pn beam.PaneInfo, w beam.Window, area string, t Totals) (string, error) {
 	iw, err := interval(w)
 	if err != nil {
 		return "", err
 	}
-	return FormatRow(KindSession, iw.Start, iw.End-mtime.FromDuration(SessionGap), area, t, 0), nil
+	return withPane(f.Panes, pn, FormatRow(KindSession, iw.Start, iw.End-mtime.FromDuration(SessionGap), area, t, 0)), nil
+}
+
+// PaneColumns name the two columns a row gets when Windowing.Panes is
+// set: the pane's timing ("early", "ontime" or "late", as
+// typex.PaneTiming.String) and its index (0 for a window's first pane).
+// Both are empty in "top" rows (see formatTopFn).
+const PaneColumns = "pane,pane_index"
+
+// withPane appends the pane's columns to row if panes is set.
+func withPane(panes bool, pn beam.PaneInfo, row string) string {
+	if !panes {
+		return row
+	}
+	return row + "," + pn.Timing.String() + "," + strconv.FormatInt(pn.Index, 10)
 }
 
 func init() {
@@ -205,10 +245,12 @@ func init() {
 	register.Function2x1(SumTotals)
 	register.Function2x1(LessByCommits)
 	register.Function2x1(toAreaTotals)
-	register.Function3x2(formatAreaFn)
-	register.Function3x1(formatTopFn)
+	register.DoFn4x2[beam.PaneInfo, beam.Window, string, Totals, string, error](&formatAreaFn{})
+	register.DoFn3x1[beam.Window, []AreaTotals, func(string), error](&formatTopFn{})
+	register.Function2x2(sumValuesFn)
+	register.Iter1[Totals]()
 	register.Emitter1[string]()
-	register.Function3x2(formatSessionFn)
+	register.DoFn4x2[beam.PaneInfo, beam.Window, string, Totals, string, error](&formatSessionFn{})
 }
 
 // Options say where the job reads and writes.
@@ -226,38 +268,111 @@ type Options struct {
 const OutputScope = "KafkaOutput"
 
 // Build adds the job to s and returns its output rows (strings as in
-// CSVHeader, in the global window): textio.Read -> parse (event time) ->
-//
-//   - 30-day fixed windows -> CombinePerKey(SumTotals) -> "area" rows, and
-//     -> top.Largest(5) -> "top" rows;
-//   - 7-day-gap sessions -> CombinePerKey(SumTotals) -> "session" rows;
-//
-// then all rows re-windowed into the global window -> textio.Write(Output)
-// and a Reshuffle in scope OutputScope, whose input topic on this runner
-// holds every row exactly once.
+// CSVHeader, in the global window): textio.Read -> Parse (event time) ->
+// Windows, then textio.Write(Output) and a Reshuffle in scope OutputScope,
+// whose input topic on this runner holds every row exactly once.
 func Build(s beam.Scope, opts Options) beam.PCollection {
 	lines := textio.Read(s.Scope("Read"), opts.Input)
-	commits := beam.ParDo(s.Scope("Parse"), parseFn, lines)
-
-	fs := s.Scope("Fixed30d")
-	fixed := beam.WindowInto(fs, window.NewFixedWindows(WindowSize), commits)
-	perArea := beam.CombinePerKey(fs, SumTotals, fixed)
-	areaRows := beam.ParDo(fs, formatAreaFn, perArea)
-	ranked := top.Largest(fs, beam.ParDo(fs, toAreaTotals, perArea), TopN, LessByCommits)
-	topRows := beam.ParDo(fs, formatTopFn, ranked)
-
-	ss := s.Scope("Sessions7d")
-	sessions := beam.WindowInto(ss, window.NewSessions(SessionGap), commits)
-	sessionRows := beam.ParDo(ss, formatSessionFn, beam.CombinePerKey(ss, SumTotals, sessions))
-
-	gs := s.Scope("Rows")
-	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(gs, window.NewGlobalWindows(), c) }
-	rows := beam.Flatten(gs, global(areaRows), global(topRows), global(sessionRows))
+	rows := Windows(s, Parse(s, lines), Windowing{})
 	if opts.Output != "" {
 		textio.Write(s, opts.Output, rows)
 	}
 	beam.Reshuffle(s.Scope(OutputScope), rows)
 	return rows
+}
+
+// Parse turns lines of git-commits.csv (strings, any windowing) into the
+// commits the windows take: KV<area, Totals of one commit>, each at its
+// row's event_ms. The header is dropped; a malformed line is counted
+// (MalformedRows), logged and dropped; every other line is counted
+// (ParsedRows). Its transforms are in scope "Parse".
+func Parse(s beam.Scope, lines beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("Parse"), parseFn, lines)
+}
+
+// Windowing is how the job's windows treat values behind the watermark.
+// The zero value is Beam's default, the bounded job's: no allowed
+// lateness (a late value is dropped), discarding panes, rows as in
+// CSVHeader.
+type Windowing struct {
+	// AllowedLateness is how long after its window's end (in event time,
+	// as the input watermark measures it) a value is still added to the
+	// window and fires a late pane, rather than being dropped; >= 0.
+	AllowedLateness time.Duration
+	// Accumulate makes every pane of a window hold all of the window's
+	// values so far (beam.PanesAccumulate), so a window's last pane is its
+	// whole total; false: each pane holds only the values since the
+	// previous one (Beam's default, discarding).
+	Accumulate bool
+	// Panes appends PaneColumns to every output row, and computes the
+	// per-area totals of both kinds of windows with GroupByKey and a sum
+	// (sumPerKey) instead of CombinePerKey: the Go SDK's combine passes no pane downstream
+	// (exec.MergeAccumulators and exec.ExtractOutput build their outputs
+	// without one), and a GroupByKey's values are then the commits
+	// themselves, so the values the runner drops as expired
+	// (runner.Result.LateDropped) are rows, not precombined accumulators.
+	Panes bool
+}
+
+// sumPerKey sums the Totals of each key and window of col: CombinePerKey,
+// or with w.Panes GroupByKey and sumValuesFn.
+func (w Windowing) sumPerKey(s beam.Scope, col beam.PCollection) beam.PCollection {
+	if !w.Panes {
+		return beam.CombinePerKey(s, SumTotals, col)
+	}
+	return beam.ParDo(s.Scope("Sum"), sumValuesFn, beam.GroupByKey(s, col))
+}
+
+// sumValuesFn is SumTotals over a key's grouped values.
+func sumValuesFn(area string, values func(*Totals) bool) (string, Totals) {
+	var sum, t Totals
+	for values(&t) {
+		sum = SumTotals(sum, t)
+	}
+	return area, sum
+}
+
+// options are the WindowInto options of w: none for the zero value, so
+// the bounded job's pipeline is what it was before Windowing existed.
+func (w Windowing) options() []beam.WindowIntoOption {
+	var opts []beam.WindowIntoOption
+	if w.AllowedLateness > 0 {
+		opts = append(opts, beam.AllowedLateness(w.AllowedLateness))
+	}
+	if w.Accumulate {
+		opts = append(opts, beam.PanesAccumulate())
+	}
+	return opts
+}
+
+// Windows adds the job's windows over commits (Parse's output) and returns
+// the output rows (strings as in CSVHeader, plus PaneColumns if w.Panes,
+// in the global window):
+//
+//   - 30-day fixed windows -> CombinePerKey(SumTotals) -> "area" rows, and
+//     -> top.Largest(5) -> "top" rows;
+//   - 7-day-gap sessions -> CombinePerKey(SumTotals) -> "session" rows;
+//
+// (GroupByKey and a sum instead of CombinePerKey if w.Panes), then all
+// rows re-windowed into the global window and flattened. Both
+// kinds of windows take w's allowed lateness and accumulation mode, under
+// Beam's default trigger (a pane when the watermark passes the window's
+// end, then one per late firing).
+func Windows(s beam.Scope, commits beam.PCollection, w Windowing) beam.PCollection {
+	fs := s.Scope("Fixed30d")
+	fixed := beam.WindowInto(fs, window.NewFixedWindows(WindowSize), commits, w.options()...)
+	perArea := w.sumPerKey(fs, fixed)
+	areaRows := beam.ParDo(fs, &formatAreaFn{Panes: w.Panes}, perArea)
+	ranked := top.Largest(fs, beam.ParDo(fs, toAreaTotals, perArea), TopN, LessByCommits)
+	topRows := beam.ParDo(fs, &formatTopFn{Panes: w.Panes}, ranked)
+
+	ss := s.Scope("Sessions7d")
+	sessions := beam.WindowInto(ss, window.NewSessions(SessionGap), commits, w.options()...)
+	sessionRows := beam.ParDo(ss, &formatSessionFn{Panes: w.Panes}, w.sumPerKey(ss, sessions))
+
+	gs := s.Scope("Rows")
+	global := func(c beam.PCollection) beam.PCollection { return beam.WindowInto(gs, window.NewGlobalWindows(), c) }
+	return beam.Flatten(gs, global(areaRows), global(topRows), global(sessionRows))
 }
 
 // Pipeline is Build in a new pipeline.
