@@ -47,6 +47,14 @@ func produceAt(t *testing.T, bs, topic string, p int32, recs ...kioRec) {
 	}
 }
 
+// keepOld is the configuration of a topic whose records carry event times
+// years in the past (1_700_000_000_000 ms is 2023-11-14) as their
+// timestamps: without it the broker's time-based retention (7 days, checked
+// every minute by the test broker) deletes them, records not read yet
+// included, and a test that reads them flakes (seen: a source that found
+// its partitions empty).
+var keepOld = map[string]string{"retention.ms": "-1"}
+
 type kioRec struct {
 	key, value []byte
 	ts         int64
@@ -125,7 +133,7 @@ func TestKafkaSourceIdleness(t *testing.T) {
 			in, out := uniqueName(t, "in"), uniqueName(t, "out")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 3}, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+			if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 3, Config: keepOld}, kafkaenv.TopicSpec{Name: out, Partitions: 1, Config: keepOld}); err != nil {
 				t.Fatal(err)
 			}
 			const base = 1_700_000_040_000 // a minute boundary
@@ -210,7 +218,7 @@ func TestKafkaSinkPlainRecords(t *testing.T) {
 	in, out := uniqueName(t, "in"), uniqueName(t, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 2}, kafkaenv.TopicSpec{Name: out, Partitions: 5}); err != nil {
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 2, Config: keepOld}, kafkaenv.TopicSpec{Name: out, Partitions: 5, Config: keepOld}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
@@ -356,7 +364,7 @@ func TestKafkaBoundedReadMatchesPrism(t *testing.T) {
 	in, outP, outK := uniqueName(t, "in"), uniqueName(t, "out-prism"), uniqueName(t, "out-ks")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 3}, kafkaenv.TopicSpec{Name: outP, Partitions: 2}, kafkaenv.TopicSpec{Name: outK, Partitions: 2}); err != nil {
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 3, Config: keepOld}, kafkaenv.TopicSpec{Name: outP, Partitions: 2, Config: keepOld}, kafkaenv.TopicSpec{Name: outK, Partitions: 2, Config: keepOld}); err != nil {
 		t.Fatal(err)
 	}
 	const base = 1_700_000_040_000
