@@ -381,9 +381,10 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			if c.ReadUncommitted {
 				cfg.Consumer["isolation.level"] = "read_uncommitted"
 			}
-			if c.Bounded {
-				cfg.Consumer["enable.partition.eof"] = "true"
-			}
+			// Partition EOFs say where a partition is caught up: a bounded
+			// read's end, and idleness (a partition with a backlog is not
+			// idle, kafkasource.Head).
+			cfg.Consumer["enable.partition.eof"] = "true"
 		}
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}

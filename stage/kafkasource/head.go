@@ -14,7 +14,9 @@ import (
 )
 
 // HeadConfig configures the head of one Kafka source stage in one
-// instance.
+// instance. The stage's loop must ask for partition EOF events
+// (enable.partition.eof), bounded or not: they say where a partition is
+// caught up (ReachedEnd), which a bounded read's end and idleness need.
 type HeadConfig struct {
 	// Stage names the stage and Topic the user's topic it reads, in logs
 	// and errors. Required.
@@ -36,7 +38,7 @@ type HeadConfig struct {
 	// consumer has reached Ends[p] (ReachedEnd), and its watermark is then
 	// the end of time; its records at or past Ends[p] are skipped. A
 	// partition missing from Ends (added later) is read unbounded. Nil:
-	// unbounded. The loop must be asked for partition EOF events.
+	// unbounded.
 	Ends map[int32]int64
 }
 
@@ -53,7 +55,14 @@ const FutureSkew = time.Minute
 // generator (Partition) says how far the task's output watermark may go:
 // Hold(p) = Partition.Watermark(); Idle(p) = Partition.Idle(now), whose
 // clock starts when the partition is assigned, so a partition that never
-// gets a record still idles out. Wake asks for an attempt when a partition
+// gets a record still idles out, and only once p is caught up: its
+// consumer has reached the partition's end (a partition EOF) after its
+// latest record. A partition with a backlog is not idle however long it
+// has gone without a record (its records wait behind another partition's
+// in the consumer, or the stage is slow): idle, it would leave the
+// minimum, and its unread records would come in behind a watermark that
+// has moved on, late (seed 002: a live-but-lagging partition is never
+// mistaken for an idle one). Wake asks for an attempt when a partition
 // goes idle, so that its idle report goes out though it has no record.
 //
 // After a restore the generator starts afresh (its largest event time is
@@ -73,6 +82,11 @@ type Head struct {
 		// done[p]: a bounded source's partition p has been read to its end;
 		// reported says that an attempt has reported it since.
 		done, reported map[int32]bool
+		// eof[p] is the offset of p's latest partition EOF since its
+		// assignment or the last abort (absent: none yet); next[p] the
+		// offset after its latest record. p is caught up iff
+		// eof[p] >= next[p].
+		eof, next map[int32]int64
 	}
 	futureLogged bool
 }
@@ -98,6 +112,8 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
+	h.mu.eof = map[int32]int64{}
+	h.mu.next = map[int32]int64{}
 	return h, nil
 }
 
@@ -110,10 +126,18 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.parts[p] = part
+	h.forget(p)
+	return nil
+}
+
+// forget drops what the head knows of partition p's progress: announced,
+// done, reported, and where its consumer is. Locks: h.mu.
+func (h *Head) forget(p int32) {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
-	return nil
+	delete(h.mu.eof, p)
+	delete(h.mu.next, p)
 }
 
 // Revoke drops partition p's generator.
@@ -121,9 +145,7 @@ func (h *Head) Revoke(p int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.mu.parts, p)
-	delete(h.mu.announced, p)
-	delete(h.mu.done, p)
-	delete(h.mu.reported, p)
+	h.forget(p)
 }
 
 // Element turns record r of partition p into its element, at its Kafka
@@ -144,6 +166,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	if part != nil {
 		part.Observe(ts, now)
 		delete(h.mu.announced, p)
+		h.mu.next[p] = r.Offset + 1
 	}
 	h.mu.Unlock()
 	if part == nil {
@@ -177,35 +200,52 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MinTimestamp
 }
 
-// Idle is Partition.Idle(now) of partition p.
+// Idle is Partition.Idle(now) of partition p, once p is caught up (its
+// consumer has reached its end after its latest record); false for a
+// partition with records still to read.
 func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || !part.Idle(h.cfg.Clock()) {
+	if part == nil || h.mu.done[p] || !h.caughtUp(p) || !part.Idle(h.cfg.Clock()) {
 		return false
 	}
 	h.mu.announced[p] = true
 	return true
 }
 
-// ReachedEnd marks partition p of a bounded read done once its consumer
-// has reached the end offset p had at the start.
+// caughtUp says partition p's consumer has reached the partition's end
+// since its latest record: a partition EOF at or after the offset that
+// follows it. Locks: h.mu.
+func (h *Head) caughtUp(p int32) bool {
+	eof, ok := h.mu.eof[p]
+	return ok && eof >= h.mu.next[p]
+}
+
+// ReachedEnd records that partition p's consumer has reached offset, the
+// partition's end as the broker knew it (a partition EOF): p is caught up
+// unless a record at or past offset follows. A bounded read's partition is
+// done once offset reaches the end offset p had at the start.
 func (h *Head) ReachedEnd(p int32, offset int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.parts[p] == nil {
+		return
+	}
+	h.mu.eof[p] = offset
 	end, ok := h.cfg.Ends[p]
 	if !ok || offset < end {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.mu.parts[p] != nil && !h.mu.done[p] {
+	if !h.mu.done[p] {
 		h.mu.done[p] = true
 		h.log.Info("kafkasource: bounded read: partition read to its end", "partition", p, "end_offset", end)
 	}
 }
 
-// Wake returns the partitions that went idle and have not been reported
-// idle yet, and those a bounded read finished and has not reported, sorted.
+// Wake returns the partitions that went idle (caught up, and quiet for
+// the idleness) and have not been reported idle yet, and those a bounded
+// read finished and has not reported, sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -218,7 +258,7 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && part.Idle(now) {
+		if !h.mu.announced[p] && h.caughtUp(p) && part.Idle(now) {
 			out = append(out, p)
 		}
 	}
@@ -234,16 +274,15 @@ func (h *Head) Committed() error { return nil }
 
 // Aborted implements stage.Head: the generators keep what they saw (an
 // event time seen again after the rewind changes nothing: the watermark
-// is a maximum), an idle partition is announced again, and a bounded
-// partition is done again only when its consumer reaches the end again
-// (its records are read again first).
+// is a maximum), an idle partition is announced again, and a partition is
+// caught up (so may be idle), or a bounded one done, only when its
+// consumer reaches the end again (its records are read again first; a
+// seek makes librdkafka report the partition EOF again).
 func (h *Head) Aborted(ps []int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range ps {
-		delete(h.mu.announced, p)
-		delete(h.mu.done, p)
-		delete(h.mu.reported, p)
+		h.forget(p)
 	}
 	return nil
 }
