@@ -30,8 +30,9 @@ import (
 )
 
 // This file runs pipelines as separate OS processes: the test binary starts
-// copies of itself with KAFKASTREAMS_CHILD set, and init below turns such a
-// copy into one instance of the application instead of a test run.
+// copies of itself with KAFKASTREAMS_CHILD set, and TestMain
+// (runChildIfAsked) turns such a copy into one instance of the application
+// instead of a test run.
 
 const (
 	envChild     = "KAFKASTREAMS_CHILD"      // pipeline to run as a child instance
@@ -88,8 +89,17 @@ func init() {
 	register.Iter1[int]()
 	register.DoFn3x0[string, int, func(string, int)](&slowKV{})
 	register.Emitter2[string, int]()
-	// Register everything above this line: init functions run in file
-	// order, and a child instance exits here.
+}
+
+// childPipelines are the child pipelines other files add (in their init):
+// runChild builds the one named by KAFKASTREAMS_CHILD. The function may
+// set runner flags (bundle size, state directory) for the child.
+var childPipelines = map[string]func() *beam.Pipeline{}
+
+// runChildIfAsked turns this process into a child instance when
+// KAFKASTREAMS_CHILD names a pipeline: it runs it and exits. TestMain calls
+// it first, so every file's init (registrations, childPipelines) has run.
+func runChildIfAsked() {
 	if name := os.Getenv(envChild); name != "" {
 		os.Exit(runChild(name))
 	}
@@ -127,8 +137,12 @@ func runChild(name string) int {
 		*runner.MaxBundleSize = 200
 		p = gbkPipeline(n, slow)
 	default:
-		fmt.Fprintf(os.Stderr, "unknown child pipeline %q\n", name)
-		return 2
+		build := childPipelines[name]
+		if build == nil {
+			fmt.Fprintf(os.Stderr, "unknown child pipeline %q\n", name)
+			return 2
+		}
+		p = build()
 	}
 	start := time.Now()
 	res, err := beam.Run(context.Background(), runner.Name, p)

@@ -27,12 +27,17 @@ import (
 
 // The Kafka source and sink (runner/kafkaio) on the real broker.
 
+// keepOld is the configuration of a topic whose records carry event times
+// years old: the broker's default 7-day retention (checked every minute on
+// the test broker) would delete them.
+var keepOld = map[string]string{"retention.ms": "-1"}
+
 // userTopic is a user's topic for these tests: records stamped years ago
 // (event times in 2023, as librdkafka reads a CreateTime of 0 as "now")
 // must outlive the broker's default 7-day retention, whose check runs
 // every minute on the test broker.
 func userTopic(name string, partitions int) kafkaenv.TopicSpec {
-	return kafkaenv.TopicSpec{Name: name, Partitions: partitions, Config: map[string]string{"retention.ms": "-1"}}
+	return kafkaenv.TopicSpec{Name: name, Partitions: partitions, Config: keepOld}
 }
 
 // produceAt writes records (key, value) to partition p of topic, each with

@@ -21,6 +21,7 @@ var broker *kafkaenv.Broker
 // TestMain starts one real broker for the package (see kafkaenv.Start for
 // where it comes from), runs the tests, and stops it.
 func TestMain(m *testing.M) {
+	runChildIfAsked() // a child instance (instances_test.go) runs its pipeline and exits
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("integration: -short: no Kafka broker; tests that need one skip")

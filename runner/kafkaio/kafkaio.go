@@ -156,9 +156,11 @@ type Watermark struct {
 	MaxOutOfOrdernessMs int64 `json:"maxOutOfOrdernessMs,omitempty"`
 	// IdlenessMs: a partition without a record for this long (counted from
 	// its assignment, so a partition that never gets a record idles out
-	// too) is idle: left out of the minimum until its next record. 0: the
-	// runner's --default_idleness; negative: off (the partition holds the
-	// watermark while it is quiet).
+	// too) is idle, once its consumer has read it to its end: left out of
+	// the minimum until its next record. A partition with records still
+	// to read (a backlog waiting behind other partitions, a slow stage) is
+	// never idle. 0: the runner's --default_idleness; negative: off (the
+	// partition holds the watermark while it is quiet).
 	IdlenessMs int64 `json:"idlenessMs,omitempty"`
 	// AlignmentGroup names the watermark alignment group (FLIP-217, seed
 	// 002): a partition whose watermark is more than MaxDriftMs ahead of
@@ -236,7 +238,8 @@ func WithWatermarkAlignment(group string, maxDrift time.Duration) Option {
 	}
 }
 
-// WithIdleness marks a partition idle after d without a record (> 0), or
+// WithIdleness marks a partition idle after d without a record (> 0) once
+// it has been read to its end (a partition with a backlog is not idle), or
 // never (d < 0: off). Without it the runner's --default_idleness applies.
 func WithIdleness(d time.Duration) Option {
 	return func(c *Config) {

@@ -71,6 +71,10 @@
 //     never receives a record idles out after the timeout like any other
 //     (seed 002: the liveness clock is seeded at registration). A record
 //     makes the partition non-idle at once. Idleness 0 switches it off.
+//     The Head (head.go) adds what the pure Partition cannot see: it
+//     reports a partition idle only once its consumer has reached the
+//     partition's end after its latest record, so a partition with a
+//     backlog never leaves the minimum.
 //  3. Alignment: the group minimum is the min over the members that have
 //     had a record and are not idle; a member is held iff its watermark is
 //     more than its MaxDrift ahead of that minimum. With no member counting,

@@ -75,8 +75,8 @@ const FutureSkew = time.Minute
 //
 //	Idle(p) ⇔ caughtUp(p) ∧ ¬held(p) ∧ Partition.Idle(now)
 //
-// where caughtUp(p) says the consumer reached the partition's end (a
-// partition EOF) since p's last record: a partition with a backlog is
+// where caughtUp(p) says the consumer reached the partition's end past
+// p's latest record (a partition EOF at or after its offset + 1): a partition with a backlog is
 // never idle (seed 002: "a live-but-lagging partition is never mistaken
 // for an idle one"), and Partition.Idle's clock starts when the partition
 // is assigned, so a partition that never gets a record still idles out.
@@ -100,10 +100,12 @@ type Head struct {
 		// done[p]: a bounded source's partition p has been read to its end;
 		// reported says that an attempt has reported it since.
 		done, reported map[int32]bool
-		// caughtUp[p]: p's consumer has reached the partition's end (a
-		// partition EOF, ReachedEnd) since p's last record: p has no
-		// backlog. Only such a partition may be idle.
-		caughtUp map[int32]bool
+		// eof[p] is the offset of p's latest partition EOF (ReachedEnd: the
+		// consumer's position when it reached the end), next[p] the offset
+		// after p's latest record. p is caught up (no backlog; only then
+		// may it be idle) when eof[p] >= next[p]: an EOF raised before a
+		// record the step handles later in the same batch is stale.
+		eof, next map[int32]int64
 		// held are the partitions the last Pause held for alignment, with
 		// their drift from the group minimum (ms).
 		held  map[int32]bool
@@ -146,7 +148,8 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
-	h.mu.caughtUp = map[int32]bool{}
+	h.mu.eof = map[int32]int64{}
+	h.mu.next = map[int32]int64{}
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
@@ -165,7 +168,8 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
-	delete(h.mu.caughtUp, p)
+	delete(h.mu.eof, p)
+	delete(h.mu.next, p)
 	return nil
 }
 
@@ -177,7 +181,8 @@ func (h *Head) Revoke(p int32) {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
-	delete(h.mu.caughtUp, p)
+	delete(h.mu.eof, p)
+	delete(h.mu.next, p)
 }
 
 // Element turns record r of partition p into its element, at its Kafka
@@ -210,7 +215,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	if part != nil {
 		part.Observe(ts, now)
 		delete(h.mu.announced, p)
-		delete(h.mu.caughtUp, p) // more may follow: idle only after the next EOF
+		h.mu.next[p] = r.Offset + 1 // idle only after an EOF past it
 	}
 	h.mu.Unlock()
 	if part == nil {
@@ -263,7 +268,7 @@ func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || h.mu.held[p] || !h.mu.caughtUp[p] || !part.Idle(h.cfg.Clock()) {
+	if part == nil || h.mu.done[p] || h.mu.held[p] || !h.caughtUpLocked(p) || !part.Idle(h.cfg.Clock()) {
 		return false // a backlog, or records alignment holds back: never idle
 	}
 	h.mu.announced[p] = true
@@ -276,8 +281,8 @@ func (h *Head) Idle(p int32) bool {
 func (h *Head) ReachedEnd(p int32, offset int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.mu.parts[p] != nil {
-		h.mu.caughtUp[p] = true
+	if cur, ok := h.mu.eof[p]; h.mu.parts[p] != nil && (!ok || offset > cur) {
+		h.mu.eof[p] = offset
 	}
 	end, ok := h.cfg.Ends[p]
 	if !ok || offset < end {
@@ -308,7 +313,7 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && h.mu.caughtUp[p] && !h.mu.held[p] && part.Idle(now) {
+		if !h.mu.announced[p] && h.caughtUpLocked(p) && !h.mu.held[p] && part.Idle(now) {
 			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, nothing left to read): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
 			out = append(out, p)
 		}
@@ -381,6 +386,18 @@ func (h *Head) Pause() []int32 {
 	return out
 }
 
+// caughtUpLocked says partition p has no backlog: a partition EOF at or
+// past the offset after its latest record (or any EOF, before a record).
+// Must be called holding h.mu.
+func (h *Head) caughtUpLocked(p int32) bool {
+	eof, ok := h.mu.eof[p]
+	if !ok {
+		return false
+	}
+	next, seen := h.mu.next[p]
+	return !seen || eof >= next
+}
+
 // Prepare writes the attempt's bad records to the dead-letter topic, as
 // they were.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
@@ -423,6 +440,9 @@ func (h *Head) Aborted(ps []int32) error {
 		delete(h.mu.announced, p)
 		delete(h.mu.done, p)
 		delete(h.mu.reported, p)
+		// Rewound: its records are to read again; the EOF is stale.
+		delete(h.mu.eof, p)
+		delete(h.mu.next, p)
 	}
 	return nil
 }
