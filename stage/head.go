@@ -125,6 +125,7 @@ type Head interface {
 // with an impulse element, of Impulse stages): each element record is one
 // element of the bundle. It keeps no state and holds nothing.
 type Passthrough struct {
+	InternalInput
 	// Impulse, if non-nil, replaces every record's value (Impulse stages:
 	// the plan's record stands for the impulse element).
 	Impulse []byte
@@ -143,11 +144,29 @@ func (h *Passthrough) Element(_ int32, r In) (Work, error) {
 func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, nil }
 func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }
 func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
-func (h *Passthrough) Wake() []int32                           { return nil }
-func (h *Passthrough) Idle(int32) bool                         { return false }
-func (h *Passthrough) ReachedEnd(int32, int64)                 {}
 func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
 func (h *Passthrough) Committed() error                        { return nil }
 func (h *Passthrough) Aborted([]int32) error                   { return nil }
-func (h *Passthrough) Source(int32) *pb.SourcePartition        { return nil }
-func (h *Passthrough) Pause() []int32                          { return nil }
+
+// InternalInput gives a Head the methods that concern only heads reading a
+// user's topic (Idle, ReachedEnd, Source, Pause: never idle, no end, no
+// source details, nothing to pause) and those of heads without work that
+// comes due without a record (Wake). A head embeds it and defines the rest
+// (the stateful head defines Wake itself; the Kafka source head all).
+type InternalInput struct{}
+
+// Idle implements Head: an internal topic's task is idle only through its
+// upstreams (Step computes that).
+func (InternalInput) Idle(int32) bool { return false }
+
+// ReachedEnd implements Head: an internal topic has no end to reach.
+func (InternalInput) ReachedEnd(int32, int64) {}
+
+// Source implements Head: no user's topic.
+func (InternalInput) Source(int32) *pb.SourcePartition { return nil }
+
+// Pause implements Head: no watermark alignment.
+func (InternalInput) Pause() []int32 { return nil }
+
+// Wake implements Head: nothing comes due without a record.
+func (InternalInput) Wake() []int32 { return nil }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
@@ -42,6 +41,7 @@ type HeadConfig struct {
 // (Committed), or nowhere (Aborted, after which the cores reload from the
 // committed store).
 type Head struct {
+	stage.InternalInput
 	cfg   HeadConfig
 	log   *slog.Logger
 	cores map[int32]*Core
@@ -190,22 +190,6 @@ func (h *Head) Hold(p int32) mtime.Time {
 // Results implements stage.Head: the bundles after a GroupByKey set no
 // timers.
 func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
-
-// Wake implements stage.Head: processing-time triggers are evaluated when
-// the task gets input (Element, Advance), never woken.
-func (h *Head) Wake() []int32 { return nil }
-
-// Idle implements stage.Head: its input is not a user's topic.
-func (h *Head) Idle(int32) bool { return false }
-
-// ReachedEnd implements stage.Head: its input has no end to reach.
-func (h *Head) ReachedEnd(int32, int64) {}
-
-// Source implements stage.Head: its input is not a user's topic.
-func (h *Head) Source(int32) *pb.SourcePartition { return nil }
-
-// Pause implements stage.Head: no alignment.
-func (h *Head) Pause() []int32 { return nil }
 
 // Prepare writes the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 )
 
@@ -25,6 +24,7 @@ import (
 // but the segment last read: a crash or an abort resumes at the committed
 // offset, the next segment.
 type Head struct {
+	stage.InternalInput
 	name     string
 	segments []Segment
 	encoded  [][][]byte // encoded[i] are segment i's wire elements
@@ -89,21 +89,6 @@ func (h *Head) Hold(p int32) mtime.Time {
 
 // Results implements stage.Head: nothing to do.
 func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
-
-// Wake implements stage.Head: never.
-func (h *Head) Wake() []int32 { return nil }
-
-// Idle implements stage.Head: its input is not a user's topic.
-func (h *Head) Idle(int32) bool { return false }
-
-// ReachedEnd implements stage.Head: its input has no end to reach.
-func (h *Head) ReachedEnd(int32, int64) {}
-
-// Source implements stage.Head: its input is not a user's topic.
-func (h *Head) Source(int32) *pb.SourcePartition { return nil }
-
-// Pause implements stage.Head: no alignment.
-func (h *Head) Pause() []int32 { return nil }
 
 // Prepare implements stage.Head: no state.
 func (h *Head) Prepare(stage.ProduceFunc) error { return nil }

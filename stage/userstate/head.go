@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
@@ -56,6 +55,7 @@ type Config struct {
 // (fnapi.UserState) and timers per task, and fires the timers at their
 // point in the stream (see the package comment for the ordering rule).
 type Head struct {
+	stage.InternalInput
 	cfg      Config
 	log      *slog.Logger
 	families map[string]fnapi.TimerFamily // of cfg.Transform, by family name
@@ -197,18 +197,6 @@ func (h *Head) Hold(p int32) mtime.Time {
 	}
 	return mtime.MaxTimestamp
 }
-
-// Idle implements stage.Head: its input is not a user's topic.
-func (h *Head) Idle(int32) bool { return false }
-
-// ReachedEnd implements stage.Head: its input has no end to reach.
-func (h *Head) ReachedEnd(int32, int64) {}
-
-// Source implements stage.Head: its input is not a user's topic.
-func (h *Head) Source(int32) *pb.SourcePartition { return nil }
-
-// Pause implements stage.Head: no alignment.
-func (h *Head) Pause() []int32 { return nil }
 
 // Wake returns the tasks with a processing-time timer due now, sorted.
 func (h *Head) Wake() []int32 {
