@@ -165,11 +165,7 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.parts[p] = part
-	delete(h.mu.announced, p)
-	delete(h.mu.done, p)
-	delete(h.mu.reported, p)
-	delete(h.mu.eof, p)
-	delete(h.mu.next, p)
+	h.forgetLocked(p)
 	return nil
 }
 
@@ -178,6 +174,24 @@ func (h *Head) Revoke(p int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.mu.parts, p)
+	h.forgetLocked(p)
+}
+
+// forgetLocked drops what the head knows of partition p's progress (its
+// announcements, a bounded read's end, its last EOF and record) and of its
+// alignment. Must be called holding h.mu.
+func (h *Head) forgetLocked(p int32) {
+	h.forgetProgressLocked(p)
+	delete(h.mu.held, p)
+	delete(h.mu.drift, p)
+	delete(h.mu.changed, p)
+}
+
+// forgetProgressLocked drops what the head knows of partition p's
+// progress: whether it was announced idle, a bounded read's end and its
+// report, its last EOF and record (after a rewind they are read again).
+// Must be called holding h.mu.
+func (h *Head) forgetProgressLocked(p int32) {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
@@ -437,12 +451,7 @@ func (h *Head) Aborted(ps []int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range ps {
-		delete(h.mu.announced, p)
-		delete(h.mu.done, p)
-		delete(h.mu.reported, p)
-		// Rewound: its records are to read again; the EOF is stale.
-		delete(h.mu.eof, p)
-		delete(h.mu.next, p)
+		h.forgetProgressLocked(p) // rewound: its records are to read again, the EOF is stale
 	}
 	return nil
 }
