@@ -95,7 +95,9 @@ while IFS= read -r f; do
   done < <(LD_LIBRARY_PATH="$jlibs" ldd "$f" 2>/dev/null | sed 's/^[[:space:]]*//')
 done < <(find "$rootfs/opt/java" -type f \( -name '*.so' -o -path '*/bin/*' \))
 for extra in libstdc++.so.6 libgcc_s.so.1; do
-  p="$(ldconfig -p | awk -v l="$extra" '$1 == l && /x86-64/ { print $NF; exit }')"
+  # awk reads to the end (no early exit): ldconfig must not get SIGPIPE,
+  # which pipefail turns into exit 141 of the whole build.
+  p="$(ldconfig -p | awk -v l="$extra" '$1 == l && /x86-64/ && !found { print $NF; found = 1 }')"
   [[ -n "$p" ]] && copy_lib "$p"
 done
 ((${#missing[@]} == 0)) || die "unresolved shared libraries: ${missing[*]}"
