@@ -38,7 +38,7 @@ var epoch = time.Date(2026, 9, 22, 10, 0, 0, 0, time.UTC)
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		if filepath.Ext(path) != ".txt" {
-			t.Skip("not a scenario file")
+			t.Skip("skipped because it is not a scenario file: testdata holds *.txt scenarios only")
 		}
 		parts := map[string]*Partition{}
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
