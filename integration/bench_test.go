@@ -173,6 +173,9 @@ func BenchmarkStatelessStage(b *testing.B) {
 	}
 	lcancel()
 	<-done
+	ls := loop.Stats()
+	b.Logf("stage: %d commits; joining the group and the first commit took %v, the records %v (%.0f records/s between the first and the last commit)",
+		ls.Commits, ls.FirstCommit.Sub(start).Round(time.Millisecond), ls.LastCommit.Sub(ls.FirstCommit).Round(time.Millisecond), float64(ls.RecordsIn)/ls.LastCommit.Sub(ls.FirstCommit).Seconds())
 	if got := loop.Stats().ElementsOut; got != benchRecords {
 		b.Fatalf("stage wrote %d elements, want %d", got, benchRecords)
 	}
