@@ -18,6 +18,59 @@ func tsKeyed(v int) (string, int) { return "k", v }
 
 func init() { register.Function1x2(tsKeyed) }
 
+// lateDataPipeline is TestTestStreamLateData's pipeline: the TestStream
+// below, keyed, in fixed windows of 10 s with 5 s of allowed lateness,
+// summed per key and window, reshuffled (the sink topic the tests read);
+// with reshuffle, a Reshuffle stage sits between the source and the
+// GroupByKey.
+func lateDataPipeline(t *testing.T, reshuffle bool) *beam.Pipeline {
+	t.Helper()
+	p, s := beam.NewPipelineWithRoot()
+	con := teststream.NewConfig()
+	for _, step := range []func() error{
+		func() error { return con.AddElements(1000, 1) },
+		func() error { return con.AddElements(2000, 2) },
+		func() error { return con.AdvanceWatermark(11000) },
+		func() error { return con.AddElements(3000, 3) },
+		func() error { return con.AddElements(15000, 10) },
+		func() error { return con.AdvanceWatermark(12000) },
+		func() error { return con.AddElements(4000, 4) },
+		func() error { return con.AdvanceWatermark(16000) },
+		func() error { return con.AddElements(5000, 5) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := teststream.Create(s, con)
+	if reshuffle {
+		in = beam.Reshuffle(s, in)
+	}
+	kv := beam.ParDo(s, tsKeyed, in)
+	kv = beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv, beam.AllowedLateness(5*time.Second))
+	_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
+	return p
+}
+
+// checkLateData checks a run of lateDataPipeline: every pane exactly once
+// with its exact pane info, and one value dropped.
+func checkLateData(t *testing.T, ctx context.Context, bs string, r *runner.Result) {
+	t.Helper()
+	checkLines(t, sinkStrings(t, ctx, bs, r.Plan, true), []string{
+		"k [0,10000) ts=9999 LATE/1/1/first=false/last=false n=1 sum=3",
+		"k [0,10000) ts=9999 LATE/2/2/first=false/last=true n=1 sum=4",
+		"k [0,10000) ts=9999 ON_TIME/0/0/first=true/last=false n=2 sum=3",
+		"k [10000,20000) ts=19999 ON_TIME/0/0/first=true/last=true n=1 sum=10",
+	})
+	var dropped int64
+	for _, n := range r.LateDropped {
+		dropped += n
+	}
+	if dropped != 1 {
+		t.Errorf("late values dropped: got %d (%v), want 1 (5@5000 after the window expired)", dropped, r.LateDropped)
+	}
+}
+
 // TestTestStreamLateData replays a TestStream whose watermark advances
 // between its elements, through fixed windows of 10 s with 5 s of allowed
 // lateness and a GroupByKey sum, on the real broker. Window [0,10000) has
@@ -36,41 +89,8 @@ func TestTestStreamLateData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	p, s := beam.NewPipelineWithRoot()
-	con := teststream.NewConfig()
-	for _, step := range []func() error{
-		func() error { return con.AddElements(1000, 1) },
-		func() error { return con.AddElements(2000, 2) },
-		func() error { return con.AdvanceWatermark(11000) },
-		func() error { return con.AddElements(3000, 3) },
-		func() error { return con.AddElements(15000, 10) },
-		func() error { return con.AdvanceWatermark(12000) },
-		func() error { return con.AddElements(4000, 4) },
-		func() error { return con.AdvanceWatermark(16000) },
-		func() error { return con.AddElements(5000, 5) },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kv := beam.ParDo(s, tsKeyed, teststream.Create(s, con))
-	kv = beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv, beam.AllowedLateness(5*time.Second))
-	_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
-
-	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
-	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
-		"k [0,10000) ts=9999 LATE/1/1/first=false/last=false n=1 sum=3",
-		"k [0,10000) ts=9999 LATE/2/2/first=false/last=true n=1 sum=4",
-		"k [0,10000) ts=9999 ON_TIME/0/0/first=true/last=false n=2 sum=3",
-		"k [10000,20000) ts=19999 ON_TIME/0/0/first=true/last=true n=1 sum=10",
-	})
-	var dropped int64
-	for _, n := range r.LateDropped {
-		dropped += n
-	}
-	if dropped != 1 {
-		t.Errorf("late values dropped: got %d (%v), want 1 (5@5000 after the window expired)", dropped, r.LateDropped)
-	}
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), lateDataPipeline(t, false))
+	checkLateData(t, ctx, b.BootstrapServers(), r)
 }
 
 // TestLateDataThroughAStatelessStage: the TestStream of
@@ -99,44 +119,12 @@ func TestLateDataThroughAStatelessStage(t *testing.T) {
 			oldP := *runner.InternalTopicPartitions
 			*runner.InternalTopicPartitions = 1
 			defer func() { *runner.InternalTopicPartitions = oldP }()
-			p, s := beam.NewPipelineWithRoot()
-			con := teststream.NewConfig()
-			for _, step := range []func() error{
-				func() error { return con.AddElements(1000, 1) },
-				func() error { return con.AddElements(2000, 2) },
-				func() error { return con.AdvanceWatermark(11000) },
-				func() error { return con.AddElements(3000, 3) },
-				func() error { return con.AddElements(15000, 10) },
-				func() error { return con.AdvanceWatermark(12000) },
-				func() error { return con.AddElements(4000, 4) },
-				func() error { return con.AdvanceWatermark(16000) },
-				func() error { return con.AddElements(5000, 5) },
-			} {
-				if err := step(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			kv := beam.ParDo(s, tsKeyed, beam.Reshuffle(s, teststream.Create(s, con)))
-			kv = beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv, beam.AllowedLateness(5*time.Second))
-			_ = beam.Reshuffle(s, beam.ParDo(s, gbkSum, beam.GroupByKey(s, kv)))
 			rctx := ctx
 			if upstreamsFirst {
 				rctx = runner.WithUpstreamsFirst(ctx)
 			}
-			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), p)
-			checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
-				"k [0,10000) ts=9999 LATE/1/1/first=false/last=false n=1 sum=3",
-				"k [0,10000) ts=9999 LATE/2/2/first=false/last=true n=1 sum=4",
-				"k [0,10000) ts=9999 ON_TIME/0/0/first=true/last=false n=2 sum=3",
-				"k [10000,20000) ts=19999 ON_TIME/0/0/first=true/last=true n=1 sum=10",
-			})
-			var dropped int64
-			for _, n := range r.LateDropped {
-				dropped += n
-			}
-			if dropped != 1 {
-				t.Errorf("late values dropped: got %d (%v), want 1 (5@5000 after the window expired)", dropped, r.LateDropped)
-			}
+			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), lateDataPipeline(t, true))
+			checkLateData(t, ctx, b.BootstrapServers(), r)
 		})
 	}
 }
