@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -717,5 +718,59 @@ func waitHTTP(t *testing.T, url string) {
 			t.Fatalf("%s never answered: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kioValue keeps a record's value.
+func kioValue(_, value []byte) []byte { return value }
+
+func init() { register.Function2x1(kioValue) }
+
+// TestKafkaReadPatternAndStartAt: ReadPattern reads every topic whose name
+// matches (two topics here, of 2 and 1 partitions; a third, whose name
+// does not match, is not read), each as its own source stage flattened
+// into one PCollection, and WithStartAt starts each partition at its first
+// record stamped at or after the start time. Each topic holds 4 records
+// per partition before the start time and 6 at or after it; the output
+// (bounded reads, written as plain values) is exactly the 18 later ones,
+// each once.
+func TestKafkaReadPatternAndStartAt(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	prefix := uniqueName(t, "src")
+	a, c, other, out := prefix+"-a", prefix+"-c", prefix+"x-b", uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(a, 2), userTopic(c, 1), userTopic(other, 1), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	const start = 1_700_000_100_000
+	var want []string
+	for _, tp := range []struct {
+		topic string
+		parts int32
+	}{{a, 2}, {c, 1}, {other, 1}} {
+		for p := int32(0); p < tp.parts; p++ {
+			var recs []kioRec
+			for i := 0; i < 10; i++ {
+				ts := start + int64(i-4)*1000 // i < 4: before the start time
+				v := fmt.Sprintf("%s/%d/%d", tp.topic, p, i)
+				recs = append(recs, kioRec{key: []byte("k"), value: []byte(v), ts: ts})
+				if i >= 4 && tp.topic != other {
+					want = append(want, v)
+				}
+			}
+			produceAt(t, bs, tp.topic, p, recs...)
+		}
+	}
+	sort.Strings(want)
+	*runner.BootstrapServers = bs // ReadPattern lists the topics of the runner's cluster
+	p, s := beam.NewPipelineWithRoot()
+	recs := kafkaio.ReadPattern(s, regexp.QuoteMeta(prefix)+"-[a-c]", kafkaio.Bounded(), kafkaio.WithStartAt(time.UnixMilli(start)), kafkaio.WithIdleness(time.Second))
+	kafkaio.Write(s, out, beam.ParDo(s, kioValue, recs))
+	runApp(t, ctx, bs, uniqueName(t, "app"), p)
+	got := readValues(t, bs, out, 0, 20*time.Second)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("wrote %d values:\n  %s\nwant %d:\n  %s", len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
 	}
 }

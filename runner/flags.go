@@ -103,6 +103,10 @@ func (p properties) String() string {
 	return strings.Join(kv, ",")
 }
 
+// Get returns the settings (flag.Getter), for runner/kafkaio's clients
+// built outside the runner (ReadPattern's topic listing).
+func (p properties) Get() any { return map[string]string(p) }
+
 func (p properties) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {

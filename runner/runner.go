@@ -408,8 +408,11 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			for k, v := range c.Properties {
 				cfg.Consumer[k] = v
 			}
-			if c.Start == kafkaio.Latest {
+			switch c.Start {
+			case kafkaio.Latest:
 				cfg.Consumer["auto.offset.reset"] = "latest"
+			case kafkaio.AtTimestamp:
+				cfg.StartAt = time.UnixMilli(c.StartAtMs)
 			}
 			if c.ReadUncommitted {
 				cfg.Consumer["isolation.level"] = "read_uncommitted"

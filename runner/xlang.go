@@ -42,6 +42,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
@@ -100,8 +101,8 @@ func expandKafka(_ context.Context, p *xlangx.HandlerParams) (*jobpb.ExpansionRe
 // xlangRead is what a kafka_read_without_metadata configuration says, in
 // runner/kafkaio terms.
 type xlangRead struct {
-	topic string
-	opts  []kafkaio.Option
+	topics []string
+	opts   []kafkaio.Option
 }
 
 // consumerPassThrough are the Java consumer properties with a librdkafka
@@ -142,20 +143,25 @@ func parseXlangRead(payload []byte) (xlangRead, error) {
 	if u := fields.unknownFields("ConsumerConfig", "Topics", "KeyDeserializer", "ValueDeserializer", "StartReadTime", "StopReadTime", "MaxNumRecords", "MaxReadTime", "CommitOffsetInFinalize", "ConsumerPollingTimeout", "TimestampPolicy", "Redistribute", "RedistributeNumKeys", "AllowDuplicates"); len(u) > 0 {
 		return r, bad(strings.Join(u, ", "), "not known to this runner's expansion")
 	}
-	topics := fields.strings("Topics")
-	if len(topics) != 1 {
-		return r, bad(fields.name("Topics"), "%d topics %q: this runner reads one topic per Read (use one kafkaio.Read per topic and beam.Flatten)", len(topics), topics)
+	r.topics = fields.strings("Topics")
+	if len(r.topics) == 0 {
+		return r, bad(fields.name("Topics"), "no topic")
 	}
-	r.topic = topics[0]
 	for _, f := range []string{"KeyDeserializer", "ValueDeserializer"} {
 		if v := fields.string(f); v != "" && v != byteArrayDeserializer {
 			return r, bad(fields.name(f), "%q is not supported: this runner reads keys and values as bytes (%s only); decode them in a ParDo", v, byteArrayDeserializer)
 		}
 	}
-	for _, f := range []string{"StartReadTime", "StopReadTime"} {
-		if fields.set(f) {
-			return r, bad(fields.name(f), "not supported: this runner's Kafka source starts at the committed offsets, else at auto.offset.reset, and never stops")
+	if fields.set("StopReadTime") {
+		return r, bad(fields.name("StopReadTime"), "not supported: this runner's Kafka source never stops at a time (kafkaio.Bounded() stops at the end offsets seen at start)")
+	}
+	startAt := fields.set("StartReadTime")
+	if startAt {
+		v := fields.value("StartReadTime")
+		if !v.CanInt() || v.Int() < 0 {
+			return r, bad(fields.name("StartReadTime"), "%v: want milliseconds since the Unix epoch", v)
 		}
+		r.opts = append(r.opts, kafkaio.WithStartAt(time.UnixMilli(v.Int())))
 	}
 	for _, f := range []string{"MaxNumRecords", "MaxReadTime"} {
 		if fields.set(f) {
@@ -216,7 +222,9 @@ func parseXlangRead(payload []byte) (xlangRead, error) {
 			r.opts = append(r.opts, kafkaio.WithProperty(name, v))
 		}
 	}
-	r.opts = append(r.opts, kafkaio.WithStart(start))
+	if !startAt { // StartReadTime wins over auto.offset.reset, as in Java's KafkaIO
+		r.opts = append(r.opts, kafkaio.WithStart(start))
+	}
 	if isolation == "read_uncommitted" {
 		r.opts = append(r.opts, kafkaio.WithReadUncommitted())
 	}
@@ -288,9 +296,9 @@ func expandKafkaRead(p *xlangx.HandlerParams) (*jobpb.ExpansionResponse, error) 
 	if n := len(p.Req.GetTransform().GetInputs()); n != 0 {
 		return nil, fmt.Errorf("kafkastreams: Beam's cross-language Kafka read has %d inputs, want none", n)
 	}
-	pb, err := scratchPipeline(func(s beam.Scope) { kafkaio.Read(s, r.topic, r.opts...) })
+	pb, err := scratchPipeline(func(s beam.Scope) { kafkaio.ReadTopics(s, r.topics, r.opts...) })
 	if err != nil {
-		return nil, fmt.Errorf("kafkastreams: Beam's cross-language Kafka read of %q: %w", r.topic, err)
+		return nil, fmt.Errorf("kafkastreams: Beam's cross-language Kafka read of %q: %w", r.topics, err)
 	}
 	return expansionOf(pb, "kafkaio.Read(", "", nil)
 }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -108,6 +109,35 @@ func TestXlangKafkaDefaults(t *testing.T) {
 	}
 }
 
+// TestXlangKafkaTopicsAndStartTime: a read of several topics plans one
+// source stage per topic, each configured alike; StartReadTime becomes
+// kafkaio.WithStartAt and wins over auto.offset.reset (Java KafkaIO's rule).
+func TestXlangKafkaTopicsAndStartTime(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	recs := xkafkaio.Read(s, "", "b:1", []string{"b", "a", "c"}, xkafkaio.TimestampPolicy(xkafkaio.CreateTime),
+		xkafkaio.StartReadTimestamp(1_700_000_000_123), xkafkaio.ConsumerConfigs(map[string]string{"auto.offset.reset": "earliest"}))
+	beam.ParDo(s, xlangTestString, recs)
+	pipe, pl := planOf(t, p)
+	var topics []string
+	for _, st := range pl.Stages {
+		if st.Head != plan.HeadKafkaSource {
+			continue
+		}
+		c, ok := kafkaio.SourceConfig(plan.NativeDoFn(pipe.GetComponents().GetTransforms()[st.HeadTransform]))
+		if !ok {
+			t.Fatalf("stage %s: no kafkaio source config", st.Name)
+		}
+		if c.Start != kafkaio.AtTimestamp || c.StartAtMs != 1_700_000_000_123 {
+			t.Errorf("stage %s: start %q at %d, want %q at 1700000000123", st.Name, c.Start, c.StartAtMs, kafkaio.AtTimestamp)
+		}
+		topics = append(topics, c.Topics...)
+	}
+	sort.Strings(topics)
+	if fmt.Sprint(topics) != "[a b c]" {
+		t.Errorf("source stages read %v, want [a b c]", topics)
+	}
+}
+
 // TestXlangKafkaTwoReads: two reads of one topic get distinct ids and
 // unique names, and plan as two source stages.
 func TestXlangKafkaTwoReads(t *testing.T) {
@@ -149,12 +179,11 @@ func TestXlangKafkaRefused(t *testing.T) {
 		want  []string
 	}{
 		{"processing time", func(s *beam.Scope) { xkafkaio.Read(*s, "", "b:1", []string{"in"}) }, []string{"TimestampPolicy", "ProcessingTime"}},
-		{"two topics", func(s *beam.Scope) { xkafkaio.Read(*s, "", "b:1", []string{"a", "b"}, ct) }, []string{"Topics", "one topic"}},
 		{"max records", func(s *beam.Scope) { xkafkaio.Read(*s, "", "b:1", []string{"in"}, ct, xkafkaio.MaxNumRecords(10)) }, []string{"MaxNumRecords"}},
 		{"max read time", func(s *beam.Scope) { xkafkaio.Read(*s, "", "b:1", []string{"in"}, ct, xkafkaio.MaxReadSecs(10)) }, []string{"MaxReadTime"}},
-		{"start time", func(s *beam.Scope) {
-			xkafkaio.Read(*s, "", "b:1", []string{"in"}, ct, xkafkaio.StartReadTimestamp(1_700_000_000_000))
-		}, []string{"StartReadTime"}},
+		{"negative start time", func(s *beam.Scope) {
+			xkafkaio.Read(*s, "", "b:1", []string{"in"}, ct, xkafkaio.StartReadTimestamp(-5))
+		}, []string{"StartReadTime", "-5"}},
 		{"commit in finalize", func(s *beam.Scope) {
 			xkafkaio.Read(*s, "", "b:1", []string{"in"}, ct, xkafkaio.CommitOffsetInFinalize(true))
 		}, []string{"CommitOffsetInFinalize"}},

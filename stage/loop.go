@@ -84,6 +84,12 @@ type Config struct {
 	// Consumer are consumer settings that win over the loop's own (a Kafka
 	// source's auto.offset.reset and isolation.level).
 	Consumer map[string]string
+	// StartAt, if not zero, is where a task without a committed offset
+	// starts: at the first record whose Kafka timestamp is at or after it
+	// (offsetsForTimes; the partition's end if there is none), instead of
+	// auto.offset.reset's place. Kafka timestamps are milliseconds: StartAt
+	// is taken to the millisecond.
+	StartAt time.Time
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
@@ -306,6 +312,9 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			}
 			l.tasks[tp.Partition] = t
 		}
+		if err := l.startAt(c, committed, e.Partitions); err != nil {
+			return err
+		}
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
 		for _, tp := range e.Partitions {
 			if tp.Partition >= l.step.spec.Partitions {
@@ -323,6 +332,41 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
 		return c.IncrementalUnassign(e.Partitions)
 	}
+	return nil
+}
+
+// startAt sets, in assigned, the start offset of every partition that has
+// no committed offset (committed says) to Config.StartAt's, when it is set.
+func (l *Loop) startAt(c *kafka.Consumer, committed, assigned []kafka.TopicPartition) error {
+	if l.cfg.StartAt.IsZero() {
+		return nil
+	}
+	var ask []kafka.TopicPartition
+	for _, tp := range committed {
+		if tp.Offset < 0 {
+			ask = append(ask, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(l.cfg.StartAt.UnixMilli())})
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	got, err := c.OffsetsForTimes(ask, int(committedTimeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("stage %s: offsets for start time %s: %w", l.cfg.Spec.Name, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), err)
+	}
+	at := map[int32]kafka.Offset{}
+	for _, tp := range got {
+		if tp.Error != nil {
+			return fmt.Errorf("stage %s: task %d: offset for start time %s: %w", l.cfg.Spec.Name, tp.Partition, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), tp.Error)
+		}
+		at[tp.Partition] = tp.Offset // kafka.OffsetEnd when no record is that late
+	}
+	for i, tp := range assigned {
+		if o, ok := at[tp.Partition]; ok {
+			assigned[i].Offset = o
+		}
+	}
+	l.log.Info("stage: tasks without committed offsets start at a time", "start_at", l.cfg.StartAt.UTC().Format(time.RFC3339Nano), "partitions", partitionsOf(ask))
 	return nil
 }
 
@@ -763,7 +807,7 @@ func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 			out[p] = int64(pos[0].Offset)
 			continue
 		}
-		if l.cfg.Consumer["auto.offset.reset"] == "latest" {
+		if l.cfg.Consumer["auto.offset.reset"] == "latest" || !l.cfg.StartAt.IsZero() {
 			continue // where the consumer starts is not known before its first fetch: wait for it
 		}
 		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, 10000)

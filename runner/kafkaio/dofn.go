@@ -27,11 +27,15 @@ var _ plan.NativeSource = (*readFn)(nil)
 // KafkaSourceTopic implements plan.NativeSource.
 func (f *readFn) KafkaSourceTopic() string { return f.Config.Topics[0] }
 
-// bootstrap is the Config's servers, else $KAFKA_BOOTSTRAP_SERVERS (the
+// bootstrap is the Config's servers, else the runner's --bootstrap_servers
+// (when the runner is linked in), else $KAFKA_BOOTSTRAP_SERVERS (the
 // runner's default too), else 127.0.0.1:9092.
 func (c Config) bootstrap() string {
 	if c.BootstrapServers != "" {
 		return c.BootstrapServers
+	}
+	if v := runnerBootstrap(); v != "" {
+		return v
 	}
 	if v := os.Getenv("KAFKA_BOOTSTRAP_SERVERS"); v != "" {
 		return v

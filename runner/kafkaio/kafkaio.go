@@ -6,6 +6,9 @@
 //	…
 //	kafkaio.Write(s, "totals", kvs)           // KV<[]byte, []byte> → plain records
 //
+// ReadTopics and ReadPattern read several topics: one Read per topic,
+// flattened.
+//
 // On the kafkastreams runner a Read is a source stage that consumes the
 // topic itself (no copy into an internal topic): one task per partition,
 // its offsets committed in the stage's Kafka transactions (KIP-447), each
@@ -62,6 +65,10 @@ const (
 	Earliest = "earliest"
 	// Latest reads only records written after the job starts.
 	Latest = "latest"
+	// AtTimestamp reads from the first record whose Kafka timestamp is at
+	// or after Config.StartAtMs (Kafka's offsetsForTimes, ListOffsets by
+	// timestamp); a partition with no such record starts at its end.
+	AtTimestamp = "timestamp"
 )
 
 // Config is a Read's or Write's configuration, as its options set it. It
@@ -69,8 +76,9 @@ const (
 // would not put in a pipeline: pass credentials with the runner's
 // --kafka_property, which every client of the runner uses.
 type Config struct {
-	// Topics are the topics read or written: exactly one today (a Read of
-	// several topics or a pattern is not built yet).
+	// Topics are the topics read or written: exactly one. ReadTopics and
+	// ReadPattern read several topics with one Read per topic (one source
+	// stage each) flattened into one PCollection.
 	Topics []string `json:"topics"`
 	// BootstrapServers overrides the runner's --bootstrap_servers (Kafka's
 	// bootstrap.servers); empty: the runner's.
@@ -80,8 +88,12 @@ type Config struct {
 	// isolation.level, transactional.id, …) win. Never logged.
 	Properties map[string]string `json:"properties,omitempty"`
 	// Start is where a partition without a committed offset starts:
-	// Earliest (default) or Latest.
+	// Earliest (default), Latest or AtTimestamp. A restarted job resumes at
+	// its committed offsets whatever Start says.
 	Start string `json:"start,omitempty"`
+	// StartAtMs is AtTimestamp's time, in milliseconds since the Unix epoch
+	// (a Kafka timestamp, >= 0); unused otherwise.
+	StartAtMs int64 `json:"startAtMs,omitempty"`
 	// ReadUncommitted reads records of open and aborted transactions too
 	// (isolation.level=read_uncommitted). Default false: read_committed.
 	ReadUncommitted bool `json:"readUncommitted,omitempty"`
@@ -194,6 +206,20 @@ func WithProperty(key, value string) Option {
 // Earliest (default) or Latest.
 func WithStart(start string) Option { return func(c *Config) { c.Start = start } }
 
+// WithStartAt starts each partition without a committed offset at its first
+// record whose Kafka timestamp is at or after t (Kafka's offsetsForTimes; a
+// partition with no such record starts at its end). t is taken to the
+// millisecond; before the Unix epoch is refused.
+func WithStartAt(t time.Time) Option {
+	return func(c *Config) {
+		c.Start = AtTimestamp
+		c.StartAtMs = t.UnixMilli()
+		if c.StartAtMs < 0 {
+			c.StartAtMs = -1 // refused by Validate
+		}
+	}
+}
+
 // WithReadUncommitted reads records of open and aborted transactions too.
 func WithReadUncommitted() Option { return func(c *Config) { c.ReadUncommitted = true } }
 
@@ -269,8 +295,12 @@ func (c Config) Validate() error {
 	}
 	switch c.Start {
 	case "", Earliest, Latest:
+	case AtTimestamp:
+		if c.StartAtMs < 0 {
+			return fmt.Errorf("%w: WithStartAt: a time before the Unix epoch (Kafka timestamps are milliseconds since 1970)", ErrConfig)
+		}
 	default:
-		return fmt.Errorf("%w: start %q: want %q or %q", ErrConfig, c.Start, Earliest, Latest)
+		return fmt.Errorf("%w: start %q: want %q or %q (or WithStartAt)", ErrConfig, c.Start, Earliest, Latest)
 	}
 	switch c.Watermark.Kind {
 	case "", BoundedOutOfOrderness, MonotonousTimestamps, NoWatermarks:
@@ -302,7 +332,11 @@ func (c Config) String() string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return fmt.Sprintf("topics=%v bootstrap=%q properties=%v start=%q bounded=%v watermark=%+v", c.Topics, c.BootstrapServers, keys, c.Start, c.Bounded, c.Watermark)
+	start := c.Start
+	if start == AtTimestamp {
+		start = time.UnixMilli(c.StartAtMs).UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("topics=%v bootstrap=%q properties=%v start=%q bounded=%v watermark=%+v", c.Topics, c.BootstrapServers, keys, start, c.Bounded, c.Watermark)
 }
 
 func newConfig(topics []string, opts []Option) Config {
@@ -318,11 +352,60 @@ func newConfig(topics []string, opts []Option) Config {
 // in the global window. Bad options panic at construction, naming what is
 // wrong (as Beam's transforms do).
 func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
+	return ReadTopics(s, []string{topic}, opts...)
+}
+
+// ReadTopics reads every topic of topics (at least one, no repeats) into one
+// PCollection<KV<[]byte, []byte>>, each with the same options. It is one
+// Read per topic, flattened: on the kafkastreams runner one source stage per
+// topic, whose partitions all hold the watermark downstream (its minimum is
+// over every partition of every topic, as seed 000 says for the source
+// partitions of one source), with one consumer group and offsets each.
+func ReadTopics(s beam.Scope, topics []string, opts ...Option) beam.PCollection {
+	if len(topics) == 0 {
+		panic(fmt.Errorf("%w: ReadTopics of no topic", ErrConfig))
+	}
+	seen := map[string]bool{}
+	for _, t := range topics {
+		if seen[t] {
+			panic(fmt.Errorf("%w: ReadTopics: topic %q twice", ErrConfig, t))
+		}
+		seen[t] = true
+	}
+	s = s.Scope("kafkaio.Read(" + strings.Join(topics, ",") + ")")
+	if len(topics) == 1 {
+		return readOne(s, topics[0], opts)
+	}
+	cols := make([]beam.PCollection, len(topics))
+	for i, t := range topics {
+		cols[i] = readOne(s.Scope(t), t, opts)
+	}
+	return beam.Flatten(s, cols...)
+}
+
+// ReadPattern reads every topic whose whole name matches the regular
+// expression pattern (Go's regexp syntax, anchored at both ends as Java's
+// Pattern.matches; topics whose name starts with "__", Kafka's internal
+// ones, are left out), as ReadTopics does. The topics are listed once,
+// when the pipeline is built, from the cluster the options or the runner's
+// --bootstrap_servers name: a topic created later is read only after the
+// job is rebuilt (partitions added to a matched topic are picked up while
+// it runs). A bad pattern, an unreachable cluster or no matching topic
+// panics at construction, naming the pattern and the servers.
+func ReadPattern(s beam.Scope, pattern string, opts ...Option) beam.PCollection {
+	c := newConfig([]string{pattern}, opts)
+	topics, err := matchTopics(c, pattern)
+	if err != nil {
+		panic(err)
+	}
+	return ReadTopics(s, topics, opts...)
+}
+
+func readOne(s beam.Scope, topic string, opts []Option) beam.PCollection {
 	c := newConfig([]string{topic}, opts)
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
-	s = s.Scope("kafkaio.Read(" + strings.Join(c.Topics, ",") + ")")
 	return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
 }
 

@@ -1,0 +1,73 @@
+package kafkaio
+
+import (
+	"flag"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// runnerBootstrap is the kafkastreams runner's --bootstrap_servers when the
+// runner is linked in and the flag is set, else "".
+func runnerBootstrap() string {
+	if f := flag.Lookup("bootstrap_servers"); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// runnerProperties are the kafkastreams runner's --kafka_property settings
+// (security settings every client of the job uses), when the runner is
+// linked in.
+func runnerProperties() map[string]string {
+	if f := flag.Lookup("kafka_property"); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if m, ok := g.Get().(map[string]string); ok {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// metadataTimeoutMs bounds ReadPattern's metadata request.
+const metadataTimeoutMs = 10000
+
+// matchTopics lists the topics of c's cluster whose whole name matches
+// pattern, sorted, leaving out Kafka's internal topics ("__…").
+func matchTopics(c Config, pattern string) ([]string, error) {
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("%w: ReadPattern(%q): %v", ErrConfig, pattern, err)
+	}
+	cm := kafka.ConfigMap{}
+	for k, v := range runnerProperties() {
+		cm[k] = v
+	}
+	for k, v := range c.clientConfig() {
+		cm[k] = v
+	}
+	ac, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: ReadPattern(%q): admin client for %s: %w", pattern, c.bootstrap(), err)
+	}
+	defer ac.Close()
+	md, err := ac.GetMetadata(nil, true, metadataTimeoutMs)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: ReadPattern(%q): listing the topics of %s: %w (is a broker running there?)", pattern, c.bootstrap(), err)
+	}
+	var out []string
+	for name := range md.Topics {
+		if !strings.HasPrefix(name, "__") && re.MatchString(name) {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: ReadPattern(%q): no topic of %s matches (the topics are listed when the pipeline is built)", ErrConfig, pattern, c.bootstrap())
+	}
+	sort.Strings(out)
+	return out, nil
+}
