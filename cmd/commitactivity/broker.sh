@@ -33,6 +33,10 @@ trap 'exit 130' INT TERM
 start_broker() {
 	say "starting a local Kafka broker (bin/localkafka; its log: $LOG_DIR/localkafka.log)"
 	t0=$(now_ms)
+	# The file exists before the loop reads it: the background job's
+	# redirection may not have created it yet (sed then failed, and set -e
+	# ended the run before the broker was up).
+	: >"$LOG_DIR/localkafka.out"
 	bin/localkafka 2> >(tee "$LOG_DIR/localkafka.log" | sed -u 's/^/   /' >&2) > "$LOG_DIR/localkafka.out" &
 	kafka_pid=$!
 	bootstrap=""
