@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner"
@@ -96,11 +98,37 @@ func TestUnsupportedTransformFailsBeforeAnyTopic(t *testing.T) {
 	t.Logf("refused as expected: %v", err)
 }
 
-// TestUnboundedSplittableDoFnFailsBeforeAnyTopic: a transform refused when
-// its stage's descriptor is built (periodic.Impulse, an unbounded
-// self-checkpointing splittable DoFn) is refused before any topic exists
-// too (found by a newcomer: the error used to come after the topics).
-func TestUnboundedSplittableDoFnFailsBeforeAnyTopic(t *testing.T) {
+// sideSDF is an unbounded splittable DoFn (it may checkpoint) that reads a
+// side input: refused by the plan (not built yet).
+type sideSDF struct{}
+
+func (sideSDF) CreateInitialRestriction(_ []byte) offsetrange.Restriction {
+	return offsetrange.Restriction{Start: 0, End: 1}
+}
+func (sideSDF) SplitRestriction(_ []byte, r offsetrange.Restriction) []offsetrange.Restriction {
+	return []offsetrange.Restriction{r}
+}
+func (sideSDF) RestrictionSize(_ []byte, r offsetrange.Restriction) float64 { return r.Size() }
+func (sideSDF) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(offsetrange.NewTracker(r))
+}
+func (sideSDF) ProcessElement(rt *sdf.LockRTracker, _ []byte, side []int, emit func(int)) sdf.ProcessContinuation {
+	if rt.TryClaim(int64(0)) {
+		emit(len(side))
+	}
+	return sdf.StopProcessing()
+}
+
+func init() {
+	register.DoFn4x1[*sdf.LockRTracker, []byte, []int, func(int), sdf.ProcessContinuation](&sideSDF{})
+	register.Emitter1[int]()
+}
+
+// TestRefusedSplittableDoFnFailsBeforeAnyTopic: a splittable DoFn the
+// runner refuses (an unbounded one, which may checkpoint, reading a side
+// input) is refused before any topic exists (found by a newcomer: such
+// errors used to come after the topics), naming the DoFn.
+func TestRefusedSplittableDoFnFailsBeforeAnyTopic(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
 	*runner.BootstrapServers = b.BootstrapServers()
@@ -108,10 +136,11 @@ func TestUnboundedSplittableDoFnFailsBeforeAnyTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, s := beam.NewPipelineWithRoot()
-	_ = periodic.Impulse(s, time.Now(), time.Now().Add(time.Minute), time.Second, false)
+	side := beam.Create(s, 1, 2, 3)
+	_ = beam.ParDo(s, &sideSDF{}, beam.Impulse(s), beam.SideInput{Input: side})
 	_, err := beam.Run(ctx, runner.Name, p)
-	if err == nil || !strings.Contains(err.Error(), "splittable") {
-		t.Fatalf("want an error about the splittable DoFn, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "splittable") || !strings.Contains(err.Error(), "sideSDF") {
+		t.Fatalf("want an error naming the splittable DoFn sideSDF, got %v", err)
 	}
 	if got := topicsWithPrefix(t, b.BootstrapServers(), app); len(got) != 0 {
 		t.Fatalf("topics exist after a refused pipeline: %v", got)

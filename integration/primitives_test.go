@@ -101,25 +101,16 @@ const (
 	// Prism's TestStream advances one synthetic processing-time clock for
 	// the whole job and keeps a window open after its trigger finished.
 	needsTestStreamClock = "its first pipeline expects [6, 4]: on Prism, AdvanceProcessingTime(5000) moves the job's one synthetic clock and fires AfterProcessingTime(+5s), and 4 still fires at the end though the trigger finished; here TestStream processing-time advances are not replayed (stage/teststream doc.go: each stage runs on its own clock), so the trigger has not fired when the stream ends and one pane [10] fires at the end of time (got [10], want [6 4]); and by the Beam model a finished trigger closes the window, so 4 would be dropped even with a shared clock. The NotTriggered half passes"
-	needsSDF             = "needs splittable DoFns with self-checkpointing: not built yet"
 	needsDrain           = "needs drain (of an unbounded pipeline): not built yet"
 	needsTempLoc         = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
 	needsFinalizer       = "needs bundle finalization: not built yet"
-	// The timer primitives on an unbounded input read periodic.Impulse, a
-	// splittable DoFn that self-checkpoints (returns a ProcessContinuation
-	// to resume later): BuildStage refuses it.
-	needsPeriodic = "needs self-checkpointing splittable DoFns (periodic.Impulse) for its unbounded input; its timers work (the bounded twin runs)"
 )
 
 // skipList names every primitive that does not run today and why.
 var skipList = map[string]string{
-	"TestCheckpointing":        needsSDF,
 	"TestDrain":                needsDrain,
 	"TestOomParDo":             needsTempLoc,
 	"TestParDoBundleFinalizer": needsFinalizer,
-
-	"TestTimers_EventTime_Unbounded":      needsPeriodic,
-	"TestTimers_ProcessingTime_Unbounded": needsPeriodic,
 
 	"TestTriggerAfterProcessingTime": needsTestStreamClock,
 }

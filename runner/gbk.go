@@ -54,11 +54,12 @@ func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSp
 }
 
 // changelogTopics are the state changelog topics of pl's stages: one per
-// GroupByKey and stateful ParDo stage, as many partitions as its input topic.
+// GroupByKey, stateful ParDo and splittable stage, as many partitions as its
+// input topic.
 func changelogTopics(pl *plan.Plan) map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range pl.Stages {
-		if s.Head.Keyed() {
+		if s.Head.Keyed() || s.Head == plan.HeadSplittable {
 			out[state.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
 		}
 	}

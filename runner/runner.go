@@ -50,6 +50,7 @@ var Supported = map[plan.HeadKind]bool{
 	plan.HeadSideInputs: true,
 	plan.HeadStateful:   true,
 	plan.HeadTestStream: true,
+	plan.HeadSplittable: true,
 }
 
 // Result is the beam.PipelineResult of a kafkastreams run.
@@ -348,6 +349,14 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				srv.RegisterUserState(s.HeadTransform, sh)
 				cfg.Head = sh
 			}
+			if s.Head == plan.HeadSplittable {
+				sh, err := newSplittableHead(pl, s, inst.Stores, bootstrap, props, log)
+				if err != nil {
+					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+				}
+				defer sh.Close()
+				cfg.Head = sh
+			}
 			cfg.Process = processFunc(srv, s, fs, committed, MetricsTopic(pl.ApplicationID))
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
@@ -538,7 +547,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 		if err != nil {
 			return nil, err
 		}
-		if n := len(r.Residuals); n > 0 {
+		if n := len(r.Residuals); n > 0 && st.Head != plan.HeadSplittable {
 			return nil, fmt.Errorf("kafkastreams: a splittable DoFn (transform %s) checkpointed, leaving %d residuals: resuming residuals (self-checkpointing and unbounded splittable DoFns) is not supported yet", r.Residuals[0].TransformID, n)
 		}
 		out := map[string][][]byte{}
@@ -549,7 +558,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 			out[st.HeadOutput] = w.Elements
 		}
 		infos := r.MonitoringInfos
-		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Committed: func() { committed.add(infos) }}
+		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() { committed.add(infos) }}
 		if rec, ok := metricsRecord(metricsTopic, name, infos); ok {
 			b.Extra = append(b.Extra, rec)
 		}

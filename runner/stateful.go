@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/splittable"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/stage/userstate"
 )
@@ -51,5 +52,29 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 		return nil, err
 	}
 	log.Info("kafkastreams: stateful ParDo stage", "stage", s.Name, "transform", s.HeadUniqueName, "timer_families", len(fs.Timers), "allowed_lateness_ms", ws.GetAllowedLateness())
+	return h, nil
+}
+
+// newSplittableHead builds the head of splittable stage s: a task store per
+// input partition with the stage's changelog, holding the residuals of its
+// splittable DoFn (stage/splittable). The stores live under storeDir.
+func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*splittable.Head, error) {
+	stores, err := state.Open(state.Options{
+		Dir:              storeDir,
+		Name:             pl.ApplicationID + "-" + s.Name,
+		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
+		BootstrapServers: bootstrap,
+		Properties:       props,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h, err := splittable.NewHead(splittable.Config{Stage: s.Name, Stores: stores, Logger: log})
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	log.Info("kafkastreams: splittable DoFn stage", "stage", s.Name, "transform", s.HeadUniqueName)
 	return h, nil
 }

@@ -26,6 +26,12 @@ type Work struct {
 	// Advance of the same task: the elements may set timers that the next
 	// watermark makes due (a stateful ParDo's elements).
 	Barrier bool
+	// Alone says the elements run at once in a bundle of their own, after
+	// the bundle already pending and before any later record (as timers
+	// do), so the Results that follow are about these elements only (a
+	// splittable DoFn's restrictions: the head keeps each residual with the
+	// task whose element it came from).
+	Alone bool
 	// Point says the head's output watermark may have moved after this
 	// work (Head.Hold): the step reports the task's output watermark here,
 	// after the outputs of the work, when more of the task's records follow

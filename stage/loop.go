@@ -31,6 +31,13 @@ type Bundle struct {
 	// harness's order (the last of a (key, window, tag) wins); the step
 	// hands them to the head (Head.Results).
 	Timers map[fnapi.TimerFamilyID][]fnapi.Timer
+	// Residuals are the splittable DoFn checkpoints the bundle returned
+	// (the rest of a restriction to resume later); the step hands them to
+	// the head with the rest of the bundle (Head.Results), and only a
+	// splittable stage's head (plan.HeadSplittable) keeps them. A
+	// ProcessFunc of another stage fails a bundle that returns any: they
+	// must not be dropped.
+	Residuals []fnapi.Residual
 }
 
 // Record is one Kafka record for a transaction: its topic, partition (>= 0;

@@ -459,10 +459,10 @@ func (a *attempt) reportIfMoved(p int32, t *task, force bool) {
 	t.out, t.idle, t.source, t.reported = out, idle, src, true
 }
 
-// add takes work: elements join the pending bundle; timers run at once in
-// a bundle of their own, after the pending one.
+// add takes work: elements join the pending bundle; timers, and elements
+// marked Alone, run at once in a bundle of their own, after the pending one.
 func (a *attempt) add(w Work) error {
-	if len(w.Timers) > 0 {
+	if len(w.Timers) > 0 || w.Alone && len(w.Elements) > 0 {
 		if err := a.flush(); err != nil {
 			return err
 		}

@@ -19,6 +19,13 @@
 // that every element of a key reaches the one task that keeps the key's
 // state and timers.
 //
+// Splittable DoFns that may checkpoint (splittable.go, HeadSplittable): Build
+// first rewrites each splittable ParDo with an unbounded output (the Go SDK's
+// mark of a DoFn returning a ProcessContinuation) into its pair, split and
+// process steps; pair and split fuse upstream, and the process step heads a
+// stage of its own, so that the harness can hand checkpoints back as
+// residuals, which the stage keeps in its state.
+//
 // Side inputs (SideInput): a PCollection read as a side input is an edge from
 // its producer's stage to a one-partition topic of the reading stage. A ParDo
 // with side inputs is fused like any SDK transform unless that would make its

@@ -48,6 +48,10 @@ var sdkURNs = map[string]bool{
 	URNCombinePerKeyPrecombine: true,
 	URNCombinePerKeyMerge:      true,
 	URNCombinePerKeyExtract:    true,
+
+	URNSDFPairWithRestriction:  true,
+	URNSDFSplitAndSize:         true,
+	URNSDFProcessSizedElements: true,
 }
 
 // Errors. ErrUnsupported wraps every "cannot execute this transform" error;
@@ -104,6 +108,17 @@ const (
 	// (stage/kafkasource). Partitions is 0 in the plan: the topic's count,
 	// which may grow while the job runs, is the broker's.
 	HeadKafkaSource HeadKind = "kafka_source"
+	// HeadSplittable: the process step of a splittable ParDo that may
+	// checkpoint (an unbounded one: periodic.Impulse, a self-checkpointing
+	// read) heads a stage; its pair-with-restriction and split steps fuse
+	// upstream (splitUnboundedSDFs) and the stage's input topic carries the
+	// sized restrictions, so the process step is fed by the data source and
+	// the harness hands checkpoints back as residuals. The head
+	// (stage/splittable) keeps each task's residuals in its state store,
+	// committed with the transaction, resumes them when their delay has
+	// passed, and holds the output watermark at their watermark estimates.
+	// HeadTransform is the process step; HeadOutput its input.
+	HeadSplittable HeadKind = "splittable"
 )
 
 // Keyed reports whether a stage with this head reads a keyed topic: its
@@ -315,6 +330,9 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("%w: no components", ErrMalformed)
 	}
 	liftCombines(p)
+	if err := splitUnboundedSDFs(p); err != nil {
+		return nil, err
+	}
 	leaves, err := leafTransforms(p)
 	if err != nil {
 		return nil, err
@@ -433,6 +451,12 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		}
 		if isStateful(t) {
 			s = newStage(HeadStateful, id, t, ins[0])
+			addDep(s, stageOf[up])
+		} else if isSplittableProcess(t) {
+			if opts.Supported != nil && !opts.Supported[HeadSplittable] {
+				return nil, fmt.Errorf("%w: transform %q (id %s) is an unbounded splittable DoFn (it may checkpoint), which this runner does not execute yet", ErrUnsupported, t.GetUniqueName(), id)
+			}
+			s = newStage(HeadSplittable, id, t, ins[0])
 			addDep(s, stageOf[up])
 		} else if len(sides) > 0 && !fuseSideInputs(s, ins[0], sides, comps, producer, stageOf, deps, keepsWindows) {
 			if opts.Supported != nil && !opts.Supported[HeadSideInputs] {

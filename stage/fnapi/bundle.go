@@ -138,8 +138,9 @@ type Result struct {
 // step that a data source feeds directly, and encodes the residual with that
 // source's coder, so Element is in the wire coder of that source: sending it
 // to the same source of the same descriptor in a later bundle resumes the
-// work. (BuildStage fuses the splittable steps behind pair-with-restriction,
-// refusing DoFns that may checkpoint, so its stages never return residuals.)
+// work. (Only a stage headed by a process step returns residuals: the
+// planner's HeadSplittable; BuildStage fuses the splittable steps of
+// bounded SDFs behind pair-with-restriction.)
 type Residual struct {
 	// TransformID is the descriptor transform to resume: the splittable
 	// DoFn's process step.

@@ -35,13 +35,17 @@ const (
 // Each restriction the SDF's SplitRestriction returns is processed whole in
 // the bundle of its element: the runner never asks for dynamic splits.
 //
-// Self-checkpointing is refused: the Go harness checkpoints (returns residual
-// roots) only for a process step read directly by a data source
+// Self-checkpointing happens elsewhere: the Go harness checkpoints (returns
+// residual roots) only for a process step read directly by a data source
 // (exec.DataSource.getProcessContinuation); fused behind pair and split, a
-// returned sdf.ProcessContinuation is dropped with the rest of the
+// returned sdf.ProcessContinuation would be dropped with the rest of the
 // restriction. The Go SDK marks the outputs of an SDF whose ProcessElement
-// returns a ProcessContinuation unbounded, so checkSplittable refuses any SDF
-// with an unbounded input or output (unbounded SDFs come later).
+// returns a ProcessContinuation unbounded, and the planner splits every SDF
+// with an unbounded output into its three steps before it fuses
+// (runner/plan's splitUnboundedSDFs, plan.HeadSplittable): the process step
+// then heads its stage, fed by the data source, and arrives here already
+// expanded. So checkSplittable refuses an unexpanded SDF with an unbounded
+// input or output: the planner should have split it.
 
 // checkSplittable returns an error if the splittable ParDo tid cannot be run
 // whole in a fused stage: an input or output PCollection that is unbounded
