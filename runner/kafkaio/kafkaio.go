@@ -27,6 +27,7 @@
 package kafkaio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -323,7 +324,10 @@ func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
 		panic(err)
 	}
 	s = s.Scope("kafkaio.Read(" + strings.Join(c.Topics, ",") + ")")
-	return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
+	if c.Bounded {
+		return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
+	}
+	return beam.ParDo(s, &unboundedReadFn{Config: c}, beam.Impulse(s))
 }
 
 // Write writes col, a PCollection<KV<[]byte, []byte>> (or of []byte: values
@@ -344,7 +348,7 @@ func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) {
 }
 
 func init() {
-	register.DoFn3x1[beam.EventTime, []byte, func(beam.EventTime, []byte, []byte), error](&readFn{})
+	register.DoFn4x1[context.Context, beam.EventTime, []byte, func(beam.EventTime, []byte, []byte), error](&readFn{})
 	register.Emitter3[beam.EventTime, []byte, []byte]()
 	register.DoFn3x1[beam.EventTime, []byte, []byte, error](&writeFn{})
 	register.DoFn2x1[beam.EventTime, []byte, error](&writeValuesFn{})
@@ -353,11 +357,13 @@ func init() {
 // SourceConfig returns the Config of a Read's DoFn (plan.NativeDoFn of its
 // ParDo); ok is false for any other DoFn.
 func SourceConfig(fn any) (c Config, ok bool) {
-	r, ok := fn.(*readFn)
-	if !ok {
-		return Config{}, false
+	switch r := fn.(type) {
+	case *readFn:
+		return r.Config, true
+	case *unboundedReadFn:
+		return r.Config, true
 	}
-	return r.Config, true
+	return Config{}, false
 }
 
 // SinkConfig returns the Config of a Write's DoFn (plan.NativeDoFn of its
