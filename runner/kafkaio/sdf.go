@@ -36,12 +36,9 @@ import (
 // partition of the topic, before SplitRestriction lists them.
 const AllPartitions int32 = -1
 
-// Offset ends of a Restriction.
-const (
-	// NoEnd is the End of an unbounded Restriction: the partition is read
-	// for as long as the job runs (offsetrange's infinity).
-	NoEnd int64 = math.MaxInt64
-)
+// NoEnd is the End of an unbounded Restriction: the partition is read for
+// as long as the job runs (offsetrange's infinity).
+const NoEnd int64 = math.MaxInt64
 
 // Timing of an unbounded read's ProcessElement on runners other than
 // kafkastreams.
