@@ -22,18 +22,50 @@ import (
 // per partition), against the real broker.
 
 // TestKafkaUnboundedReadOnPrism: an unbounded Read (bounded out-of-orderness
-// 10 s, idleness off) of a topic of three partitions, each holding 18
-// records at B + 0, 10, …, 170 s (+ p × 100 ms) and then one closing record
-// at B + 600 s; 1-minute windows; a count per window, written to an output
-// topic. On Prism the windows [B, B+60 s), [B+60, B+120 s) and [B+120,
-// B+180 s) fire with 18 records each, and only once every partition's
-// watermark (its closing record's B + 590 s) has passed them: the last one
-// has no record of its own to move the watermark past its end. The
-// closing records' window [B+600, B+660 s) never fires (the watermark stays
-// at B + 590 s, the job never ends), and the test then cancels the job. It
-// fails if the Read reads nothing, reads a record twice or not at all, or
-// its watermark does not advance from the records' Kafka timestamps.
+// 10 s) of a topic of three partitions; 1-minute windows; a count per
+// window, written to an output topic; the test cancels the Prism job once
+// it has checked the windows. B is a minute boundary in 2023; partition p's
+// records are at B + 0, 10, …, 170 s (+ p × 100 ms).
+//
+//   - "closing records": idleness off; every partition holds 18 records and
+//     then one closing record at B + 600 s. The windows [B, B+60 s), [B+60,
+//     B+120 s) and [B+120, B+180 s) fire with 18 records each, and only
+//     once every partition's watermark (its closing record's B + 590 s) has
+//     passed them: the last one has no record of its own to move the
+//     watermark past its end. The closing records' window [B+600, B+660 s)
+//     never fires (the watermark stays at B + 590 s).
+//   - "empty partition": idleness 1 s; partitions 0 and 1 hold 18 records
+//     each, partition 2 none. The three windows fire with 12 records each
+//     once the partitions have been read to their ends and quiet for 1 s:
+//     the empty partition no longer holds them at the start of time, and
+//     the others' watermarks (B + 160 s) follow the wall clock past the
+//     last window's end.
+//
+// Each fails if the Read reads nothing, reads a record twice or not at
+// all, or its watermark does not advance as its strategy says.
 func TestKafkaUnboundedReadOnPrism(t *testing.T) {
+	win := func(i, n int) string {
+		return fmt.Sprintf("all [%d,%d) %d", prismBase+int64(i)*60_000, prismBase+int64(i+1)*60_000, n)
+	}
+	t.Run("closing records", func(t *testing.T) {
+		unboundedOnPrism(t, []int32{0, 1, 2}, true, []kafkaio.Option{kafkaio.WithIdleness(-1)}, []string{win(0, 18), win(1, 18), win(2, 18)})
+	})
+	t.Run("empty partition", func(t *testing.T) {
+		unboundedOnPrism(t, []int32{0, 1}, false, []kafkaio.Option{kafkaio.WithIdleness(time.Second)}, []string{win(0, 12), win(1, 12), win(2, 12)})
+	})
+}
+
+// prismBase is TestKafkaUnboundedReadOnPrism's B: a minute boundary in
+// 2023, in ms since the Unix epoch.
+const prismBase = 1_700_000_040_000
+
+// unboundedOnPrism runs TestKafkaUnboundedReadOnPrism's pipeline on Prism
+// over a new topic of three partitions, of which parts get 18 records each
+// (and a closing record each if closing), with the Read's options opts
+// besides a 10 s out-of-orderness bound; it checks that the output topic
+// holds exactly want, also a moment after the last of them came, and
+// cancels the job.
+func unboundedOnPrism(t *testing.T, parts []int32, closing bool, opts []kafkaio.Option, want []string) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()
 	in, out := uniqueName(t, "in"), uniqueName(t, "out")
@@ -42,18 +74,19 @@ func TestKafkaUnboundedReadOnPrism(t *testing.T) {
 	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 3), userTopic(out, 1)); err != nil {
 		t.Fatal(err)
 	}
-	const base = 1_700_000_040_000 // a minute boundary in 2023
-	for p := int32(0); p < 3; p++ {
+	for _, p := range parts {
 		var recs []kioRec
 		for i := int64(0); i < 18; i++ {
-			recs = append(recs, kioRec{key: []byte(fmt.Sprintf("k%d", i%3)), value: []byte("v"), ts: base + i*10_000 + int64(p)*100})
+			recs = append(recs, kioRec{key: []byte(fmt.Sprintf("k%d", i%3)), value: []byte("v"), ts: prismBase + i*10_000 + int64(p)*100})
 		}
-		recs = append(recs, kioRec{key: []byte("close"), value: []byte("v"), ts: base + 600_000})
+		if closing {
+			recs = append(recs, kioRec{key: []byte("close"), value: []byte("v"), ts: prismBase + 600_000})
+		}
 		produceAt(t, bs, in, p, recs...)
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	kvs := kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(10*time.Second), kafkaio.WithIdleness(-1))
+	kvs := kafkaio.Read(s, in, append([]kafkaio.Option{kafkaio.WithBoundedOutOfOrderness(10 * time.Second)}, opts...)...)
 	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
 	kafkaio.Write(s, out, beam.ParDo(s, kioFormat, beam.ParDo(s, kioBytesKey, counted)))
 
@@ -78,11 +111,6 @@ func TestKafkaUnboundedReadOnPrism(t *testing.T) {
 		}
 	}()
 
-	want := []string{
-		fmt.Sprintf("all [%d,%d) 18", base, base+60_000),
-		fmt.Sprintf("all [%d,%d) 18", base+60_000, base+120_000),
-		fmt.Sprintf("all [%d,%d) 18", base+120_000, base+180_000),
-	}
 	got := readValues(t, bs, out, len(want), 60*time.Second)
 	t.Logf("%d windows after %v", len(got), time.Since(start).Round(time.Millisecond))
 	select {
@@ -90,8 +118,8 @@ func TestKafkaUnboundedReadOnPrism(t *testing.T) {
 		t.Fatalf("the unbounded prism job ended by itself: %v", err)
 	default:
 	}
-	// The closing window must not fire: read again, for a moment longer
-	// than a checkpoint round, asking for one record more.
+	// No other window fires: read again, for a moment longer than a few
+	// checkpoint rounds, asking for one record more.
 	time.Sleep(2 * time.Second)
 	got = readValues(t, bs, out, len(want)+1, 3*time.Second)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
