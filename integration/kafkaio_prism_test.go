@@ -133,3 +133,41 @@ func kioBytesKey(key []byte, n int) (string, int) { return string(key), n }
 func init() {
 	register.Function2x2(kioBytesKey)
 }
+
+// TestKafkaTimestampFnDeadLetterOnPrism: TestKafkaTimestampFnDeadLetter's
+// pipeline on Prism (a bounded Read, whose DoFn shares the bad-record
+// handling of the unbounded one): good records are elements at the times
+// their values give; the two records the function fails on (an error, a
+// panic) are no elements and land, as they were, on the dead-letter topic.
+// Before this change the Read's DoFn ignored WithTimestampFn on Prism.
+func TestKafkaTimestampFnDeadLetterOnPrism(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out, dlq := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "dlq")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1), userTopic(dlq, 1)); err != nil {
+		t.Fatal(err)
+	}
+	produceAt(t, bs, in, 0,
+		kioRec{key: []byte("a"), value: []byte("1700000040000"), ts: 1},
+		kioRec{key: []byte("b"), value: []byte("not a time"), ts: 2},
+		kioRec{key: []byte("c"), value: []byte("1700000041000"), ts: 3},
+		kioRec{key: []byte("d"), value: []byte("-5"), ts: 4})
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithTimestampFn(kioTimestampFromValue), kafkaio.WithDeadLetterTopic(dlq))
+	kafkaio.Write(s, out, beam.ParDo(s, kioStamp, kvs))
+	t.Setenv("KAFKA_BOOTSTRAP_SERVERS", bs)
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	if _, err := prism.Execute(ctx, p); err != nil {
+		t.Fatalf("prism: %v", err)
+	}
+	if got, want := readValues(t, bs, out, 0, 30*time.Second), []string{"1700000040000@1700000040000", "1700000041000@1700000041000"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	if got, want := readValues(t, bs, dlq, 0, 30*time.Second), []string{"-5", "not a time"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("dead-letter topic %q, want %q", got, want)
+	}
+}
