@@ -37,7 +37,8 @@
 //     restrictions cannot express as "left out", lets a partition read to
 //     its end and quiet for the idleness follow the wall clock less its
 //     bound. Watermark alignment is not done; a partition added while the
-//     job runs is not read.
+//     job runs is not read. Tested on Prism only (a runner must resume
+//     self-checkpointing DoFns).
 //   - Both apply TimestampFn as the source stage does: a record it fails on
 //     is skipped, counted (the Beam counter kafkaio/bad_records), logged
 //     once per DoFn instance and written to DeadLetterTopic, at least once.
