@@ -726,7 +726,7 @@ func kioValue(_, value []byte) []byte { return value }
 
 func init() { register.Function2x1(kioValue) }
 
-// TestKafkaReadPatternAndStartAt: ReadPattern reads every topic whose name
+// TestKafkaReadPatternAndStartAt: on this runner and on Prism, ReadPattern reads every topic whose name
 // matches (two topics here, of 2 and 1 partitions; a third, whose name
 // does not match, is not read), each as its own source stage flattened
 // into one PCollection, and WithStartAt starts each partition at its first
@@ -765,12 +765,30 @@ func TestKafkaReadPatternAndStartAt(t *testing.T) {
 	}
 	sort.Strings(want)
 	*runner.BootstrapServers = bs // ReadPattern lists the topics of the runner's cluster
-	p, s := beam.NewPipelineWithRoot()
-	recs := kafkaio.ReadPattern(s, regexp.QuoteMeta(prefix)+"-[a-c]", kafkaio.Bounded(), kafkaio.WithStartAt(time.UnixMilli(start)), kafkaio.WithIdleness(time.Second))
-	kafkaio.Write(s, out, beam.ParDo(s, kioValue, recs))
-	runApp(t, ctx, bs, uniqueName(t, "app"), p)
+	pipe := func(out string) *beam.Pipeline {
+		p, s := beam.NewPipelineWithRoot()
+		recs := kafkaio.ReadPattern(s, regexp.QuoteMeta(prefix)+"-[a-c]", kafkaio.Bounded(), kafkaio.WithStartAt(time.UnixMilli(start)), kafkaio.WithIdleness(time.Second))
+		kafkaio.Write(s, out, beam.ParDo(s, kioValue, recs))
+		return p
+	}
+	runApp(t, ctx, bs, uniqueName(t, "app"), pipe(out))
 	got := readValues(t, bs, out, 0, 20*time.Second)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("wrote %d values:\n  %s\nwant %d:\n  %s", len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
+	}
+	// The same pipeline on Prism (kafkaio's DoFns read and write).
+	outP := uniqueName(t, "out-prism")
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(outP, 1)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KAFKA_BOOTSTRAP_SERVERS", bs)
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	if _, err := prism.Execute(ctx, pipe(outP)); err != nil {
+		t.Fatalf("prism: %v", err)
+	}
+	if got := readValues(t, bs, outP, 0, 20*time.Second); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("on Prism: wrote %d values:\n  %s\nwant %d", len(got), strings.Join(got, "\n  "), len(want))
 	}
 }

@@ -488,10 +488,23 @@ func expansionOf(pb *pipepb.Pipeline, prefix, placeholder string, ins map[string
 			if err := proto.Unmarshal(t.GetSpec().GetPayload(), pd); err != nil {
 				return fmt.Errorf("kafkastreams: scratch pipeline: %s: %w", t.GetUniqueName(), err)
 			}
-			// Nothing in the payload names a coder or a PCollection that
-			// would need the suffix: the native DoFns have none of these.
-			if pd.GetRestrictionCoderId() != "" || len(pd.GetSideInputs()) > 0 || len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
-				return fmt.Errorf("kafkastreams: scratch pipeline: %s has restrictions, side inputs, state or timers", t.GetUniqueName())
+			// The payload names no PCollection that would need the
+			// suffix: the native DoFns have no side inputs, state or
+			// timers. It names one coder: the restriction coder of the
+			// unbounded Read's splittable DoFn (what other runners run).
+			if len(pd.GetSideInputs()) > 0 || len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
+				return fmt.Errorf("kafkastreams: scratch pipeline: %s has side inputs, state or timers", t.GetUniqueName())
+			}
+			if rc := pd.GetRestrictionCoderId(); rc != "" {
+				if err := addCoder(rc); err != nil {
+					return err
+				}
+				pd.RestrictionCoderId = id(rc)
+				b, err := proto.Marshal(pd)
+				if err != nil {
+					return fmt.Errorf("kafkastreams: scratch pipeline: %s: %w", t.GetUniqueName(), err)
+				}
+				t.Spec.Payload = b
 			}
 		}
 		t.UniqueName = newName + strings.TrimPrefix(t.GetUniqueName(), oldName)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
@@ -15,11 +16,14 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/logend"
 )
 
-// readFn is a Read. On the kafkastreams runner the plan recognises it
-// (plan.NativeSource) and a source stage reads the topic; on other runners
-// ProcessElement reads it, Bounded only.
+// readFn is a bounded Read (Bounded option). On the kafkastreams runner
+// the plan recognises it (plan.NativeSource) and a source stage reads the
+// topic; on other runners ProcessElement reads it. An unbounded Read is
+// unboundedReadFn (sdf.go).
 type readFn struct {
 	Config Config `json:"config"`
+
+	bad badRecords
 }
 
 var _ plan.NativeSource = (*readFn)(nil)
@@ -52,19 +56,99 @@ func (c Config) clientConfig() kafka.ConfigMap {
 	return cm
 }
 
+// deadLetter is the Config of the producer of c's dead-letter topic: c's
+// cluster and properties.
+func (c Config) deadLetter() Config {
+	return Config{Topics: []string{c.DeadLetterTopic}, BootstrapServers: c.BootstrapServers, Properties: c.Properties}
+}
+
+// badRecordCount counts, on runners other than kafkastreams, the records
+// whose event time a Read's TimestampFn could not give (the kafkastreams
+// runner counts them per partition on /metrics).
+var badRecordCount = beam.NewCounter("kafkaio", "bad_records")
+
+// badRecords handles, for one DoFn instance of a Read on a runner other
+// than kafkastreams, the records whose event time TimestampFn could not
+// give: each is counted (badRecordCount), the first one logged, and each
+// written as it was to the dead-letter topic if there is one, by an
+// idempotent producer made at the first (at least once: a retried bundle
+// writes its records again).
+type badRecords struct {
+	logged bool
+	dlq    *writer
+}
+
+// add handles record m of c's topic, on which TimestampFn failed with err.
+func (b *badRecords) add(ctx context.Context, c Config, m *kafka.Message, err error) error {
+	badRecordCount.Inc(ctx, 1)
+	if !b.logged {
+		b.logged = true
+		log.Warnf(ctx, "kafkaio.Read(%s): the timestamp function failed on a record: it is skipped, counted in kafkaio/bad_records, and written to the dead-letter topic %q if there is one; logged once per DoFn instance: partition %d offset %d: %v",
+			c.Topics[0], c.DeadLetterTopic, m.TopicPartition.Partition, int64(m.TopicPartition.Offset), err)
+	}
+	if c.DeadLetterTopic == "" {
+		return nil
+	}
+	if b.dlq == nil {
+		var werr error
+		if b.dlq, werr = newWriter(c.deadLetter()); werr != nil {
+			return werr
+		}
+	}
+	return b.dlq.produce(m.Key, m.Value, 0)
+}
+
+// flush waits until the dead-letter records written so far are
+// acknowledged.
+func (b *badRecords) flush() error {
+	if b.dlq == nil {
+		return nil
+	}
+	return b.dlq.flush()
+}
+
+// close closes the dead-letter producer.
+func (b *badRecords) close() {
+	b.dlq.close()
+	b.dlq = nil
+}
+
+// eventTime is record m's event time: stamp's (TimestampFn's, a panic
+// turned into an error), or its Kafka timestamp when stamp is nil.
+func eventTime(stamp TimestampFunc, m *kafka.Message) (ts mtime.Time, err error) {
+	if stamp == nil {
+		return mtime.FromTime(m.Timestamp), nil
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("the timestamp function panicked: %v", x)
+		}
+	}()
+	r := Record{Key: m.Key, Value: m.Value}
+	for _, h := range m.Headers {
+		r.Headers = append(r.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	t, err := stamp(r)
+	if err != nil {
+		return 0, err
+	}
+	return mtime.FromTime(t), nil
+}
+
 // ProcessElement reads every partition of the topic from its start to the
-// log end offset it has now (read_committed), emitting each record at its
-// Kafka timestamp. Only a Bounded read runs on a runner other than
-// kafkastreams.
-func (f *readFn) ProcessElement(_ beam.EventTime, _ []byte, emit func(beam.EventTime, []byte, []byte)) error {
+// log end offset it has now (read_committed unless ReadUncommitted),
+// emitting each record at its event time (its Kafka timestamp, or
+// TimestampFn's; a record TimestampFn fails on is skipped, counted in the
+// Beam counter kafkaio/bad_records, logged once per DoFn instance, and
+// written to DeadLetterTopic if there is one, at least once).
+func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte, emit func(beam.EventTime, []byte, []byte)) error {
 	c := f.Config
 	if !c.Bounded {
-		return fmt.Errorf("kafkaio.Read(%s): an unbounded read runs on the kafkastreams runner only; use kafkaio.Bounded() on other runners", c.Topics[0])
+		return fmt.Errorf("kafkaio.Read(%s): an unbounded read is unboundedReadFn, not readFn", c.Topics[0])
 	}
 	if c.Start == Latest {
 		return nil // nothing was written after the start that a bounded read would see
 	}
-	ctx := context.Background()
 	cm := logend.Config(c.clientConfig(), "kafkaio-read-"+c.Topics[0])
 	if c.ReadUncommitted {
 		cm["isolation.level"] = "read_uncommitted"
@@ -83,13 +167,28 @@ func (f *readFn) ProcessElement(_ beam.EventTime, _ []byte, emit func(beam.Event
 	if !ok || tm.Error.Code() != kafka.ErrNoError {
 		return fmt.Errorf("kafkaio.Read(%s): topic not found: %v", topic, tm.Error)
 	}
+	stamp := c.Timestamp()
 	for _, pm := range tm.Partitions {
 		cons, err := kafka.NewConsumer(&cm)
 		if err != nil {
 			return fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
 		}
+		from := int64(0)
+		if c.Start == AtTimestamp {
+			if from, err = offsetForTime(cons, topic, pm.ID, c.StartAtMs); err != nil {
+				_ = cons.Close()
+				return err
+			}
+		}
 		_, err = logend.Read(ctx, cons, topic, pm.ID, func(m *kafka.Message) error {
-			emit(beam.EventTime(mtime.FromTime(m.Timestamp)), m.Key, m.Value)
+			if int64(m.TopicPartition.Offset) < from {
+				return nil // before the start time's offset (WithStartAt)
+			}
+			ts, err := eventTime(stamp, m)
+			if err != nil {
+				return f.bad.add(ctx, c, m, err)
+			}
+			emit(beam.EventTime(ts), m.Key, m.Value)
 			return nil
 		})
 		_ = cons.Close()
@@ -97,8 +196,11 @@ func (f *readFn) ProcessElement(_ beam.EventTime, _ []byte, emit func(beam.Event
 			return fmt.Errorf("kafkaio.Read(%s): partition %d: %w", topic, pm.ID, err)
 		}
 	}
-	return nil
+	return f.bad.flush()
 }
+
+// Teardown closes the dead-letter producer.
+func (f *readFn) Teardown() { f.bad.close() }
 
 // writeFn is a Write of KV<[]byte, []byte>. On the kafkastreams runner the
 // plan recognises it (plan.NativeSink) and the stage producing its input

@@ -23,13 +23,37 @@
 // where a Java producer or Kafka Streams would put them.
 //
 // On other runners (Prism, the direct runner) the same transforms run as
-// ordinary DoFns: a Read with Bounded() reads every partition up to the end
-// offsets it sees when it starts; a Write produces with an idempotent
-// producer. So a bounded pipeline with kafkaio runs on both runners and
-// their outputs can be compared.
+// ordinary Beam Go DoFns, so a pipeline with kafkaio runs on both runners:
+//
+//   - A Read with Bounded() is a DoFn over the Impulse's element that reads
+//     every partition up to the end offsets it sees when it starts
+//     (readFn, dofn.go): its output is a bounded PCollection, and the
+//     outputs of both runners can be compared.
+//   - An unbounded Read is a splittable DoFn over the same element
+//     (unboundedReadFn, sdf.go): SplitRestriction lists the topic's
+//     partitions, one Restriction each (offsets from the start position to
+//     NoEnd); ProcessElement polls its partition, claims each record's
+//     offset, emits it at its event time and self-checkpoints
+//     (sdf.ResumeProcessingIn) at least every second, so the job runs until
+//     it is cancelled. Each partition has a watermark estimator with the
+//     source's strategy; idleness, which the runner's minimum over
+//     restrictions cannot express as "left out", lets a partition read to
+//     its end and quiet for the idleness follow the wall clock less its
+//     bound. Watermark alignment is not done; a partition added while the
+//     job runs is not read. Tested on Prism only (a runner must resume
+//     self-checkpointing DoFns).
+//   - Both apply TimestampFn as the source stage does: a record it fails on
+//     is skipped, counted (the Beam counter kafkaio/bad_records), logged
+//     once per DoFn instance and written to DeadLetterTopic, at least once.
+//   - A Write produces with an idempotent producer (at least once across
+//     bundle retries); only the kafkastreams runner writes exactly once.
+//
+// The kafkastreams plan recognises both Read DoFns and the Write DoFns as
+// plan.NativeSource and plan.NativeSink: none of their methods runs there.
 package kafkaio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -171,13 +195,16 @@ type Watermark struct {
 	// too) is idle, once its consumer has read it to its end: left out of
 	// the minimum until its next record. A partition with records still
 	// to read (a backlog waiting behind other partitions, a slow stage) is
-	// never idle. 0: the runner's --default_idleness; negative: off (the
-	// partition holds the watermark while it is quiet).
+	// never idle. 0: the runner's --default_idleness (5 minutes on other
+	// runners, where an idle partition's watermark follows the wall clock
+	// instead: see the package doc); negative: off (the partition holds
+	// the watermark while it is quiet).
 	IdlenessMs int64 `json:"idlenessMs,omitempty"`
 	// AlignmentGroup names the watermark alignment group (FLIP-217, seed
 	// 002): a partition whose watermark is more than MaxDriftMs ahead of
 	// the group's minimum (over every source of the group, every
-	// instance) is paused until the group catches up. Empty: none.
+	// instance) is paused until the group catches up. Empty: none. Done on
+	// the kafkastreams runner only.
 	AlignmentGroup string `json:"alignmentGroup,omitempty"`
 	MaxDriftMs     int64  `json:"maxDriftMs,omitempty"`
 }
@@ -349,7 +376,8 @@ func newConfig(topics []string, opts []Option) Config {
 
 // Read reads topic as a PCollection<KV<[]byte,
 // []byte>> of the records' keys and values, each at its Kafka timestamp,
-// in the global window. Bad options panic at construction, naming what is
+// in the global window: an unbounded PCollection, a bounded one with
+// Bounded(). Bad options panic at construction, naming what is
 // wrong (as Beam's transforms do).
 func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
 	return ReadTopics(s, []string{topic}, opts...)
@@ -406,7 +434,10 @@ func readOne(s beam.Scope, topic string, opts []Option) beam.PCollection {
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
-	return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
+	if c.Bounded {
+		return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
+	}
+	return beam.ParDo(s, &unboundedReadFn{Config: c}, beam.Impulse(s))
 }
 
 // Write writes col, a PCollection<KV<[]byte, []byte>> (or of []byte: values
@@ -427,7 +458,7 @@ func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) {
 }
 
 func init() {
-	register.DoFn3x1[beam.EventTime, []byte, func(beam.EventTime, []byte, []byte), error](&readFn{})
+	register.DoFn4x1[context.Context, beam.EventTime, []byte, func(beam.EventTime, []byte, []byte), error](&readFn{})
 	register.Emitter3[beam.EventTime, []byte, []byte]()
 	register.DoFn3x1[beam.EventTime, []byte, []byte, error](&writeFn{})
 	register.DoFn2x1[beam.EventTime, []byte, error](&writeValuesFn{})
@@ -436,11 +467,13 @@ func init() {
 // SourceConfig returns the Config of a Read's DoFn (plan.NativeDoFn of its
 // ParDo); ok is false for any other DoFn.
 func SourceConfig(fn any) (c Config, ok bool) {
-	r, ok := fn.(*readFn)
-	if !ok {
-		return Config{}, false
+	switch r := fn.(type) {
+	case *readFn:
+		return r.Config, true
+	case *unboundedReadFn:
+		return r.Config, true
 	}
-	return r.Config, true
+	return Config{}, false
 }
 
 // SinkConfig returns the Config of a Write's DoFn (plan.NativeDoFn of its

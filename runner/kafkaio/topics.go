@@ -71,3 +71,24 @@ func matchTopics(c Config, pattern string) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// offsetForTime is the offset of partition p's first record stamped at or
+// after ms (Kafka's offsetsForTimes), or the partition's end offset when no
+// record is that late (WithStartAt).
+func offsetForTime(c *kafka.Consumer, topic string, p int32, ms int64) (int64, error) {
+	got, err := c.OffsetsForTimes([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: kafka.Offset(ms)}}, metadataTimeoutMs)
+	if err == nil && len(got) == 1 && got[0].Error != nil {
+		err = got[0].Error
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kafkaio.Read(%s): partition %d: offset for start time %d ms: %w", topic, p, ms, err)
+	}
+	if o := got[0].Offset; o >= 0 {
+		return int64(o), nil
+	}
+	_, high, err := c.QueryWatermarkOffsets(topic, p, metadataTimeoutMs)
+	if err != nil {
+		return 0, fmt.Errorf("kafkaio.Read(%s): end offset of partition %d: %w", topic, p, err)
+	}
+	return high, nil
+}
