@@ -131,11 +131,13 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 
 // TestCommitActivityThreeInstances runs the main job as three OS processes
 // (the built cmd/commitactivity, as `make run INSTANCES=3` does) with one
-// --application_id, and checks that each input row was parsed once across
-// the instances and that the output topic and the CSV hold exactly the rows
-// of activity.Reference, each once. (The file is read by the Impulse stage,
-// one task: one instance reads it all; the GroupByKey stages' four tasks
-// are spread over the three.)
+// --application_id over git-commits.csv plus three malformed rows, and
+// checks that each input row was parsed or skipped once across the
+// instances (the job's counters, in every instance's log) and that the
+// output topic and the CSV hold exactly the rows of activity.Reference,
+// each once. (The file is read by the Impulse stage, one task: one
+// instance reads it all; the GroupByKey stages' four tasks are spread over
+// the three.)
 func TestCommitActivityThreeInstances(t *testing.T) {
 	b := needBroker(t)
 	bin := filepath.Join(t.TempDir(), "commitactivity")
@@ -143,7 +145,11 @@ func TestCommitActivityThreeInstances(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ../cmd/commitactivity: %v\n%s", err, out)
 	}
-	want, _ := activity.Reference(readLines(t, commitActivityData))
+	in, lines := commitActivityInput(t)
+	want, malformed := activity.Reference(lines)
+	if malformed != 3 {
+		t.Fatalf("reference: %d malformed rows, want 3", malformed)
+	}
 	app := uniqueName(t, "app")
 	out := filepath.Join(t.TempDir(), "out.csv")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -156,7 +162,7 @@ func TestCommitActivityThreeInstances(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		cmd := exec.CommandContext(ctx, bin, "--bootstrap_servers="+b.BootstrapServers(), "--application_id="+app,
-			"--input="+commitActivityData, "--output="+out, "--table=false", "--watermarks_addr=")
+			"--input="+in, "--output="+out, "--table=false", "--watermarks_addr=")
 		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = cmd.Run() }()
@@ -178,8 +184,8 @@ func TestCommitActivityThreeInstances(t *testing.T) {
 		if _, err := fmt.Sscanf(log[at:], "the job parsed %d rows and skipped %d malformed rows", &p, &m); err != nil {
 			t.Fatalf("instance %d: %v", i, err)
 		}
-		if p != 60746 {
-			t.Errorf("instance %d: the job parsed %d rows, want 60746 (each row once)", i, p)
+		if p != 60746 || m != malformed {
+			t.Errorf("instance %d: the job parsed %d rows and skipped %d malformed rows, want 60746 and %d (each row once)", i, p, m, malformed)
 		}
 	}
 	topic, err := activity.FindOutputTopic(b.BootstrapServers(), app)

@@ -131,6 +131,12 @@ func runChild(name string) int {
 	switch name {
 	case "exactly-once":
 		p = exactlyOncePipeline(n, slow)
+	case "exactly-once-small-bundles":
+		// Transactions of at most 500 records (~150 ms of the slow ParDo's
+		// work at 300 µs each): an instance commits output early and often,
+		// so a kill after its first commit is well before the end.
+		*runner.MaxBundleSize = 500
+		p = exactlyOncePipeline(n, slow)
 	case "gbk":
 		// Small bundles, so the GroupByKey stage commits state early and
 		// often: a kill then leaves state to restore from the changelog.
@@ -208,6 +214,34 @@ func (c *child) waitForLog(t *testing.T, s string, timeout time.Duration) {
 			t.Fatalf("child output has no %q after %v:\n%s", s, timeout, tail(c.log.String(), 4000))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// firstOutputOf matches the stage loop's log line saying it first committed
+// output, for the stage whose name starts with prefix.
+func firstOutputOf(prefix string) *regexp.Regexp {
+	return regexp.MustCompile(`stage: first output committed.* stage=` + regexp.QuoteMeta(prefix) + `\S*`)
+}
+
+// waitForChildLog waits until cs[i]'s output has a line matching re and
+// returns that line; it fails the test after timeout, or as soon as any of
+// cs has written its result (it finished before what was awaited).
+func waitForChildLog(t *testing.T, cs []*child, i int, re *regexp.Regexp, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindString(cs[i].log.String()); m != "" {
+			return m
+		}
+		for j, c := range cs {
+			if _, err := os.Stat(c.out); err == nil {
+				t.Fatalf("instance %d finished before instance %d logged %q:\n%s", j, i, re, tail(cs[i].log.String(), 4000))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %d logged no %q after %v:\n%s", i, re, timeout, tail(cs[i].log.String(), 4000))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -346,7 +380,10 @@ func TestTwoInstancesExactlyOnce(t *testing.T) {
 
 // TestSIGKILLLosesAndDuplicatesNothing kills one of two instances mid-stream
 // (SIGKILL: no clean shutdown, an open transaction left behind), starts a
-// third, and checks the output holds every element exactly once.
+// third, and checks the output holds every element exactly once. Mid-stream
+// is checked: the kill comes after the killed instance logged its first
+// committed output of the stage writing the checked topic, and right after
+// it the output holds some of the elements but not all.
 func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 	b := needBroker(t)
 	const n = 20_000
@@ -354,15 +391,27 @@ func TestSIGKILLLosesAndDuplicatesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// 300 µs per element in the last ParDo: ~6 s of work to kill in.
-	cs := []*child{startChild(t, b, app, n, 300, 0), startChild(t, b, app, n, 300, 1)}
-	cs[0].waitForLog(t, "kafkastreams: instance slot", 2*time.Minute)
-	time.Sleep(3 * time.Second)
+	start := func(idx int) *child { return startPipelineChild(t, b, "exactly-once-small-bundles", app, n, 300, idx) }
+	cs := []*child{start(0), start(1)}
+	// Kill once instance 0 has committed output of the stage that writes
+	// the checked topic (a fixed delay after its instance slot, taken
+	// before any stage runs, passed on a slow machine without a kill
+	// mid-stream), and fail if an instance finished before.
+	t0 := time.Now()
+	line := waitForChildLog(t, cs, 0, firstOutputOf("s1-"), 3*time.Minute)
 	if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cs[0].cmd.Wait()
-	t.Logf("killed instance 0 (pid %d) 3s after it took its instance slot", cs[0].cmd.Process.Pid)
-	cs = append(cs, startChild(t, b, app, n, 300, 2))
+	t.Logf("killed instance 0 (pid %d) %v after the start, after it logged %q", cs[0].cmd.Process.Pid, time.Since(t0).Round(time.Millisecond), line)
+	// Mid-stream: some of the output committed, not all of it (read after
+	// the kill: an upper bound of what was committed at the kill).
+	if got := outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"); len(got) == 0 || len(got) >= n {
+		t.Fatalf("right after the kill, %d of %d elements are committed in the output: want some but not all (the kill was not mid-stream)", len(got), n)
+	} else {
+		t.Logf("right after the kill, %d of %d elements are committed in the output", len(got), n)
+	}
+	cs = append(cs, start(2))
 	for i, c := range cs[1:] {
 		_ = c.cmd.Wait()
 		r := c.result(t)

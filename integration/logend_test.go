@@ -19,6 +19,8 @@ import (
 // stage/logend's end (the log end offset) waits for the marker. Checked for
 // the two readers built on it, round after round: kafkaenv.Consume (which
 // every test that reads a job's output uses) and a state store restore.
+// Whether a round meets the race depends on timing (it is logged); a last
+// round forces it with another producer's open transaction.
 func TestReadToEndRightAfterCommit(t *testing.T) {
 	bs := needBroker(t).BootstrapServers()
 	topic := fmt.Sprintf("logend-test-%d", time.Now().UnixNano())
@@ -98,4 +100,67 @@ func TestReadToEndRightAfterCommit(t *testing.T) {
 		m.Close()
 	}
 	t.Logf("restore phase %v", time.Since(t0))
+
+	// The race forced. The rounds above may never meet it (it depends on
+	// timing, and they pass either way), so here a second transactional
+	// producer's transaction, open on both partitions before our commit,
+	// holds the last stable offset before our committed records: a reader
+	// taking the last stable offset (or a read_committed EOF) for the end
+	// would miss them, every time. The readers must wait for the end as it
+	// was when they began, past the open transaction, which is aborted a
+	// moment after they started.
+	blocker, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": topic + "-blocker", "linger.ms": 0})
+	must(t, err)
+	defer blocker.Close()
+	go func() {
+		for range blocker.Events() {
+		}
+	}()
+	must(t, blocker.InitTransactions(ctx))
+	_, lsoBefore, err := probe.QueryWatermarkOffsets(topic, 0, 10000)
+	must(t, err)
+	must(t, blocker.BeginTransaction())
+	for part := int32(0); part < 2; part++ {
+		must(t, blocker.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part}, Key: []byte("blocked"), Value: []byte("aborted")}, nil))
+	}
+	if left := blocker.Flush(10000); left != 0 {
+		t.Fatalf("the blocking transaction's records are not written: %d left", left)
+	}
+	commitRound()
+	_, lso, err := probe.QueryWatermarkOffsets(topic, 0, 10000)
+	must(t, err)
+	if lso != lsoBefore {
+		t.Fatalf("with a transaction open before round %d, the last stable offset of partition 0 is %d, want %d (where the open transaction begins): the race is not forced", round, lso, lsoBefore)
+	}
+	type result struct {
+		n   int
+		got string
+		err error
+	}
+	consumed, restored := make(chan result, 1), make(chan result, 1)
+	go func() {
+		recs, err := kafkaenv.Consume(ctx, bs, topic, -1, kafkaenv.ReadCommitted, 30*time.Second)
+		consumed <- result{n: len(recs), err: err}
+	}()
+	m := newStateManager(t, bs, topic)
+	go func() {
+		tk, err := m.Restore(ctx, 0)
+		r := result{err: err}
+		if err == nil {
+			v, ok, gerr := tk.Get(fmt.Appendf(nil, "k%d", round))
+			r.got, r.err = string(v), gerr
+			if !ok {
+				r.got = "<absent>"
+			}
+		}
+		restored <- r
+	}()
+	time.Sleep(time.Second)
+	must(t, blocker.AbortTransaction(ctx))
+	if r := <-consumed; r.err != nil || r.n != 2*round {
+		t.Errorf("round %d, the last stable offset before it: Consume read %d records (%v), want %d", round, r.n, r.err, 2*round)
+	}
+	if r, want := <-restored, fmt.Sprintf("v%d", round); r.err != nil || r.got != want {
+		t.Errorf("round %d, the last stable offset before it: a restore has k%d = %s (%v), want %s", round, round, r.got, r.err, want)
+	}
 }

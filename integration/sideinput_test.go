@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +159,8 @@ func TestMultimapSideInputAfterGroupByKey(t *testing.T) {
 
 // TestPassertEqualsWithSideInputs: passert.Equals (CoGroupByKey, then a
 // ParDo on an Impulse reading three side inputs in the global window)
-// passes on a correct pipeline and fails the run on a wrong one.
+// passes on a correct pipeline and fails the run on a wrong one with
+// passert's report of what differs.
 func TestPassertEqualsWithSideInputs(t *testing.T) {
 	t.Run("equal", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
@@ -181,5 +184,15 @@ func TestPassertEqualsWithSideInputs(t *testing.T) {
 			t.Fatal("passert.Equals of different collections: the run succeeded")
 		}
 		t.Logf("error (expected): %v", err)
+		// passert's own failure, naming what differs (9 unexpected, 10
+		// missing): not any error, such as a timeout or a failed start.
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			t.Fatalf("the run ended by its context, not by passert: %v", err)
+		}
+		for _, want := range []string{"actual PCollection does not match expected values", "2 correct entries", "1 unexpected entries", "+++\n9", "1 missing entries", "---\n10"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the run's error lacks passert's %q: %v", want, err)
+			}
+		}
 	})
 }

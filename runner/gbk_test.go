@@ -51,6 +51,9 @@ func TestPlanGroupByKeysTriggers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(specs) != 1 {
+		t.Fatalf("%d GroupByKey specs, want 1", len(specs))
+	}
 	for name, spec := range specs {
 		if got := spec.strategy.Trigger.String(); got != "repeat(AfterCount(2))" {
 			t.Errorf("stage %s: trigger %s, want repeat(AfterCount(2))", name, got)
@@ -93,6 +96,7 @@ func TestPlanGroupByKeys(t *testing.T) {
 			t.Errorf("changelog topics %v, want app-%s-changelog with 4 partitions", topics, name)
 		}
 	}
+	toGBK := 0
 	for _, st := range pl.Stages {
 		ko, err := keyOf(pipe.GetComponents(), pl, st)
 		if err != nil {
@@ -100,10 +104,17 @@ func TestPlanGroupByKeys(t *testing.T) {
 		}
 		for _, o := range st.Outputs {
 			for _, topic := range o.Topics {
-				if pl.Stage(strings.TrimPrefix(topic, "app-")).Head == plan.HeadGroupByKey && ko[o.PCollection] == nil {
+				if pl.Stage(strings.TrimPrefix(topic, "app-")).Head != plan.HeadGroupByKey {
+					continue
+				}
+				toGBK++
+				if ko[o.PCollection] == nil {
 					t.Errorf("stage %s output %s to %s has no KeyOf", st.Name, o.PCollection, topic)
 				}
 			}
 		}
+	}
+	if toGBK != 1 {
+		t.Errorf("%d outputs to a GroupByKey topic, want 1 (the KeyOf check checked nothing)", toGBK)
 	}
 }

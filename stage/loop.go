@@ -597,7 +597,11 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	l.stats.lastCommit.Store(now)
 	l.stats.recordsIn.Add(uint64(len(batch)))
 	l.stats.elementsIn.Add(r.ElementsIn)
-	l.stats.elementsOut.Add(r.ElementsOut)
+	if out := l.stats.elementsOut.Add(r.ElementsOut); r.ElementsOut > 0 && out == r.ElementsOut {
+		// Once per loop: when this instance's share of the stage first
+		// gave output (tests wait for it before killing an instance).
+		l.log.Info("stage: first output committed", "elements_out", r.ElementsOut, "commits", l.stats.commits.Load())
+	}
 	l.stats.reportsOut.Add(r.ReportsOut)
 	l.stats.bundles.Add(r.Bundles)
 	for _, f := range r.Committed {

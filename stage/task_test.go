@@ -45,14 +45,41 @@ func TestCheckpointRestoresTheInputWatermark(t *testing.T) {
 	if in2, _ := back.inputWatermark(); in2 != in || back.out != 80 || !back.reported {
 		t.Fatalf("restored: input %d out %d reported %v, want %d 80 true", in2, back.out, back.reported, in)
 	}
-	// A held upstream stays held after a restore.
+}
+
+// TestRestoredTaskKeepsItsHeldUpstream: a task held by an upstream
+// partition that has not reported (a/1 of 2) is restored held, and with the
+// reports it had (a/0 at 5, b/0 at 7): once a/1 reports, the restored
+// task's input watermark is min(a: min(5, 9), b: 7) = 5. A restore that
+// lost the reports would stay held (a/0 and b/0 missing); one that lost a's
+// partition count would not be held at all.
+func TestRestoredTaskKeepsItsHeldUpstream(t *testing.T) {
+	up := []string{"a", "b"}
 	held := newTask(0, up)
-	_ = held.observe(report("a", 0, 5, 2, false))
-	_ = held.observe(report("b", 0, 5, 1, false))
-	md, _ = held.checkpoint()
-	back, _ = restoreTask(0, up, md)
+	for _, r := range []*pb.WatermarkReport{report("a", 0, 5, 2, false), report("b", 0, 7, 1, false)} {
+		if err := held.observe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in, _ := held.inputWatermark(); in != mtime.MinTimestamp {
+		t.Fatalf("before the checkpoint: input watermark %d, want mtime.MinTimestamp (a/1 never reported)", in)
+	}
+	md, err := held.checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := restoreTask(0, up, md)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if in, _ := back.inputWatermark(); in != mtime.MinTimestamp {
 		t.Fatalf("held task restored at %d, want mtime.MinTimestamp (partition a/1 never reported)", in)
+	}
+	if err := back.observe(report("a", 1, 9, 2, false)); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := back.inputWatermark(); in != 5 {
+		t.Fatalf("restored task after a/1 reported 9: input watermark %d, want 5 = min(a: min(5, 9), b: 7) (the restore lost a/0 or b/0)", in)
 	}
 }
 

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -191,30 +195,84 @@ func TestMavenFailurePicksTheErrorLines(t *testing.T) {
 	}
 }
 
-// TestFetchJarsNamesTheMissingArtifact asks Maven Central for a Kafka
-// version that does not exist: one small request.
-func TestFetchJarsNamesTheMissingArtifact(t *testing.T) {
-	if testing.Short() {
-		t.Skip("asks Maven Central; -short")
-	}
+// TestFetchJarsTellsAMissingArtifactFromAnUnreachableRepository runs mvn
+// against local repositories only (no network): an HTTP server acting as
+// the Maven repository, serving the Maven plugins from the local
+// repository (~/.m2, filled by `make kafka-jars`) and answering 404 for
+// Kafka's artifacts, then a port that refuses connections. fetchJars must
+// name the missing artifact and the URL that answered 404 in the first
+// case, the repository it could not reach in the second, and tell them
+// apart; neither leaves a partial download.
+func TestFetchJarsTellsAMissingArtifactFromAnUnreachableRepository(t *testing.T) {
 	if _, err := exec.LookPath("mvn"); err != nil {
-		t.Skip("needs mvn on PATH to ask Maven Central")
+		t.Skip("needs mvn on PATH")
 	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	m2 := filepath.Join(home, ".m2", "repository")
+	if _, err := os.Stat(filepath.Join(m2, "org/apache/maven/plugins/maven-dependency-plugin")); err != nil {
+		t.Skipf("needs maven-dependency-plugin in %s (run `make kafka-jars` once): the fake repository serves it from there", m2)
+	}
+	const version = "0.0.0-kafkaenv-test"
+	var mu sync.Mutex
+	var kafkaAsked []string
+	repo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := path.Clean(r.URL.Path)
+		if strings.HasPrefix(p, "/org/apache/kafka/") {
+			mu.Lock()
+			kafkaAsked = append(kafkaAsked, p)
+			mu.Unlock()
+			http.NotFound(w, r)
+			return
+		}
+		file := filepath.Join(m2, filepath.FromSlash(p))
+		if path.Base(p) == "maven-metadata.xml" { // stored per repository id in the local repository
+			file = filepath.Join(filepath.Dir(file), "maven-metadata-central.xml")
+		}
+		http.ServeFile(w, r, file)
+	}))
+	defer repo.Close()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedURL := "http://" + refused.Addr().String() + "/maven2"
+	refused.Close() // nothing listens there now: connections are refused
+
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pom, _ := filepath.Abs("pom.xml")
-	dir := filepath.Join(t.TempDir(), "libs")
-	err := fetchJars(ctx, pom, "0.0.0-kafkaenv-test", dir)
-	if !errors.Is(err, ErrNoJars) {
-		t.Fatalf("fetchJars = %v, want ErrNoJars", err)
-	}
-	for _, want := range []string{"kafka_2.13", "0.0.0-kafkaenv-test", "Maven Central"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q lacks %q", err, want)
+	fetch := func(url string) error {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "libs")
+		err := fetchJars(ctx, pom, version, dir, mavenRepo{URL: url, Local: t.TempDir()})
+		if !errors.Is(err, ErrNoJars) {
+			t.Fatalf("fetchJars from %s = %v, want ErrNoJars", url, err)
 		}
+		if _, serr := os.Stat(dir + ".partial"); serr == nil {
+			t.Errorf("partial download left behind")
+		}
+		t.Log(err)
+		return err
 	}
-	t.Log(err)
-	if _, serr := os.Stat(dir + ".partial"); serr == nil {
-		t.Errorf("partial download left behind")
+
+	err = fetch(repo.URL)
+	want := "artifact org.apache.kafka:kafka_2.13:jar:" + version + " not found at " + repo.URL
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("404 for Kafka's artifacts: error %q, want one saying %q and not \"cannot reach\"", err, want)
+	}
+	mu.Lock()
+	asked := len(kafkaAsked)
+	mu.Unlock()
+	if asked == 0 {
+		t.Errorf("mvn never asked the fake repository %s for a Kafka artifact", repo.URL)
+	}
+
+	err = fetch(refusedURL)
+	want = "cannot reach the Maven repository " + refusedURL
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "not found at") {
+		t.Errorf("refused connections: error %q, want one saying %q and not \"not found at\"", err, want)
 	}
 }

@@ -130,26 +130,61 @@ func ensureJars(ctx context.Context, o Options) (string, error) {
 	}
 	o.Logf("Kafka %s jars missing in %s: fetching them from Maven Central with mvn (as `make kafka-jars` does)", o.KafkaVersion, dir)
 	pom := filepath.Join(root, "integration", "kafkaenv", "pom.xml")
-	if err := fetchJars(ctx, pom, o.KafkaVersion, dir); err != nil {
+	if err := fetchJars(ctx, pom, o.KafkaVersion, dir, mavenRepo{}); err != nil {
 		return "", err
 	}
 	return dir, nil
 }
 
-// fetchJars runs Maven on pom to copy the jars of Kafka version into dir.
-// A failure names the artifact or URL Maven reported.
-func fetchJars(ctx context.Context, pom, version, dir string) error {
+// mavenRepo is where fetchJars' mvn resolves artifacts from. The zero
+// value is Maven's own configuration: Maven Central, or the mirrors of the
+// user's settings.xml.
+type mavenRepo struct {
+	// URL, if set, mirrors every remote repository (a settings file with
+	// <mirrorOf>*</mirrorOf>, replacing the user's): tests point it at a
+	// local fake repository.
+	URL string
+	// Local, if set, is the local repository directory (maven.repo.local;
+	// default ~/.m2/repository).
+	Local string
+}
+
+// fetchJars runs Maven on pom to copy the jars of Kafka version into dir,
+// resolving from repo. A failure says which of the two Maven reported: an
+// artifact the repository does not have ("artifact <coordinates> not found
+// at <url>": a 404, e.g. a Kafka version that was never released) or a
+// repository it could not reach ("cannot reach the Maven repository
+// <url>": refused, no route, a proxy); else Maven's error lines.
+func fetchJars(ctx context.Context, pom, version, dir string, repo mavenRepo) error {
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
 		return fmt.Errorf("%w: mvn not found (%v): the Kafka jars come from Maven Central through %s; install Maven (Debian: apt-get install maven) or set %s", ErrNoJars, err, pom, EnvJarsDir)
 	}
 	tmp := dir + ".partial"
 	os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "-Dstyle.color=never", "-f", pom,
-		"-Dkafka.version="+version, "-DoutputDirectory="+tmp, "dependency:copy-dependencies")
-	out, err := cmd.CombinedOutput()
+	args := []string{"-B", "-q", "-Dstyle.color=never", "-f", pom}
+	if repo.URL != "" {
+		settings, err := mirrorSettings(repo.URL)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrNoJars, err)
+		}
+		defer os.Remove(settings)
+		args = append(args, "-s", settings)
+	}
+	if repo.Local != "" {
+		args = append(args, "-Dmaven.repo.local="+repo.Local)
+	}
+	// The goal by its plugin's coordinates (the version is the pom's), not
+	// the prefix "dependency:": resolving a prefix needs the repository's
+	// metadata, and Maven reports an unreachable repository then only as
+	// "No plugin found for prefix", without the repository's error.
+	args = append(args, "-Dkafka.version="+version, "-DoutputDirectory="+tmp, "org.apache.maven.plugins:maven-dependency-plugin:copy-dependencies")
+	out, err := exec.CommandContext(ctx, mvn, args...).CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
+		if what, ok := mavenCause(string(out)); ok {
+			return fmt.Errorf("%w: %s (mvn, for the jars of Kafka %s)", ErrNoJars, what, version)
+		}
 		return fmt.Errorf("%w: %s (the jars of org.apache.kafka:kafka_2.13:%s come from Maven Central, %s; is it reachable?)", ErrNoJars, mavenFailure(string(out), err), version, MavenCentral)
 	}
 	if !jarsPresent(tmp, version) {
@@ -165,6 +200,48 @@ func fetchJars(ctx context.Context, pom, version, dir string) error {
 		return fmt.Errorf("%w: %v", ErrNoJars, err)
 	}
 	return nil
+}
+
+// mirrorSettings writes a Maven settings file whose one mirror, of every
+// repository, is url, and returns its path.
+func mirrorSettings(url string) (string, error) {
+	f, err := os.CreateTemp("", "kafkaenv-settings-*.xml")
+	if err != nil {
+		return "", err
+	}
+	_, err = fmt.Fprintf(f, `<settings><mirrors><mirror><id>kafkaenv-mirror</id><mirrorOf>*</mirrorOf><url>%s</url></mirror></mirrors></settings>`+"\n", url)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+var (
+	// mavenNotFoundRE: the repository answered 404 for an artifact.
+	mavenNotFoundRE = regexp.MustCompile(`Could not find artifact (\S+) in \S+ \((\S+?)\)`)
+	// mavenTransferRE: Maven could not fetch from the repository at all.
+	mavenTransferRE = regexp.MustCompile(`Could not transfer (?:artifact|metadata) (\S+) from/to \S+ \((\S+?)\): (.*?)(?: -> \[Help|$)`)
+)
+
+// mavenCause says which of the two failures Maven's output reports, if
+// either: an artifact not found at a repository (a 404), or a repository it
+// could not reach (the transfer failed).
+func mavenCause(out string) (string, bool) {
+	out = ansiRE.ReplaceAllString(out, "")
+	if m := mavenNotFoundRE.FindStringSubmatch(out); m != nil {
+		return fmt.Sprintf("artifact %s not found at %s", m[1], m[2]), true
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if m := mavenTransferRE.FindStringSubmatch(sc.Text()); m != nil {
+			return fmt.Sprintf("cannot reach the Maven repository %s: %s (fetching %s)", m[2], strings.TrimSpace(m[3]), m[1]), true
+		}
+	}
+	return "", false
 }
 
 // mavenFailure picks the informative lines out of Maven's output: the

@@ -82,6 +82,7 @@ func TestReferenceSmall(t *testing.T) {
 		line(w+7*day, "a", 3, 0),  // exactly the gap after the first: a new session of a
 		line(w+13*day, "a", 1, 1), // 6 days later: same session
 		line(2*w+1, "b", 5, 5),    // next window
+		line(2*w+2, "a", 1, 1),    // ties b's one commit there: a ranks first (name), though b came first and has more lines
 		line(w-1, "c", 1, 1),      // the previous window, out of order
 		"broken,row",
 		line(w+1, "b", 0, 0),
@@ -95,16 +96,19 @@ func TestReferenceSmall(t *testing.T) {
 		"area," + ts(0) + "," + ts(w) + ",c,1,1,1,",
 		"area," + ts(w) + "," + ts(2*w) + ",a,3,5,1,",
 		"area," + ts(w) + "," + ts(2*w) + ",b,2,2,1,",
+		"area," + ts(2*w) + "," + ts(3*w) + ",a,1,1,1,",
 		"area," + ts(2*w) + "," + ts(3*w) + ",b,1,5,5,",
 		"session," + ts(w) + "," + ts(w) + ",a,1,1,0,",
 		"session," + ts(w+1) + "," + ts(w+3*day) + ",b,2,2,1,",
 		"session," + ts(w+7*day) + "," + ts(w+13*day) + ",a,2,4,1,",
 		"session," + ts(w-1) + "," + ts(w-1) + ",c,1,1,1,",
 		"session," + ts(2*w+1) + "," + ts(2*w+1) + ",b,1,5,5,",
+		"session," + ts(2*w+2) + "," + ts(2*w+2) + ",a,1,1,1,",
 		"top," + ts(0) + "," + ts(w) + ",c,1,1,1,1",
 		"top," + ts(w) + "," + ts(2*w) + ",a,3,5,1,1",
 		"top," + ts(w) + "," + ts(2*w) + ",b,2,2,1,2",
-		"top," + ts(2*w) + "," + ts(3*w) + ",b,1,5,5,1",
+		"top," + ts(2*w) + "," + ts(3*w) + ",a,1,1,1,1",
+		"top," + ts(2*w) + "," + ts(3*w) + ",b,1,5,5,2",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
