@@ -521,6 +521,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	return res, nil
 }
 
+// finalizeTimeout bounds one bundle's finalization callbacks.
+const finalizeTimeout = 30 * time.Second
+
 // processFunc runs bundles of stage name on the in-process harness: the
 // work's elements to the descriptor's data source, its timers to their
 // families. A bundle that returns residuals (a splittable DoFn
@@ -558,7 +561,19 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 			out[st.HeadOutput] = w.Elements
 		}
 		infos := r.MonitoringInfos
-		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() { committed.add(infos) }}
+		finalize := r.Finalize
+		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() {
+			committed.add(infos)
+			if finalize != "" {
+				// Beam's bundle finalization: the callbacks run once the
+				// bundle's output is committed, never for an aborted one.
+				fctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
+				defer cancel()
+				if err := srv.FinalizeBundle(fctx, finalize); err != nil {
+					slog.Warn("kafkastreams: bundle finalization failed (its output is committed)", "stage", name, "err", err)
+				}
+			}
+		}}
 		if rec, ok := metricsRecord(metricsTopic, name, infos); ok {
 			b.Extra = append(b.Extra, rec)
 		}

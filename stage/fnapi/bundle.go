@@ -125,6 +125,12 @@ type Result struct {
 	// for the work done; the caller must process every Residual later (or
 	// fail), never drop it. See Residual.
 	Residuals []Residual
+	// Finalize, if not empty, is the bundle's instruction id: a DoFn asked
+	// for a callback once the bundle's output is durable
+	// (beam.BundleFinalization; the response's requires_finalization).
+	// The caller passes it to Server.FinalizeBundle after the transaction
+	// carrying the bundle committed, and never for an aborted bundle.
+	Finalize string
 	// Timers are the timers the bundle set or cleared, by family, in the
 	// order the harness sent them (the last one of a (key, window, tag)
 	// wins). Empty for a descriptor without timer families.
@@ -349,6 +355,9 @@ func (s *Server) RunBundle(ctx context.Context, descID string, inputs map[string
 	}
 
 	res := &Result{Outputs: map[string][][]byte{}, MonitoringInfos: pb.GetMonitoringInfos(), Residuals: residuals(pb.GetResidualRoots())}
+	if pb.GetRequiresFinalization() {
+		res.Finalize = inst
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for sink, skip := range r.sinks {
@@ -444,4 +453,25 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// FinalizeBundle asks the harness to run the finalization callbacks of the
+// bundle whose Result.Finalize is inst (Beam's FinalizeBundleRequest), and
+// waits for its answer. Call it once the bundle's output is durable (its
+// transaction committed); a callback that fails, or whose expiry passed,
+// comes back as an error naming the bundle (the output stays committed).
+func (s *Server) FinalizeBundle(ctx context.Context, inst string) error {
+	id, p := s.newInstruction(nil)
+	defer s.doneInstruction(id)
+	resp, err := s.send(ctx, &fnpb.InstructionRequest{
+		InstructionId: id,
+		Request:       &fnpb.InstructionRequest_FinalizeBundle{FinalizeBundle: &fnpb.FinalizeBundleRequest{InstructionId: inst}},
+	}, p)
+	if err != nil {
+		return fmt.Errorf("fnapi: finalize bundle %s: %w", inst, err)
+	}
+	if e := resp.GetError(); e != "" {
+		return fmt.Errorf("fnapi: finalize bundle %s: harness: %s", inst, e)
+	}
+	return nil
 }
