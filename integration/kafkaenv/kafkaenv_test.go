@@ -135,6 +135,7 @@ func TestExternalClusterThatDoesNotAnswer(t *testing.T) {
 	port := listen(t) // accepts TCP, never speaks Kafka
 	t.Setenv(EnvBootstrapServers, "127.0.0.1:"+strconv.Itoa(port))
 	o := quiet(t)
+	o.Mode = ModeExternal // not KAFKASTREAMS_KAFKA_MODE's (.ci/run sets container)
 	o.ReadyTimeout = 2 * time.Second
 	b, err := Start(context.Background(), o)
 	if !errors.Is(err, ErrNotReady) {
