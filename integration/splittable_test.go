@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
@@ -29,9 +31,60 @@ func (f *sdfWindowCount) ProcessElement(w beam.Window, _ string, n int) string {
 	return fmt.Sprintf("[%d,%d) %d", int64(iw.Start)-f.Start, int64(iw.End)-f.Start, n)
 }
 
+// slowSDF claims the positions of [0, N) one by one, 10 ms apart, and
+// never checkpoints by itself: only the runner can split it.
+type slowSDF struct{ N int64 }
+
+func (f *slowSDF) CreateInitialRestriction(_ []byte) offsetrange.Restriction {
+	return offsetrange.Restriction{Start: 0, End: f.N}
+}
+func (f *slowSDF) SplitRestriction(_ []byte, r offsetrange.Restriction) []offsetrange.Restriction {
+	return []offsetrange.Restriction{r}
+}
+func (f *slowSDF) RestrictionSize(_ []byte, r offsetrange.Restriction) float64 { return r.Size() }
+func (f *slowSDF) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(offsetrange.NewTracker(r))
+}
+func (f *slowSDF) ProcessElement(rt *sdf.LockRTracker, _ []byte, emit func(int)) sdf.ProcessContinuation {
+	for p := rt.GetRestriction().(offsetrange.Restriction).Start; rt.TryClaim(p); p++ {
+		emit(int(p))
+		time.Sleep(10 * time.Millisecond)
+	}
+	return sdf.StopProcessing()
+}
+
 func init() {
 	register.Function1x2(sdfOne)
 	register.DoFn3x1[beam.Window, string, int, string](&sdfWindowCount{})
+	register.DoFn3x1[*sdf.LockRTracker, []byte, func(int), sdf.ProcessContinuation](&slowSDF{})
+	register.Emitter1[int]()
+}
+
+// TestRunnerInitiatedCheckpoint: a splittable DoFn that would claim its
+// 150 positions in one 1.5 s call is split by the runner every commit
+// interval (100 ms; a ProcessBundleSplit at fraction 0): its bundles stay
+// short, the rest of the restriction is kept as a residual and resumed,
+// and every position comes out exactly once (count and sum exact).
+func TestRunnerInitiatedCheckpoint(t *testing.T) {
+	b := needBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, s := beam.NewPipelineWithRoot()
+	out := beam.ParDo(s, &slowSDF{N: 150}, beam.Impulse(s))
+	passert.Count(s, out, "positions", 150)
+	passert.Sum(s, out, "sum", 150, 149*150/2)
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+	for _, st := range r.Plan.Stages {
+		if st.Head == plan.HeadSplittable {
+			got := r.Stats[st.Name].Bundles
+			if got < 3 {
+				t.Errorf("stage %s ran %d bundles for a 1.5 s restriction, want several (split every 100 ms)", st.Name, got)
+			}
+			t.Logf("stage %s: %d bundles", st.Name, got)
+			return
+		}
+	}
+	t.Fatal("no splittable stage in the plan")
 }
 
 // TestSelfCheckpointingSplittableDoFn: periodic.Impulse, a splittable

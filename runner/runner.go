@@ -541,12 +541,19 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 	for _, k := range st.KafkaSinks {
 		headOut = headOut || k.PCollection == st.HeadOutput
 	}
+	var opt fnapi.BundleOptions
+	if st.Head == plan.HeadSplittable {
+		// Runner-initiated checkpoints keep a bundle of a splittable DoFn
+		// within the commit interval (a DoFn that never returns by itself
+		// is split at its next claim; the rest is kept as a residual).
+		opt.CheckpointAfter = *CommitInterval
+	}
 	bySink := map[string]string{}
 	for pc, sink := range fs.Sinks {
 		bySink[sink] = pc
 	}
 	return func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
-		r, err := srv.RunBundle(ctx, name, map[string][][]byte{fs.Source: w.Elements}, w.Timers)
+		r, err := srv.RunBundleWith(ctx, name, map[string][][]byte{fs.Source: w.Elements}, w.Timers, opt)
 		if err != nil {
 			return nil, err
 		}

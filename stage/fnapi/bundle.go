@@ -260,6 +260,26 @@ func (s *Server) ProcessBundle(ctx context.Context, descID string, inputs map[st
 // waits for the harness's is_last of each (Prism does the same). A timers
 // key that is not a family of the descriptor is an error.
 func (s *Server) RunBundle(ctx context.Context, descID string, inputs map[string][][]byte, timers map[TimerFamilyID][][]byte) (*Result, error) {
+	return s.RunBundleWith(ctx, descID, inputs, timers, BundleOptions{})
+}
+
+// BundleOptions are RunBundleWith's options.
+type BundleOptions struct {
+	// CheckpointAfter, if positive, is how long the bundle may run before
+	// the runner asks the harness to checkpoint it (a ProcessBundleSplit
+	// request at fraction 0 of the remainder, Beam's runner-initiated
+	// checkpoint): a splittable DoFn's current restriction is split at its
+	// next claim, the claimed part finishes the bundle and the rest comes
+	// back in Result.Residuals (delay 0), with the input elements the
+	// bundle had not started (a channel split), so that one bundle stays
+	// within a commit interval. Only for descriptors whose data source
+	// feeds a splittable DoFn's process step (plan.HeadSplittable); the
+	// request is repeated every CheckpointAfter until the bundle ends.
+	CheckpointAfter time.Duration
+}
+
+// RunBundleWith is RunBundle with options.
+func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[string][][]byte, timers map[TimerFamilyID][][]byte, opt BundleOptions) (*Result, error) {
 	s.mu.Lock()
 	r, ok := s.mu.descs[descID]
 	s.mu.Unlock()
@@ -330,13 +350,27 @@ func (s *Server) RunBundle(ctx context.Context, descID string, inputs map[string
 	if sendErr != nil {
 		return fail(sendErr)
 	}
+	var split splits
 	if resp == nil {
-		select {
-		case resp = <-p.resp:
-		case <-ctx.Done():
-			return fail(context.Cause(ctx))
-		case <-s.gone:
-			return fail(s.goneError())
+		var tick <-chan time.Time
+		if opt.CheckpointAfter > 0 {
+			t := time.NewTicker(opt.CheckpointAfter)
+			defer t.Stop()
+			tick = t.C
+		}
+	wait:
+		for {
+			select {
+			case resp = <-p.resp:
+				break wait
+			case <-tick:
+				split.wg.Add(1)
+				go split.request(ctx, s, inst, r.sources, inputs)
+			case <-ctx.Done():
+				return fail(context.Cause(ctx))
+			case <-s.gone:
+				return fail(s.goneError())
+			}
 		}
 	}
 	if e := resp.GetError(); e != "" {
@@ -358,6 +392,10 @@ func (s *Server) RunBundle(ctx context.Context, descID string, inputs map[string
 	if pb.GetRequiresFinalization() {
 		res.Finalize = inst
 	}
+	if err := split.wait(); err != nil {
+		return fail(err)
+	}
+	res.Residuals = append(res.Residuals, split.residuals()...)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for sink, skip := range r.sinks {
@@ -474,4 +512,66 @@ func (s *Server) FinalizeBundle(ctx context.Context, inst string) error {
 		return fmt.Errorf("fnapi: finalize bundle %s: harness: %s", inst, e)
 	}
 	return nil
+}
+
+// splits are the runner-initiated checkpoints of one bundle
+// (BundleOptions.CheckpointAfter): their residual roots, and the input
+// elements a channel split left unprocessed.
+type splits struct {
+	wg sync.WaitGroup
+	mu sync.Mutex
+	// res are the split responses' residual roots and the elements at and
+	// after each data source's first residual element, as residuals.
+	res []Residual
+	err error
+}
+
+// request sends one ProcessBundleSplit at fraction 0 of the remainder of
+// every data source of the bundle inst, and keeps what it split off. The
+// caller has added it to sp.wg.
+func (sp *splits) request(ctx context.Context, s *Server, inst string, sources []string, inputs map[string][][]byte) {
+	defer sp.wg.Done()
+	desired := map[string]*fnpb.ProcessBundleSplitRequest_DesiredSplit{}
+	for _, src := range sources {
+		desired[src] = &fnpb.ProcessBundleSplitRequest_DesiredSplit{FractionOfRemainder: 0, EstimatedInputElements: int64(len(inputs[src]))}
+	}
+	id, p := s.newInstruction(nil)
+	defer s.doneInstruction(id)
+	resp, err := s.send(ctx, &fnpb.InstructionRequest{
+		InstructionId: id,
+		Request: &fnpb.InstructionRequest_ProcessBundleSplit{ProcessBundleSplit: &fnpb.ProcessBundleSplitRequest{
+			InstructionId: inst, DesiredSplits: desired,
+		}},
+	}, p)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if err != nil {
+		sp.err = fmt.Errorf("checkpoint request: %w", err)
+		return
+	}
+	if e := resp.GetError(); e != "" {
+		return // the bundle had ended, or the harness could not split now: no split
+	}
+	ps := resp.GetProcessBundleSplit()
+	sp.res = append(sp.res, residuals(ps.GetResidualRoots())...)
+	for _, cs := range ps.GetChannelSplits() {
+		in := inputs[cs.GetTransformId()]
+		for i := cs.GetFirstResidualElement(); i >= 0 && int(i) < len(in); i++ {
+			sp.res = append(sp.res, Residual{TransformID: cs.GetTransformId(), Element: in[i]})
+		}
+	}
+}
+
+// wait waits for the split requests in flight.
+func (sp *splits) wait() error {
+	sp.wg.Wait()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.err
+}
+
+func (sp *splits) residuals() []Residual {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.res
 }
