@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -104,7 +106,12 @@ func (r *Result) JobID() string { return r.jobID }
 // MetricsTopic), of this instance's otherwise (the job failed or was
 // cancelled, or the metrics topic could not be read). Metrics of aborted
 // attempts are never counted, a committed bundle's never twice.
-func (r *Result) Metrics() metrics.Results { return *r.metrics }
+func (r *Result) Metrics() metrics.Results {
+	if r.metrics == nil {
+		return metrics.Results{}
+	}
+	return *r.metrics
+}
 
 // Execute runs the pipeline as this instance's share of the application
 // --application_id on the Kafka cluster --bootstrap_servers, and returns when
@@ -168,6 +175,13 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		if *jobopts.JobName == "" {
 			log.Warn("kafkastreams: no --application_id or --job_name: using a fresh one; other instances cannot join it", "application_id", appID)
 		}
+	}
+	if *DrainFlag {
+		if err := Drain(ctx, bootstrap, KafkaProperties, appID, drainBy("")); err != nil {
+			return nil, err
+		}
+		log.Info("kafkastreams: drain requested (--drain): the application's instances stop reading their sources, fire every window and timer, and exit", "application_id", appID)
+		return &Result{jobID: appID, Stats: map[string]stage.Stats{}}, nil
 	}
 
 	edges, _, err := p.Build()
@@ -357,7 +371,16 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				defer sh.Close()
 				cfg.Head = sh
 			}
-			cfg.Process = processFunc(srv, s, fs, committed, MetricsTopic(pl.ApplicationID))
+			var drainFS *fnapi.Stage
+			if s.Head == plan.HeadSplittable {
+				if drainFS, err = buildDrainStage(pipe.GetComponents(), s, srv.Endpoint()); err != nil {
+					return nil, fmt.Errorf("kafkastreams: stage %s: drain descriptor: %w", s.Name, err)
+				}
+				if err := srv.RegisterStage(ctx, drainFS.Descriptor); err != nil {
+					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+				}
+			}
+			cfg.Process = processFunc(srv, s, fs, drainFS, committed, MetricsTopic(pl.ApplicationID))
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -470,6 +493,29 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		loops[cfg.Spec.Name] = created[i]
 	}
 
+	// Drain (drain.go): a request in the control topic, from any instance,
+	// --drain or runner.Drain; SIGUSR1 here writes one.
+	if err := watchDrain(ctx, log, bootstrap, props, pl.ApplicationID, inst.ID, func() {
+		for _, l := range loops {
+			l.Drain()
+		}
+	}); err != nil {
+		return nil, err
+	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		select {
+		case <-usr1:
+			log.Info("kafkastreams: SIGUSR1: asking the application to drain")
+			if err := Drain(ctx, bootstrap, props, pl.ApplicationID, drainBy(inst.ID)); err != nil {
+				log.Error("kafkastreams: drain request failed", "err", err)
+			}
+		case <-ctx.Done():
+		}
+	}()
+
 	errc := make(chan error, len(loops))
 	var wg sync.WaitGroup
 	for name, l := range loops {
@@ -532,7 +578,7 @@ const finalizeTimeout = 30 * time.Second
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
 // head through the step (stage.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *committedMetrics, metricsTopic string) stage.ProcessFunc {
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, committed *committedMetrics, metricsTopic string) stage.ProcessFunc {
 	name := st.Name
 	headOut := false
 	for _, o := range st.Outputs {
@@ -552,8 +598,20 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, committed *
 	for pc, sink := range fs.Sinks {
 		bySink[sink] = pc
 	}
+	if drainFS != nil {
+		for pc, sink := range drainFS.Sinks {
+			bySink[sink] = pc
+		}
+	}
 	return func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
-		r, err := srv.RunBundleWith(ctx, name, map[string][][]byte{fs.Source: w.Elements}, w.Timers, opt)
+		desc, src, o := name, fs.Source, opt
+		if w.Drain {
+			if drainFS == nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: work to truncate (a drain) in a stage without a drain descriptor", name)
+			}
+			desc, src, o = drainFS.Descriptor.GetId(), drainFS.Source, fnapi.BundleOptions{}
+		}
+		r, err := srv.RunBundleWith(ctx, desc, map[string][][]byte{src: w.Elements}, w.Timers, o)
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,8 @@ func clientConfig(bootstrap string, props map[string]string) kafka.ConfigMap {
 }
 
 // createTopics creates every topic of the plan, the report topic, the plan
-// topic and the state changelog topics (compacted), and the metrics topic. A topic that exists
+// topic and the state changelog topics (compacted), the metrics topic and
+// the control topic. A topic that exists
 // already must have the planned partition count;
 // otherwise the error names the topic and both counts.
 func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) error {
@@ -47,6 +48,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	want[PlanTopic(p.ApplicationID)] = 1
 	compacted[PlanTopic(p.ApplicationID)] = true
 	want[MetricsTopic(p.ApplicationID)] = 1
+	want[ControlTopic(p.ApplicationID)] = 1
 	for t, n := range changelogTopics(p) {
 		want[t] = n
 		compacted[t] = true

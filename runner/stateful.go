@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
@@ -77,4 +78,48 @@ func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string,
 	}
 	log.Info("kafkastreams: splittable DoFn stage", "stage", s.Name, "transform", s.HeadUniqueName)
 	return h, nil
+}
+
+// urnSDFTruncate is the truncate step of a splittable ParDo
+// (beam_runner_api.proto, SplittableParDoComponents): the DoFn's
+// TruncateRestriction, run on drain.
+const urnSDFTruncate = "beam:transform:sdf_truncate_sized_restrictions:v1"
+
+// buildDrainStage builds splittable stage s's drain descriptor (id
+// "<stage>/drain"): the same transforms with the DoFn's truncate step
+// between the data source and its process step, so that a restriction
+// runs truncated (Beam's drain: the DoFn's TruncateRestriction, by
+// default the whole of a bounded restriction and nothing of an unbounded
+// one) and then to its end (the process step, no longer fed by the data
+// source, cannot checkpoint).
+func buildDrainStage(comps *pipepb.Components, s *plan.Stage, endpoint string) (*fnapi.Stage, error) {
+	c := proto.Clone(comps).(*pipepb.Components)
+	process := c.GetTransforms()[s.HeadTransform]
+	var mainLocal string
+	for local, pc := range process.GetInputs() {
+		if pc == s.HeadOutput {
+			mainLocal = local
+		}
+	}
+	if mainLocal == "" {
+		return nil, fmt.Errorf("process step %s does not read %s", s.HeadTransform, s.HeadOutput)
+	}
+	sized := c.GetPcollections()[s.HeadOutput]
+	truncated := s.HeadOutput + "_truncated"
+	tc := proto.Clone(sized).(*pipepb.PCollection)
+	tc.UniqueName = sized.GetUniqueName() + "/Truncated"
+	c.Pcollections[truncated] = tc
+	tid := s.HeadTransform + "_truncate"
+	c.Transforms[tid] = &pipepb.PTransform{
+		UniqueName:    process.GetUniqueName() + "/TruncateSizedRestrictions",
+		Spec:          &pipepb.FunctionSpec{Urn: urnSDFTruncate, Payload: process.GetSpec().GetPayload()},
+		Inputs:        map[string]string{mainLocal: s.HeadOutput},
+		Outputs:       map[string]string{"i0": truncated},
+		EnvironmentId: process.GetEnvironmentId(),
+	}
+	process.Inputs[mainLocal] = truncated
+	spec := stageSpec(s)
+	spec.ID = s.Name + "/drain"
+	spec.Transforms = append([]string{tid}, spec.Transforms...)
+	return fnapi.BuildStage(c, spec, endpoint)
 }

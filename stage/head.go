@@ -32,6 +32,10 @@ type Work struct {
 	// splittable DoFn's restrictions: the head keeps each residual with the
 	// task whose element it came from).
 	Alone bool
+	// Drain says the elements are splittable restrictions to truncate
+	// first (the stage's drain descriptor: the DoFn's TruncateRestriction,
+	// then its process step), because the application is draining.
+	Drain bool
 	// Point says the head's output watermark may have moved after this
 	// work (Head.Hold): the step reports the task's output watermark here,
 	// after the outputs of the work, when more of the task's records follow
@@ -125,6 +129,20 @@ type Head interface {
 	Committed() error
 	// Aborted discards the attempt's state changes of tasks ps.
 	Aborted(ps []int32) error
+}
+
+// Drainer is implemented by the heads of stages that read an unbounded
+// input (a Kafka topic, a splittable DoFn's restrictions). Drain is Beam's
+// drain of the application: the head stops taking new input, finishes or
+// truncates what it holds, and lets its tasks' output watermarks go to the
+// end of time, so that every window and timer downstream fires and the
+// job ends. The Loop calls Drain once, between attempts, on its own
+// goroutine; stopReading says the Loop must poll no more records of the
+// stage's input (they stay unread and uncommitted: nothing is lost), as a
+// Kafka source's head says; a splittable head goes on taking restrictions
+// and truncates them.
+type Drainer interface {
+	Drain() (stopReading bool)
 }
 
 // Passthrough is the head of Reshuffle, Flatten and side-input stages (and,

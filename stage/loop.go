@@ -145,6 +145,10 @@ type Loop struct {
 	cfg      Config
 	log      *slog.Logger
 	consumer *kafka.Consumer
+	// drainRequested is set by Drain; drained and stopReading are the
+	// loop goroutine's record of having applied it.
+	drainRequested      atomic.Bool
+	drained, stopReading bool
 	producer *kafka.Producer
 	group    string
 	txnID    string
@@ -418,6 +422,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	attempts := 0
 	for ctx.Err() == nil {
+		l.applyDrain()
 		if err := l.checkPartitions(false); err != nil {
 			return err
 		}
@@ -428,6 +433,12 @@ func (l *Loop) Run(ctx context.Context) error {
 		batch, err := l.poll(ctx)
 		if err != nil {
 			return err
+		}
+		if l.stopReading && len(batch) > 0 {
+			// Drained: records fetched before the pause stay unprocessed
+			// and uncommitted (a rerun of the application reads them).
+			l.log.Info("stage: draining: records left unread", "records", len(batch))
+			batch = nil
 		}
 		wake := l.wakeTasks(batch)
 		if len(batch) == 0 && len(wake) == 0 {
@@ -460,6 +471,23 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Drain asks the loop to drain (Beam's drain; see Drainer): at its next
+// iteration it calls the head's Drain, and polls no more records if the
+// head says so. Safe from any goroutine; later calls do nothing more.
+func (l *Loop) Drain() { l.drainRequested.Store(true) }
+
+// applyDrain carries out a requested drain once, on the loop's goroutine.
+func (l *Loop) applyDrain() {
+	if !l.drainRequested.Load() || l.drained {
+		return
+	}
+	l.drained = true
+	if d, ok := l.head.(Drainer); ok {
+		l.stopReading = d.Drain()
+		l.log.Info("stage: draining", "stop_reading", l.stopReading)
+	}
 }
 
 // poll collects records for at most CommitInterval or MaxBatchRecords.

@@ -113,6 +113,9 @@ type Head struct {
 		// changed are the partitions whose held flag changed since Wake
 		// last asked for an attempt (their report says so).
 		changed map[int32]bool
+		// drained: the application is draining (Drain): every partition is
+		// done, as a bounded read's at its end.
+		drained bool
 	}
 	futureLogged bool
 	// bad are the records of the current attempt Timestamp failed on, in
@@ -127,7 +130,21 @@ type badRecord struct {
 	key, value []byte
 }
 
-var _ stage.Head = (*Head)(nil)
+var (
+	_ stage.Head    = (*Head)(nil)
+	_ stage.Drainer = (*Head)(nil)
+)
+
+// Drain implements stage.Drainer: the source reads no more records, and
+// every partition's watermark goes to the end of time (as a bounded read's
+// at its end), reported at the next attempt (Wake).
+func (h *Head) Drain() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.drained = true
+	h.log.Info("kafkasource: draining: no more records are read; every partition reports the end of time", "partitions", len(h.mu.parts))
+	return true
+}
 
 // NewHead returns the head; a bad strategy is an error naming the stage.
 func NewHead(cfg HeadConfig) (*Head, error) {
@@ -267,7 +284,7 @@ func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{},
 func (h *Head) Hold(p int32) mtime.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.mu.done[p] {
+	if h.mu.done[p] || h.mu.drained && h.mu.parts[p] != nil {
 		h.mu.reported[p] = true
 		return mtime.MaxTimestamp
 	}
@@ -321,7 +338,7 @@ func (h *Head) Wake() []int32 {
 			out = append(out, p)
 			continue
 		}
-		if h.mu.done[p] {
+		if h.mu.done[p] || h.mu.drained {
 			if !h.mu.reported[p] {
 				out = append(out, p)
 			}

@@ -81,10 +81,33 @@ type Head struct {
 		// current is the task whose work the step runs now (every work
 		// this head returns is Alone: Results follows at once).
 		current int32
+		// drained: the application is draining (Drain).
+		drained bool
 	}
 }
 
-var _ stage.Head = (*Head)(nil)
+var (
+	_ stage.Head    = (*Head)(nil)
+	_ stage.Drainer = (*Head)(nil)
+)
+
+// Drain implements stage.Drainer (Beam's drain of a splittable DoFn):
+// every residual is due at once and, from now on, every restriction runs
+// truncated (stage.Work.Drain: the DoFn's TruncateRestriction, then its
+// process step, which can no longer checkpoint), so the tasks hold nothing
+// once they have run and their output watermark follows their input's to
+// the end of time. The stage goes on reading its input.
+func (h *Head) Drain() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.drained = true
+	n := 0
+	for _, t := range h.mu.tasks {
+		n += len(t.residuals)
+	}
+	h.log.Info("splittable: draining: residuals run now, truncated", "residuals", n)
+	return false
+}
 
 // NewHead returns the head.
 func NewHead(cfg Config) (*Head, error) {
@@ -180,7 +203,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 		return stage.Work{}, err
 	}
 	h.mu.current = p
-	return stage.Work{Elements: [][]byte{r.Value}, Alone: true}, nil
+	return stage.Work{Elements: [][]byte{r.Value}, Alone: true, Drain: h.mu.drained}, nil
 }
 
 // Advance resumes task p's residuals that are due (their delay has passed),
@@ -195,7 +218,7 @@ func (h *Head) Advance(p int32, _ mtime.Time) (stage.Work, error) {
 	now := h.cfg.Clock()
 	var due []*residual
 	for _, r := range t.residuals {
-		if !r.due.After(now) {
+		if h.mu.drained || !r.due.After(now) {
 			due = append(due, r)
 		}
 	}
@@ -203,7 +226,7 @@ func (h *Head) Advance(p int32, _ mtime.Time) (stage.Work, error) {
 		return stage.Work{}, nil
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].seq < due[j].seq })
-	w := stage.Work{Alone: true, Point: true}
+	w := stage.Work{Alone: true, Point: true, Drain: h.mu.drained}
 	for _, r := range due {
 		if err := t.st.Delete(residualKey(r.seq)); err != nil {
 			return stage.Work{}, err
@@ -280,7 +303,7 @@ func (h *Head) Wake() []int32 {
 	var out []int32
 	for p, t := range h.mu.tasks {
 		for _, r := range t.residuals {
-			if !r.due.After(now) {
+			if h.mu.drained || !r.due.After(now) {
 				out = append(out, p)
 				break
 			}
