@@ -3,7 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
+	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 )
 
@@ -125,4 +130,56 @@ func TestSelfCheckpointingSplittableDoFn(t *testing.T) {
 		t.Errorf("the splittable stage %s heads %q, want periodic.Impulse's DoFn", st.Name, st.HeadUniqueName)
 	}
 	t.Logf("stage %s: %d bundles for 8 ticks", st.Name, got)
+}
+
+// sdfTag formats a position as the exactly-once checks expect ("v<i>").
+func sdfTag(i int) string { return "v" + strconv.Itoa(i) }
+
+func init() {
+	register.Function1x1(sdfTag)
+	// slowSDF's n positions (10 ms each) as "v<i>" strings through a
+	// Reshuffle (its topic is the output), in transactions of at most 20
+	// records: the splittable stage commits output and residuals early.
+	childPipelines["sdf-eos"] = func() *beam.Pipeline {
+		*runner.MaxBundleSize = 20
+		n, _ := strconv.Atoi(os.Getenv(envChildN))
+		p, s := beam.NewPipelineWithRoot()
+		_ = beam.Reshuffle(s, beam.ParDo(s, sdfTag, beam.ParDo(s, &slowSDF{N: int64(n)}, beam.Impulse(s))))
+		return p
+	}
+}
+
+// TestSIGKILLSplittableDoFn: the one instance running a self-checkpointing
+// splittable DoFn (400 positions, 10 ms each; the runner checkpoints it
+// every commit interval) is SIGKILLed once its splittable stage has
+// committed output, mid-restriction, and a copy restarted in its slot
+// restores the residual from the stage's changelog and goes on from it:
+// every position is in the output exactly once.
+func TestSIGKILLSplittableDoFn(t *testing.T) {
+	b := needBroker(t)
+	const n = 400
+	app := uniqueName(t, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := startPipelineChild(t, b, "sdf-eos", app, n, 0, 0)
+	line := waitForChildLog(t, []*child{first}, 0, firstOutputOf("s1-"), 2*time.Minute)
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	out := app + "-s2-Reshuffle"
+	before := outputStrings(t, ctx, b, out)
+	if len(before) == 0 || len(before) >= n {
+		t.Fatalf("right after the kill, %d of %d positions are committed: want some but not all (the kill was not mid-restriction)", len(before), n)
+	}
+	t.Logf("killed after %q; %d of %d positions committed", line, len(before), n)
+	second := startPipelineChild(t, b, "sdf-eos", app, n, 0, 1)
+	_ = second.cmd.Wait()
+	if r := second.result(t); r.Err != "" {
+		t.Fatalf("the restarted instance failed: %s\n%s", r.Err, tail(second.log.String(), 4000))
+	}
+	if !regexp.MustCompile(`splittable: task ready.* residuals=1`).MatchString(second.log.String()) {
+		t.Errorf("the restarted instance restored no residual:\n%s", tail(second.log.String(), 3000))
+	}
+	checkExactlyOnce(t, outputStrings(t, ctx, b, out), n)
 }
