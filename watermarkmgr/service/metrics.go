@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -9,7 +10,7 @@ var (
 		"Emitted watermark of a stage, Beam event time in milliseconds since the Unix epoch.",
 		[]string{"stage"}, nil)
 	descLag = prometheus.NewDesc("kafkastreams_watermark_lag_seconds",
-		"Wall-clock time minus the stage's watermark, in seconds.",
+		"Wall-clock time minus the stage's watermark, in seconds; no sample while the watermark is at an end of Beam's time range (held at the start of time, or done at the end of time), where a lag has no value.",
 		[]string{"stage"}, nil)
 	descHeld = prometheus.NewDesc("kafkastreams_watermark_held",
 		"1 while the stage's watermark is held because a source partition has not reported, else 0.",
@@ -46,7 +47,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			held = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descWatermark, prometheus.GaugeValue, float64(s.Watermark), v.Stage)
-		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(now.UnixMilli()-int64(s.Watermark))/1000, v.Stage)
+		if s.Watermark > mtime.MinTimestamp && s.Watermark < mtime.MaxTimestamp {
+			// At the ends (a held stage, a done one) the lag would read
+			// ±9.2e12 s, breaking dashboards and alerts: no sample.
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(now.UnixMilli()-int64(s.Watermark))/1000, v.Stage)
+		}
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, held, v.Stage)
 		ch <- prometheus.MustNewConstMetric(descMissing, prometheus.GaugeValue, float64(len(s.Missing)), v.Stage)
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(v.Rejected), v.Stage)

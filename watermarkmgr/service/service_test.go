@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net"
 	"net/http"
@@ -224,5 +226,40 @@ func TestStateWords(t *testing.T) {
 		if got := stateWords(c.held, c.wm); got != c.want {
 			t.Errorf("stateWords(%v, %d) = %q, want %q", c.held, c.wm, got, c.want)
 		}
+	}
+}
+
+// TestLagHasNoSampleAtTheEnds: a stage held at the start of time (a
+// partition has not reported) and a stage done at the end of time have no
+// kafkastreams_watermark_lag_seconds sample (it would read ±9.2e12 s); a
+// running stage has its lag. The watermark gauge stays for all three.
+func TestLagHasNoSampleAtTheEnds(t *testing.T) {
+	tr := NewTracker(func() time.Time { return fixed })
+	if err := tr.Apply([]*pb.WatermarkReport{
+		rep("held", 0, fixed.UnixMilli()-1000, 2, false), // partition 1 of 2 has not reported
+		rep("done", 0, int64(mtime.MaxTimestamp), 1, false),
+		rep("running", 0, fixed.UnixMilli()-1500, 1, false),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(tr))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				got[mf.GetName()] = append(got[mf.GetName()], fmt.Sprintf("%s=%g", l.GetValue(), m.GetGauge().GetValue()))
+			}
+		}
+	}
+	if lag := strings.Join(got["kafkastreams_watermark_lag_seconds"], " "); lag != "running=1.5" {
+		t.Errorf("lag samples %q, want only running=1.5", lag)
+	}
+	if n := len(got["kafkastreams_watermark_millis"]); n != 3 {
+		t.Errorf("%d watermark samples, want 3: %v", n, got["kafkastreams_watermark_millis"])
 	}
 }
