@@ -441,10 +441,17 @@ func TestScenarioScaleIn(t *testing.T) {
 	r.signal(k1, syscall.SIGTERM)
 	r.signal(k2, syscall.SIGTERM)
 	e1, e2 := r.waitExit(k1, time.Minute), r.waitExit(k2, time.Minute)
-	first, all := r.handover("scale-in", tasks, at, 2*time.Minute)
+	// Commits after both exited are the survivor's (the stopping ones
+	// commit what they have before they exit).
+	exited := e1
+	if e2.After(exited) {
+		exited = e2
+	}
+	first, all := r.handover("scale-in", tasks, exited, 2*time.Minute)
+	off := exited.Sub(at)
 	r.phase()
 	r.finish(fmt.Sprintf("pause SIGTERM → first commit of a stopped instance's task by the survivor=%v, → all %d of their tasks=%v; the stopped instances exited %v and %v after SIGTERM",
-		first.Round(time.Millisecond), len(tasks), all.Round(time.Millisecond), e1.Sub(at).Round(time.Millisecond), e2.Sub(at).Round(time.Millisecond)))
+		(off + first).Round(time.Millisecond), len(tasks), (off + all).Round(time.Millisecond), e1.Sub(at).Round(time.Millisecond), e2.Sub(at).Round(time.Millisecond)))
 	checkCleanExit(t, k1)
 	checkCleanExit(t, k2)
 	r.stopAll()
@@ -669,18 +676,29 @@ type scWin struct {
 
 func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "enable.idempotence": true, "linger.ms": 5})
+	// A metadata refresh every second: the producer knows the partitions
+	// added to the topic soon (librdkafka's default: 5 minutes).
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "enable.idempotence": true, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sp := &scProducer{t: t, p: p, topic: topic, rate: rate, parts: scInputPartitions, sums: map[scWin]int64{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		for ev := range p.Events() {
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-				sp.mu.Lock()
-				sp.failed++
-				sp.mu.Unlock()
+			m, ok := ev.(*kafka.Message)
+			if !ok || string(m.Key) == scTickKey {
+				continue
 			}
+			sp.mu.Lock()
+			if m.TopicPartition.Error != nil {
+				sp.failed++
+			} else {
+				// Only what the broker has: a record it refused is no input.
+				amount, _ := strconv.ParseInt(string(m.Value), 10, 64)
+				ts := m.Opaque.(int64)
+				sp.sums[scWin{string(m.Key), ts - ts%scWindow.Milliseconds()}] += amount
+			}
+			sp.mu.Unlock()
 		}
 	}()
 	go sp.run()
@@ -706,13 +724,11 @@ func (sp *scProducer) run() {
 				amount := int64(1 + i%97)
 				ts := now.UnixMilli() - rng.Int63n(400)
 				part := int32(i) % sp.parts
-				m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &sp.topic, Partition: part}, Key: []byte(key), Value: []byte(strconv.FormatInt(amount, 10)), Timestamp: time.UnixMilli(ts)}
+				m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &sp.topic, Partition: part}, Key: []byte(key), Value: []byte(strconv.FormatInt(amount, 10)), Timestamp: time.UnixMilli(ts), Opaque: ts}
 				if err := sp.p.Produce(m, nil); err != nil {
 					sp.failed++
 					continue
 				}
-				w := scWin{key, ts - ts%scWindow.Milliseconds()}
-				sp.sums[w] += amount
 				if ts > sp.newestMs {
 					sp.newestMs = ts
 				}
@@ -729,7 +745,20 @@ func (sp *scProducer) newest() int64 {
 	return sp.newestMs
 }
 
+// setPartitions makes the producer write to n partitions, once its
+// metadata has them.
 func (sp *scProducer) setPartitions(n int32) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := sp.p.GetMetadata(&sp.topic, false, 5000)
+		if err == nil && len(md.Topics[sp.topic].Partitions) >= int(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			sp.t.Fatalf("the producer's metadata of %s has not %d partitions after 30 s (%v)", sp.topic, n, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	sp.mu.Lock()
 	sp.parts = n
 	sp.mu.Unlock()
@@ -954,9 +983,11 @@ func (o *scOutput) latencies(from, until time.Time) scPercentiles {
 
 // --- the stages' committed offsets ---
 
+// scCommit is a change of a task's committed offset, as a poll saw it:
+// polled is when the poll that saw it began, at when it answered.
 type scCommit struct {
-	at     time.Time
-	offset int64
+	polled, at time.Time
+	offset     int64
 }
 
 // scOffsets polls every stage's committed offsets on its input topic
@@ -964,7 +995,9 @@ type scCommit struct {
 type scOffsets struct {
 	mu      sync.Mutex
 	commits map[scTask][]scCommit
-	quit    chan struct{}
+	// polls are the start times of every stage's polls.
+	polls map[string][]time.Time
+	quit  chan struct{}
 	done    chan struct{}
 }
 
@@ -974,7 +1007,7 @@ func startOffsets(t *testing.T, bs, app string, topics map[string]string) *scOff
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &scOffsets{commits: map[scTask][]scCommit{}, quit: make(chan struct{}), done: make(chan struct{})}
+	o := &scOffsets{commits: map[scTask][]scCommit{}, polls: map[string][]time.Time{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
 		defer admin.Close()
@@ -982,6 +1015,7 @@ func startOffsets(t *testing.T, bs, app string, topics map[string]string) *scOff
 		defer tick.Stop()
 		for {
 			for stage, topic := range topics {
+				polled := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				res, err := admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: app + "." + stage}})
 				cancel()
@@ -990,6 +1024,7 @@ func startOffsets(t *testing.T, bs, app string, topics map[string]string) *scOff
 					continue
 				}
 				o.mu.Lock()
+				o.polls[stage] = append(o.polls[stage], polled)
 				for _, g := range res.ConsumerGroupsTopicPartitions {
 					for _, tp := range g.Partitions {
 						if tp.Error != nil || tp.Topic == nil || *tp.Topic != topic || tp.Offset < 0 {
@@ -998,7 +1033,7 @@ func startOffsets(t *testing.T, bs, app string, topics map[string]string) *scOff
 						k := scTask{stage, tp.Partition}
 						cs := o.commits[k]
 						if len(cs) == 0 || cs[len(cs)-1].offset != int64(tp.Offset) {
-							o.commits[k] = append(cs, scCommit{now, int64(tp.Offset)})
+							o.commits[k] = append(cs, scCommit{polled, now, int64(tp.Offset)})
 						}
 					}
 				}
@@ -1023,13 +1058,26 @@ func (o *scOffsets) stop() {
 	<-o.done
 }
 
-// firstCommitAfter is when the committed offset of task tk first moved
-// after at (as seen by the 100 ms poll).
+// firstCommitAfter is when a commit of task tk made after at was first
+// seen: the first change of its committed offset seen by a poll that began
+// after the first poll that began after at (that one may still see a
+// commit made before at). Polls are 100 ms apart: the time is late by up
+// to that and the poll's answer time.
 func (o *scOffsets) firstCommitAfter(tk scTask, at time.Time) (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var base time.Time
+	for _, p := range o.polls[tk.stage] {
+		if !p.Before(at) {
+			base = p
+			break
+		}
+	}
+	if base.IsZero() {
+		return time.Time{}, false
+	}
 	for _, c := range o.commits[tk] {
-		if c.at.After(at) {
+		if c.polled.After(base) {
 			return c.at, true
 		}
 	}
@@ -1068,10 +1116,16 @@ func (o *scOffsets) longestGap(from, until time.Time) (scTask, time.Duration) {
 	var worst scTask
 	var gap time.Duration
 	for tk, cs := range o.commits {
-		last := from
+		// A task that had no commit before from (a partition added
+		// later) counts from its first.
+		var last time.Time
 		for _, c := range cs {
 			if c.at.Before(from) {
+				last = from
 				continue
+			}
+			if last.IsZero() {
+				last = c.at
 			}
 			if c.at.After(until) {
 				break
@@ -1081,7 +1135,7 @@ func (o *scOffsets) longestGap(from, until time.Time) (scTask, time.Duration) {
 			}
 			last = c.at
 		}
-		if d := until.Sub(last); d > gap {
+		if d := until.Sub(last); !last.IsZero() && d > gap {
 			worst, gap = tk, d
 		}
 	}
