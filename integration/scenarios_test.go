@@ -452,6 +452,13 @@ func TestScenarioScaleIn(t *testing.T) {
 	r.phase()
 	r.finish(fmt.Sprintf("pause SIGTERM → first commit of a stopped instance's task by the survivor=%v, → all %d of their tasks=%v; the stopped instances exited %v and %v after SIGTERM",
 		(off + first).Round(time.Millisecond), len(tasks), (off + all).Round(time.Millisecond), e1.Sub(at).Round(time.Millisecond), e2.Sub(at).Round(time.Millisecond)))
+	// Regression bound: a static member that closes without leaving its
+	// groups holds its tasks for the session timeout (6 s; the pause was
+	// 6.0 s without Loop.leaveGroup, 1-2 s with it); from 5 s on, it did
+	// not leave.
+	if p := off + first; p >= 5*time.Second {
+		t.Errorf("scale-in: SIGTERM → first commit of a stopped instance's task by the survivor took %v, want under 5 s: the stopping instances did not leave their groups (a session timeout's wait)", p.Round(time.Millisecond))
+	}
 	checkCleanExit(t, k1)
 	checkCleanExit(t, k2)
 	r.stopAll()
@@ -487,6 +494,15 @@ func TestScenarioSIGKILL(t *testing.T) {
 	first2, all2 := r.handover("sigkill+restart", tasks2, at2, 3*time.Minute)
 	if !strings.Contains(k3.log.String(), "instance slot taken over") {
 		t.Errorf("the restarted instance did not take over the killed one's slot:\n%s", tail(k3.log.String(), 4000))
+	}
+	// Loose bounds (the goals are 10 s and 5 s; a loaded machine is
+	// slower): with Kafka's 45 s session timeout and no static membership
+	// both were 45 s.
+	if first >= 30*time.Second {
+		t.Errorf("sigkill: kill → first commit of a killed task by a survivor took %v, want under 30 s (goal 10 s): --session_timeout not in force?", first.Round(time.Millisecond))
+	}
+	if d := back.Sub(k3.started); d >= 20*time.Second {
+		t.Errorf("sigkill: the copy restarted in the killed one's slot had its tasks back %v after its start, want under 20 s (goal 5 s): static membership (group.instance.id) not in force?", d.Round(time.Millisecond))
 	}
 	r.phase()
 	r.finish(fmt.Sprintf("handover kill → first commit of a killed task by a survivor=%v, → all %d killed tasks=%v; restart in the slot → tasks back in every stage=%v (kill → first commit of its tasks %v, all %d %v)",
@@ -998,7 +1014,7 @@ type scOffsets struct {
 	// polls are the start times of every stage's polls.
 	polls map[string][]time.Time
 	quit  chan struct{}
-	done    chan struct{}
+	done  chan struct{}
 }
 
 func startOffsets(t *testing.T, bs, app string, topics map[string]string) *scOffsets {

@@ -452,7 +452,26 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		}
 	}
+	l.leaveGroup()
 	return nil
+}
+
+// leaveGroup, on a clean stop, makes a static member (group.instance.id
+// set, KIP-345) leave its group now, as a dynamic one does when its
+// consumer closes: librdkafka sends no LeaveGroup when a static member
+// closes, so its tasks would wait for its session timeout. Unsubscribing
+// first does send it; the revocation is served here (Poll), at most 5 s.
+func (l *Loop) leaveGroup() {
+	if l.cfg.Consumer["group.instance.id"] == "" {
+		return
+	}
+	if err := l.consumer.Unsubscribe(); err != nil {
+		l.log.Warn("stage: leaving the group", "err", err)
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(l.tasks) > 0 && time.Now().Before(deadline); {
+		l.consumer.Poll(50)
+	}
 }
 
 // poll collects records for at most CommitInterval or MaxBatchRecords.
