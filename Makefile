@@ -18,7 +18,7 @@ INTEGRATION_TIMEOUT ?= 30m
 # INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
 INTEGRATION_RUN     ?=
 
-.PHONY: all test unit integration bench chaos kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
+.PHONY: all test unit integration scenarios bench chaos kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
 
 all: test
 
@@ -57,6 +57,14 @@ CHAOS_COUNT ?= 1
 chaos: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	KAFKASTREAMS_CHAOS=1 $(GO) test -count=$(CHAOS_COUNT) -run '^TestChaos$$' -v -timeout 60m ./integration/ 2>&1 | grep -v -E '^(kafkaenv|time=|[0-9]{4}/)'
+
+## scenarios: the five scenarios of an unbounded job (steady, scale-out,
+## clean scale-in, SIGKILL, reassignment; integration/scenarios_test.go) for
+## minutes each at 1 000 records/s (their short versions run in make test);
+## prints each scenario's figures (the lines "figures <scenario>: …").
+scenarios: kafka-jars
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
+	KAFKASTREAMS_SCENARIOS=long $(GO) test -count=1 -run '^TestScenario' -v -timeout 60m ./integration/ 2>&1 | grep -a -E '^(\s*--- (PASS|FAIL)|ok|FAIL|\s+scenarios_test\.go:[0-9]+: )'
 
 ## bench: this runner's stateless stage against a plain transactional copy
 ## loop, and a GroupByKey stage (100 000 keys, 1 M values) against the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,8 +151,12 @@ func runChild(name string) int {
 		}
 		p = build()
 	}
+	// SIGTERM cancels the job: an unbounded one stops cleanly (its loops
+	// close their transactions and leave their groups).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	res, err := beam.Run(context.Background(), runner.Name, p)
+	res, err := beam.Run(ctx, runner.Name, p)
 	out := childResult{Counters: map[string]int64{}, ElementsIn: map[string]uint64{}, Seconds: time.Since(start).Seconds()}
 	if err != nil {
 		out.Err = err.Error()

@@ -51,6 +51,16 @@ var (
 	// (seed 002; Flink's withIdleness). Default 5 minutes; 0 turns it off
 	// for those sources, and the runner warns at start-up naming each.
 	DefaultIdleness = flag.Duration("default_idleness", 5*time.Minute, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
+	// SessionTimeout is the stage consumers' session timeout, Kafka's
+	// session.timeout.ms: how long after an instance's last heartbeat
+	// (a SIGKILL, a lost machine) its groups give its tasks to the others.
+	// Default 6 s, the smallest the broker allows by default
+	// (group.min.session.timeout.ms); the heartbeat interval
+	// (heartbeat.interval.ms) is a third of it, at most 1 s: a member
+	// learns of a rebalance at its next heartbeat. Kafka's default, 45 s,
+	// held a killed instance's tasks for 45 s.
+	// A --kafka_property=session.timeout.ms=… wins.
+	SessionTimeout = flag.Duration("session_timeout", 6*time.Second, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
 	// KafkaProperties are extra librdkafka properties for every client
 	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
 	KafkaProperties = properties{}
@@ -86,6 +96,9 @@ func validateFlags() error {
 		bad("commit_interval", v.String(), "must be positive")
 	}
 	positiveInt("max_bundle_size", *MaxBundleSize)
+	if v := *SessionTimeout; v < time.Millisecond {
+		bad("session_timeout", v.String(), "must be positive (in whole milliseconds)")
+	}
 	return errors.Join(errs...)
 }
 
@@ -114,4 +127,26 @@ func (p properties) Set(s string) error {
 	}
 	p[k] = v
 	return nil
+}
+
+// groupMembership is the settings of every stage consumer's group
+// membership: the session timeout (--session_timeout; the heartbeat every
+// third of it, at most every second) and static membership (KIP-345): group.instance.id is the
+// instance slot's identity, so a copy restarted in a killed one's slot
+// (same --state_dir) takes its place in every group at once, with its
+// tasks, instead of waiting for the dead member's session to time out.
+// Properties given with --kafka_property win.
+func groupMembership(instanceID string, props map[string]string) map[string]string {
+	ms := SessionTimeout.Milliseconds()
+	out := map[string]string{
+		"session.timeout.ms":    strconv.FormatInt(ms, 10),
+		"heartbeat.interval.ms": strconv.FormatInt(max(min(ms/3, 1000), 1), 10),
+		"group.instance.id":     instanceID,
+	}
+	for k := range out {
+		if v, ok := props[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }

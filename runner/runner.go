@@ -343,6 +343,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			InstanceID:       inst.ID,
 			CommitInterval:   *CommitInterval,
 			MaxBatchRecords:  *MaxBundleSize,
+			Consumer:         groupMembership(inst.ID, props),
 			Logger:           log,
 		}
 		var impulseCoder *coder.Coder
@@ -436,7 +437,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			}
 			// New partitions of the topic are found at the consumer's
 			// metadata refresh (librdkafka's default: 5 min).
-			cfg.Consumer = map[string]string{"topic.metadata.refresh.interval.ms": "10000"}
+			cfg.Consumer["topic.metadata.refresh.interval.ms"] = "10000"
 			for k, v := range c.Properties {
 				cfg.Consumer[k] = v
 			}

@@ -147,13 +147,13 @@ type Loop struct {
 	consumer *kafka.Consumer
 	// drainRequested is set by Drain; drained and stopReading are the
 	// loop goroutine's record of having applied it.
-	drainRequested      atomic.Bool
+	drainRequested       atomic.Bool
 	drained, stopReading bool
-	producer *kafka.Producer
-	group    string
-	txnID    string
-	step     *Step
-	head     Head
+	producer             *kafka.Producer
+	group                string
+	txnID                string
+	step                 *Step
+	head                 Head
 
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
@@ -470,6 +470,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		}
 	}
+	l.leaveGroup()
 	return nil
 }
 
@@ -487,6 +488,24 @@ func (l *Loop) applyDrain() {
 	if d, ok := l.head.(Drainer); ok {
 		l.stopReading = d.Drain()
 		l.log.Info("stage: draining", "stop_reading", l.stopReading)
+	}
+}
+
+// leaveGroup, on a clean stop, makes a static member (group.instance.id
+// set, KIP-345) leave its group now, as a dynamic one does when its
+// consumer closes: librdkafka sends no LeaveGroup when a static member
+// closes, so its tasks would wait for its session timeout. Unsubscribing
+// first does send it; the revocation is served here (Poll), at most 5 s.
+func (l *Loop) leaveGroup() {
+	if l.cfg.Consumer["group.instance.id"] == "" {
+		return
+	}
+	if err := l.consumer.Unsubscribe(); err != nil {
+		l.log.Warn("stage: leaving the group", "err", err)
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(l.tasks) > 0 && time.Now().Before(deadline); {
+		l.consumer.Poll(50)
 	}
 }
 
