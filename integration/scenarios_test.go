@@ -679,6 +679,10 @@ type scProducer struct {
 	n        int
 	failed   int
 	stopped  bool
+	// produced are the records Produce took, reported those whose delivery
+	// report the events goroutine has counted: stop waits for them to
+	// meet, or the last records' sums could be missing from expected.
+	produced, reported int
 
 	quit chan struct{}
 	done chan struct{}
@@ -706,6 +710,7 @@ func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 				continue
 			}
 			sp.mu.Lock()
+			sp.reported++
 			if m.TopicPartition.Error != nil {
 				sp.failed++
 			} else {
@@ -745,6 +750,7 @@ func (sp *scProducer) run() {
 					sp.failed++
 					continue
 				}
+				sp.produced++
 				if ts > sp.newestMs {
 					sp.newestMs = ts
 				}
@@ -800,8 +806,21 @@ func (sp *scProducer) stop() {
 	if n := sp.p.Flush(30000); n > 0 {
 		sp.t.Errorf("producer: %d records not delivered", n)
 	}
+	// Flush returns when the deliveries are done; their reports may still
+	// be on their way through the events goroutine.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sp.mu.Lock()
+		caught := sp.reported >= sp.produced
+		sp.mu.Unlock()
+		if caught || time.Now().After(deadline) {
+			break
+		}
+	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	if sp.reported < sp.produced {
+		sp.t.Errorf("producer: %d delivery reports of %d records never came", sp.produced-sp.reported, sp.produced)
+	}
 	if sp.failed > 0 {
 		sp.t.Errorf("producer: %d records failed", sp.failed)
 	}
