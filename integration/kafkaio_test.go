@@ -590,34 +590,50 @@ func init() {
 }
 
 // TestKafkaTimestampFnDeadLetter: a source whose event times come from the
-// record values (kafkaio.WithTimestampFn): good records are elements at
-// those times; the records the function fails on (an error, a panic) are
-// no elements, and land once each, as they were, on the dead-letter topic
-// (in the source stage's transactions).
+// record values (kafkaio.WithTimestampFn), on this runner and on Prism (a
+// bounded Read, whose DoFn shares the bad-record handling of the unbounded
+// one; it ignored WithTimestampFn before session 4): good records are
+// elements at those times; the records the function fails on (an error, a
+// panic) are no elements, and land once each, as they were, on the
+// dead-letter topic (on this runner in the source stage's transactions).
 func TestKafkaTimestampFnDeadLetter(t *testing.T) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()
-	in, out, dlq := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "dlq")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1), userTopic(dlq, 1)); err != nil {
-		t.Fatal(err)
-	}
-	produceAt(t, bs, in, 0,
-		kioRec{key: []byte("a"), value: []byte("1700000040000"), ts: 1},
-		kioRec{key: []byte("b"), value: []byte("not a time"), ts: 2},
-		kioRec{key: []byte("c"), value: []byte("1700000041000"), ts: 3},
-		kioRec{key: []byte("d"), value: []byte("-5"), ts: 4})
-	p, s := beam.NewPipelineWithRoot()
-	kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second),
-		kafkaio.WithTimestampFn(kioTimestampFromValue), kafkaio.WithDeadLetterTopic(dlq))
-	kafkaio.Write(s, out, beam.ParDo(s, kioStamp, kvs))
-	runApp(t, ctx, bs, uniqueName(t, "app"), p)
-	if got, want := readValues(t, bs, out, 0, 30*time.Second), []string{"1700000040000@1700000040000", "1700000041000@1700000041000"}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("output %q, want %q", got, want)
-	}
-	if got, want := readValues(t, bs, dlq, 0, 30*time.Second), []string{"-5", "not a time"}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("dead-letter topic %q, want %q", got, want)
+	for _, on := range []string{"kafkastreams", "prism"} {
+		t.Run(on, func(t *testing.T) {
+			in, out, dlq := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "dlq")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1), userTopic(dlq, 1)); err != nil {
+				t.Fatal(err)
+			}
+			produceAt(t, bs, in, 0,
+				kioRec{key: []byte("a"), value: []byte("1700000040000"), ts: 1},
+				kioRec{key: []byte("b"), value: []byte("not a time"), ts: 2},
+				kioRec{key: []byte("c"), value: []byte("1700000041000"), ts: 3},
+				kioRec{key: []byte("d"), value: []byte("-5"), ts: 4})
+			p, s := beam.NewPipelineWithRoot()
+			kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second),
+				kafkaio.WithTimestampFn(kioTimestampFromValue), kafkaio.WithDeadLetterTopic(dlq))
+			kafkaio.Write(s, out, beam.ParDo(s, kioStamp, kvs))
+			if on == "prism" {
+				t.Setenv("KAFKA_BOOTSTRAP_SERVERS", bs)
+				if !beam.Initialized() {
+					beam.Init()
+				}
+				if _, err := prism.Execute(ctx, p); err != nil {
+					t.Fatalf("prism: %v", err)
+				}
+			} else {
+				runApp(t, ctx, bs, uniqueName(t, "app"), p)
+			}
+			if got, want := readValues(t, bs, out, 0, 30*time.Second), []string{"1700000040000@1700000040000", "1700000041000@1700000041000"}; strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("output %q, want %q", got, want)
+			}
+			if got, want := readValues(t, bs, dlq, 0, 30*time.Second), []string{"-5", "not a time"}; strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("dead-letter topic %q, want %q", got, want)
+			}
+		})
 	}
 }
 
