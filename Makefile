@@ -50,9 +50,12 @@ integration: kafka-jars
 
 ## chaos: SIGKILL random instances of a stateless and a GroupByKey job again
 ## and again (2-3 running, 4-6 kills, each replaced), then check every element
-## and pane once and every survivor's counters. Several minutes; not part of
-## `make test`. CHAOS_COUNT=N repeats it; the seed is logged
-## (KAFKASTREAMS_CHAOS_SEED replays a schedule).
+## and pane once and every survivor's counters; then the unbounded scenario
+## job under a steady load for KAFKASTREAMS_CHAOS_MINUTES (default 3) with
+## 1-3 instances SIGKILLed, SIGTERMed and started at random, its output
+## checked exactly. Ten minutes or more; not part of `make test`.
+## CHAOS_COUNT=N repeats it; the seed is logged (KAFKASTREAMS_CHAOS_SEED
+## replays a schedule).
 CHAOS_COUNT ?= 1
 chaos: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi

@@ -17,14 +17,19 @@ import (
 
 // This file is a chaos test of the runner's promise: any number of copies
 // of the program share the job, and SIGKILL of any copy at any moment loses
-// and duplicates nothing. It is slow (minutes) and so runs only on demand:
+// and duplicates nothing; its unbounded case (chaos_unbounded_test.go)
+// adds SIGTERM and starts of copies while a producer writes. It is slow
+// (minutes) and so runs only on demand:
 //
 //	make chaos   (or: KAFKASTREAMS_CHAOS=1 go test ./integration/ -run TestChaos -v -timeout 60m)
 //
 // Optional: KAFKASTREAMS_CHAOS_SEED=<seed> replays a run's schedule (the
 // random choices; the timing of a loaded machine differs),
-// KAFKASTREAMS_CHAOS_KILLS=<n> sets the kill count, and
-// KAFKASTREAMS_CHILD_LOG_DIR=<dir> keeps every instance's log.
+// KAFKASTREAMS_CHAOS_KILLS=<n> sets the bounded jobs' kill count,
+// KAFKASTREAMS_CHAOS_MINUTES=<minutes> the unbounded job's chaos length
+// (default 3), and KAFKASTREAMS_CHILD_LOG_DIR=<dir> keeps every
+// instance's log. -run 'TestChaos/unbounded' runs one case (its schedule
+// still the seed's).
 
 const envChaos = "KAFKASTREAMS_CHAOS"
 
@@ -61,12 +66,14 @@ func (c *chaosChild) running() bool {
 	}
 }
 
-// TestChaos runs each child pipeline with 2 or 3 instances and SIGKILLs a
-// random running instance several times, 1-6 s apart, each time starting a
-// replacement; then it lets the job finish and checks the output (each
-// element, or each expected pane, exactly once, read_committed) and every
-// surviving instance's result (no error; the application's counters equal
-// the element count).
+// TestChaos runs each bounded child pipeline with 2 or 3 instances and
+// SIGKILLs a random running instance several times, 1-6 s apart, each time
+// starting a replacement; then it lets the job finish and checks the
+// output (each element, or each expected pane, exactly once,
+// read_committed) and every surviving instance's result (no error; the
+// application's counters equal the element count). Its last case,
+// "unbounded", is runChaosUnbounded: the scenario job under load, with
+// SIGKILL, SIGTERM and starts for minutes, its output checked exactly.
 func TestChaos(t *testing.T) {
 	if os.Getenv(envChaos) != "1" {
 		t.Skipf("chaos test: slow (minutes); run it with make chaos, or %s=1 go test ./integration/ -run TestChaos -v -timeout 60m (KAFKASTREAMS_CHAOS_SEED=<seed> replays a schedule)", envChaos)
@@ -119,6 +126,10 @@ func TestChaos(t *testing.T) {
 		sub := rng.Int63()
 		t.Run(p.name, func(t *testing.T) { runChaos(t, p, sub) })
 	}
+	// The unbounded job's seed is drawn after the bounded ones': their
+	// schedules stay those of the seeds logged before it existed.
+	sub := rng.Int63()
+	t.Run("unbounded", func(t *testing.T) { runChaosUnbounded(t, sub) })
 }
 
 func runChaos(t *testing.T, p chaosPipeline, seed int64) {

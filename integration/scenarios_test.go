@@ -104,6 +104,9 @@ type scRun struct {
 	stages       []string // the job's stages, in their order
 	measureFrom  time.Time
 	measureUntil time.Time
+	// catchUp bounds finish's wait for the output to have every window
+	// (default 2 minutes).
+	catchUp time.Duration
 }
 
 func newScenario(t *testing.T, name string) *scRun {
@@ -339,9 +342,13 @@ func (r *scRun) finish(extra string) {
 	r.prod.stop()
 	want := r.prod.expected()
 	r.prod.ticks()
-	got := r.outs.waitFor(want, 2*time.Minute)
+	catchUp := r.catchUp
+	if catchUp == 0 {
+		catchUp = 2 * time.Minute
+	}
+	got := r.outs.waitFor(want, catchUp)
 	if len(got) < len(want) {
-		r.t.Logf("%s: the output has %d of %d windows after 2 minutes", r.since(), len(got), len(want))
+		r.t.Logf("%s: the output has %d of %d windows after %v", r.since(), len(got), len(want), catchUp)
 	}
 	// Whatever came after (a duplicate) must be there for the final read.
 	time.Sleep(time.Second)
