@@ -28,6 +28,8 @@ import (
 //	    prints "dropped" if the value's window has expired, else nothing
 //	advance wm=T
 //	    prints the fired panes, then the hold
+//	next
+//	    the earliest armed processing-time deadline (NextProcessingTime)
 //	begin / abort
 //	    snapshot the store / restore the snapshot and Load (an aborted attempt)
 //	reload
@@ -72,6 +74,11 @@ func TestCore(t *testing.T) {
 			case "now":
 				c.SetProcessingTime(mustInt(t, args["t"]))
 				return ""
+			case "next":
+				if n, ok := c.NextProcessingTime(); ok {
+					return fmt.Sprintf("next processing time %d\n", n)
+				}
+				return "no processing-time deadline\n"
 			case "add":
 				panes, dropped, closed, err := c.AddFire(Element{Key: []byte(args["key"]), Window: parseWin(t, args["win"]), Timestamp: parseTime(t, args["ts"]), Value: []byte(args["v"])})
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"sort"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -53,6 +54,10 @@ type Head struct {
 	// their window's trigger had finished; closed the committed total.
 	closedAttempt int64
 	closed        atomic.Int64
+	// woken[p] is the processing-time deadline task p was last woken for
+	// (Wake): a deadline whose trigger did not fire at it (its window's
+	// trigger moved on another way) wakes the task once, not at every poll.
+	woken map[int32]int64
 }
 
 var _ stage.Head = (*Head)(nil)
@@ -68,7 +73,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}}, nil
+	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}, woken: map[int32]int64{}}, nil
 }
 
 // Dropped is the number of expired values dropped by committed attempts
@@ -94,6 +99,7 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 // Revoke drops task p's core and store.
 func (h *Head) Revoke(p int32) {
 	delete(h.cores, p)
+	delete(h.woken, p)
 	h.cfg.Stores.Drop(p)
 }
 
@@ -176,6 +182,24 @@ func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 		out = append(out, e)
 	}
 	return stage.Work{Elements: out}, nil
+}
+
+// Wake returns the tasks with an AfterProcessingTime deadline due now
+// (Core.NextProcessingTime), sorted: the step advances them, and Advance
+// evaluates their triggers at the current processing time. Without it a
+// processing-time trigger fired only when the task's next record or
+// report arrived, never on a quiet input.
+func (h *Head) Wake() []int32 {
+	now := h.cfg.Clock().UnixMilli()
+	var out []int32
+	for p, c := range h.cores {
+		if next, ok := c.NextProcessingTime(); ok && next <= now && next > h.woken[p] {
+			h.woken[p] = next
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // Hold is task p's hold (Core.Hold): the earliest timestamp of a pane it

@@ -188,3 +188,32 @@ func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
 	}
 	return panes, nil
 }
+
+// NextProcessingTime is the earliest processing time (Unix ms) at which an
+// AfterProcessingTime trigger of one of the task's open windows may fire:
+// the least deadline (fireAt) of an unfinished processing-time node that an
+// element has armed; ok is false when there is none (no trigger, none
+// armed). The head wakes the task for it (Head.Wake), so a processing-time
+// trigger fires on the wall clock on a quiet input too, not only when the
+// next record or report arrives. Linear in the task's open windows.
+func (c *Core) NextProcessingTime() (next int64, ok bool) {
+	if c.strat.Trigger == nil {
+		return 0, false
+	}
+	for _, ws := range c.windows {
+		for _, e := range ws.entries {
+			if e.m.Closed {
+				continue
+			}
+			for _, s := range e.m.Trig {
+				if s.finished || s.fireAt == 0 {
+					continue
+				}
+				if !ok || s.fireAt < next {
+					next, ok = s.fireAt, true
+				}
+			}
+		}
+	}
+	return next, ok
+}

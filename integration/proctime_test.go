@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window/trigger"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+)
+
+// ptSum formats a key's sum as a plain record value.
+func ptSum(key []byte, n int) []byte { return []byte(fmt.Sprintf("%s %d", key, n)) }
+
+func init() { register.Function2x1(ptSum) }
+
+// TestProcessingTimeTriggerOnQuietInput: three records, then nothing: an
+// unbounded Kafka read (idleness off, so no report follows the first) in
+// the global window with Repeatedly(AfterProcessingTime(+1 s)), discarding.
+// The GroupByKey's task is woken when the trigger's deadline passes (its
+// head's Wake) and fires the pane [3] on the wall clock, though no record
+// or report arrives after the three; before, a processing-time trigger
+// fired only at the task's next record or report, so on a quiet input
+// never.
+func TestProcessingTimeTriggerOnQuietInput(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out := uniqueName(t, "in"), uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	produceAt(t, bs, in, 0,
+		kioRec{key: []byte("k"), value: []byte("a"), ts: 1_700_000_000_000},
+		kioRec{key: []byte("k"), value: []byte("b"), ts: 1_700_000_001_000},
+		kioRec{key: []byte("k"), value: []byte("c"), ts: 1_700_000_002_000})
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(-1))
+	ones := beam.ParDo(s, kioConst, kvs)
+	win := beam.WindowInto(s, window.NewGlobalWindows(), ones,
+		beam.Trigger(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(time.Second))), beam.PanesDiscard())
+	kafkaio.Write(s, out, beam.ParDo(s, ptSum, stats.SumPerKey(s, win)))
+	jctx, jcancel := context.WithCancel(ctx)
+	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	defer func() { jcancel(); <-done }()
+	start := time.Now()
+	got := readValues(t, bs, out, 1, 30*time.Second)
+	if strings.Join(got, "|") != "all 3" {
+		t.Fatalf("output %q after %v, want the one pane \"all 3\" fired by processing time", got, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("the pane fired on a quiet input %v after the job started", time.Since(start).Round(time.Millisecond))
+	if got := readValues(t, bs, out, 2, 3*time.Second); len(got) != 1 {
+		t.Errorf("output %q, want one pane only (no new value, no new pane)", got)
+	}
+}
