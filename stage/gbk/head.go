@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
