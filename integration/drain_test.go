@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,7 +14,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
-	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
@@ -20,7 +21,10 @@ import (
 // (records at B+0, 10, …, 170 s in each, idleness off) and counts them in
 // 1-minute windows. The watermark (B+170 s) fires [B, B+60 s) and
 // [B+60, B+120 s) and holds the last window open; the job runs on. A drain
-// (runner.Drain) takes the source's watermark to the end of time: the
+// asked with SIGUSR1 to the running instance (this test process: the
+// runner's handler writes the request to the control topic; TestDrain in
+// the primitives asks with runner.Drain) takes the source's watermark to
+// the end of time: the
 // last window fires with its 12 records and the job ends by itself. Every
 // window is in the output exactly once. A record written to the topic after
 // the drain is not read (the job has ended, its offsets stay uncommitted).
@@ -61,7 +65,7 @@ func TestDrainKafkaSource(t *testing.T) {
 		t.Fatalf("before the drain: %d windows, want 2 (the last is held open)", len(got))
 	}
 	start := time.Now()
-	if err := runner.Drain(ctx, bs, nil, app, t.Name()); err != nil {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	select {
