@@ -81,10 +81,11 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), beam.ParDo(s, kioConst, kvs)))
 	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
-	addr := freeAddr(t)
-	oldAddr, oldBundle := *runner.WatermarksAddr, *runner.MaxBundleSize
-	*runner.WatermarksAddr, *runner.MaxBundleSize = addr, 10
-	defer func() { *runner.WatermarksAddr, *runner.MaxBundleSize = oldAddr, oldBundle }()
+	oldBundle := *runner.MaxBundleSize
+	*runner.MaxBundleSize = 10
+	defer func() { *runner.MaxBundleSize = oldBundle }()
+	jctx, jcancel := context.WithCancel(ctx)
+	sctx, addrOf := serving(t, jctx)
 
 	// Watch GET /watermarks while the job runs.
 	var (
@@ -103,6 +104,10 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(20 * time.Millisecond):
+			}
+			addr := addrOf()
+			if addr == "" {
+				continue // not serving yet
 			}
 			name, st, err := sourceStage(addr)
 			if err != nil {
@@ -141,9 +146,8 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 		wg.Wait()
 	}()
 
-	jctx, jcancel := context.WithCancel(ctx)
 	start := time.Now()
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p)
 	defer func() { jcancel(); <-done }()
 
 	var want []string
@@ -164,7 +168,7 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the whole output %q, want exactly %q", got, want)
 	}
-	if dropped, err := lateDropped(addr); err != nil {
+	if dropped, err := lateDropped(servingAddr(t, addrOf)); err != nil {
 		t.Error(err)
 	} else if dropped != 0 {
 		t.Errorf("%v elements dropped as late, want none", dropped)

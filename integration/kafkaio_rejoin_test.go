@@ -21,7 +21,6 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
-	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
@@ -215,14 +214,12 @@ func TestKafkaSourceIdlePartitionRejoins(t *testing.T) {
 	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
 	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
-	addr := freeAddr(t)
-	old := *runner.WatermarksAddr
-	*runner.WatermarksAddr = addr
-	defer func() { *runner.WatermarksAddr = old }()
 	jctx, jcancel := context.WithCancel(ctx)
+	sctx, addrOf := serving(t, jctx)
 	start := time.Now()
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p)
 	defer func() { jcancel(); <-done }()
+	addr := servingAddr(t, addrOf)
 
 	win := func(from, n int64) string {
 		return fmt.Sprintf("[%d,%d) %d", base+from*minute, base+(from+1)*minute, n)

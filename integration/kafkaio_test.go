@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,15 +111,42 @@ func readValues(t *testing.T, bs, topic string, n int, timeout time.Duration) []
 	return out
 }
 
-// freeAddr returns a free 127.0.0.1 port for --watermarks_addr.
-func freeAddr(t *testing.T) string {
+// serving makes the job started under the returned context serve GET
+// /watermarks on a port the kernel picks (--watermarks_addr=127.0.0.1:0,
+// runner.WithServing), and returns a function giving that address: "" until
+// the job listens. (A port the test chose and released before the job bound
+// it could be taken meanwhile: a CI run failed so, "address already in use",
+// and the test waited 30 s for output of a job that had ended.)
+func serving(t *testing.T, ctx context.Context) (context.Context, func() string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	old := *runner.WatermarksAddr
+	*runner.WatermarksAddr = "127.0.0.1:0"
+	t.Cleanup(func() { *runner.WatermarksAddr = old })
+	var mu sync.Mutex
+	var addr string
+	ctx = runner.WithServing(ctx, func(a string) {
+		mu.Lock()
+		addr = a
+		mu.Unlock()
+	})
+	return ctx, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+}
+
+// servingAddr waits (up to a minute) for the address addrOf gives.
+func servingAddr(t *testing.T, addrOf func() string) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if a := addrOf(); a != "" {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not serve GET /watermarks within a minute (did it fail? see its log)")
+		}
+	}
 }
 
 // TestKafkaSourceIdleness is the first scenario: a topic of three
@@ -158,13 +185,11 @@ func TestKafkaSourceIdleness(t *testing.T) {
 			counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
 			kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
-			addr := freeAddr(t)
-			old := *runner.WatermarksAddr
-			*runner.WatermarksAddr = addr
-			defer func() { *runner.WatermarksAddr = old }()
 			jctx, jcancel := context.WithCancel(ctx)
-			done := startJob(jctx, bs, uniqueName(t, "app"), p)
+			sctx, addrOf := serving(t, jctx)
+			done := startJob(sctx, bs, uniqueName(t, "app"), p)
 			defer func() { jcancel(); <-done }()
+			addr := servingAddr(t, addrOf)
 
 			var want []string
 			for m := int64(0); m < 3; m++ {
@@ -483,13 +508,11 @@ func TestKafkaSourcePartitionAdded(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.WithIdleness(time.Hour), kafkaio.WithProperty("topic.metadata.refresh.interval.ms", "1000")))
-	addr := freeAddr(t)
-	old := *runner.WatermarksAddr
-	*runner.WatermarksAddr = addr
-	defer func() { *runner.WatermarksAddr = old }()
 	jctx, jcancel := context.WithCancel(ctx)
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	sctx, addrOf := serving(t, jctx)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p)
 	defer func() { jcancel(); <-done }()
+	addr := servingAddr(t, addrOf)
 	if got := readValues(t, bs, out, 2, 30*time.Second); len(got) != 2 {
 		t.Fatalf("before the add: %q", got)
 	}
@@ -669,16 +692,14 @@ func TestKafkaSourceAlignment(t *testing.T) {
 	oldB := *runner.MaxBundleSize
 	*runner.MaxBundleSize = 50
 	defer func() { *runner.MaxBundleSize = oldB }()
-	addr := freeAddr(t)
-	oldA := *runner.WatermarksAddr
-	*runner.WatermarksAddr = addr
-	defer func() { *runner.WatermarksAddr = oldA }()
 	p, s := beam.NewPipelineWithRoot()
 	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(6*time.Second), kafkaio.WithWatermarkAlignment("g", time.Minute))
 	kafkaio.Write(s, out, kvs)
 	jctx, jcancel := context.WithCancel(ctx)
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
+	sctx, addrOf := serving(t, jctx)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p)
 	defer func() { jcancel(); <-done }()
+	addr := servingAddr(t, addrOf)
 
 	// Partition 0 held, within a bundle of B + 90 s, before partition 1 idles.
 	waitHTTP(t, "http://"+addr+"/watermarks")

@@ -52,3 +52,15 @@ func waitUpstreamsDone(ctx context.Context, t *service.Tracker, s *plan.Stage) e
 		}
 	}
 }
+
+type servingKey struct{}
+
+// WithServing returns a context under which Execute calls serving, once,
+// with the address (host:port) this instance's GET /watermarks, /healthz
+// and /metrics listen on, as soon as they do. With the default
+// --watermarks_addr=127.0.0.1:0 the port is a free one the kernel picks: a
+// test or an embedding program learns it here, instead of choosing a free
+// port itself and racing other listeners for it.
+func WithServing(ctx context.Context, serving func(addr string)) context.Context {
+	return context.WithValue(ctx, servingKey{}, serving)
+}

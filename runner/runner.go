@@ -301,6 +301,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	if a := wm.HTTPAddr(); a != "" {
 		wmURL = "http://" + a + "/watermarks"
 		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL)
+		if f, ok := parent.Value(servingKey{}).(func(string)); ok {
+			f(a)
+		}
 	}
 
 	committed := newCommittedMetrics()
