@@ -210,7 +210,7 @@ func TestFetchJarsTellsAMissingArtifactFromAnUnreachableRepository(t *testing.T)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		t.Skip(err)
+		t.Skipf("needs a home directory for ~/.m2 (the Maven plugins the fake repository serves): %v", err)
 	}
 	m2 := filepath.Join(home, ".m2", "repository")
 	if _, err := os.Stat(filepath.Join(m2, "org/apache/maven/plugins/maven-dependency-plugin")); err != nil {
