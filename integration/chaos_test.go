@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 )
 
 // This file is a chaos test of the runner's promise: any number of copies
@@ -250,7 +252,7 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	}
 	t.Logf("%s: %d kills done; waiting for the job to finish", since(), done)
 
-	deadline := time.After(10 * time.Minute)
+	deadline := time.After(5 * time.Minute)
 	for _, c := range children {
 		if c.killed {
 			continue
@@ -258,13 +260,9 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 		select {
 		case <-c.done:
 		case <-deadline:
-			for _, c := range children {
-				if c.running() {
-					t.Logf("instance %d still runs; its log's tail:\n%s", c.idx, tail(c.log.String(), 3000))
-				}
-			}
+			diagnoseStuck(t, b, app, children)
 			logChaosSummary(t, children)
-			t.Fatalf("the job did not finish within 10 minutes of the last kill (seed %d)", seed)
+			t.Fatalf("the job did not finish within 5 minutes of the last kill (seed %d)", seed)
 		}
 	}
 	wall := time.Since(start)
@@ -293,6 +291,44 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	if t.Failed() {
 		t.Logf("FAILED with seed %d", seed)
 	}
+}
+
+// diagnoseStuck, when a chaos job stopped moving, logs what the broker
+// says of the application's consumer groups (members, static instance ids,
+// assignments, partitions nobody holds), then asks every running instance
+// for a goroutine dump (SIGQUIT: the Go runtime prints every goroutine's
+// stack and exits) and keeps every instance's whole log in a directory it
+// names, which outlives the test.
+func diagnoseStuck(t *testing.T, b *kafkaenv.Broker, app string, children []*chaosChild) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if groups, err := kafkaenv.DescribeGroups(ctx, b.BootstrapServers(), app+"."); err != nil {
+		t.Logf("consumer groups: %v", err)
+	} else {
+		t.Logf("the application's consumer groups:\n%s", groups)
+	}
+	for _, c := range children {
+		if c.running() {
+			t.Logf("instance %d still runs; its log's tail:\n%s", c.idx, tail(c.log.String(), 3000))
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+	}
+	for _, c := range children {
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	dir, err := os.MkdirTemp("", "kafkastreams-stuck-")
+	if err != nil {
+		t.Logf("keeping the logs: %v", err)
+		return
+	}
+	for _, c := range children {
+		_ = os.WriteFile(fmt.Sprintf("%s/instance-%d.log", dir, c.idx), c.log.Bytes(), 0o644)
+	}
+	t.Logf("every instance's whole log (goroutine dumps of the ones still running at the end) is in %s", dir)
 }
 
 // chaosLogRe finds the log lines worth a look after a chaos run.

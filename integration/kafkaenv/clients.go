@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -290,4 +292,79 @@ func CommittedOffsets(ctx context.Context, bootstrap, group, topic string) (map[
 		}
 	}
 	return out, nil
+}
+
+// DescribeGroups returns, as text for a test log, every consumer group
+// whose id starts with prefix: its state, assignor and each member's
+// client id, group.instance.id (static membership, KIP-345) and assigned
+// partitions, and the partitions of the group's subscribed topics no
+// member holds. It is a diagnostic: it reads and changes nothing.
+func DescribeGroups(ctx context.Context, bootstrap, prefix string) (string, error) {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
+	if err != nil {
+		return "", fmt.Errorf("kafkaenv: admin client: %w", err)
+	}
+	defer admin.Close()
+	list, err := admin.ListConsumerGroups(ctx)
+	if err != nil {
+		return "", fmt.Errorf("kafkaenv: list consumer groups: %w", err)
+	}
+	var ids []string
+	for _, g := range list.Valid {
+		if strings.HasPrefix(g.GroupID, prefix) {
+			ids = append(ids, g.GroupID)
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return fmt.Sprintf("no consumer group starts with %q", prefix), nil
+	}
+	desc, err := admin.DescribeConsumerGroups(ctx, ids)
+	if err != nil {
+		return "", fmt.Errorf("kafkaenv: describe consumer groups %v: %w", ids, err)
+	}
+	var b strings.Builder
+	for _, g := range desc.ConsumerGroupDescriptions {
+		fmt.Fprintf(&b, "group %s: state %s, assignor %q, %d members", g.GroupID, g.State, g.PartitionAssignor, len(g.Members))
+		if g.Error.Code() != kafka.ErrNoError {
+			fmt.Fprintf(&b, ", error %v", g.Error)
+		}
+		b.WriteString("\n")
+		held := map[string]map[int32]bool{}
+		for _, m := range g.Members {
+			var ps []string
+			for _, tp := range m.Assignment.TopicPartitions {
+				topic := ""
+				if tp.Topic != nil {
+					topic = *tp.Topic
+				}
+				if held[topic] == nil {
+					held[topic] = map[int32]bool{}
+				}
+				held[topic][tp.Partition] = true
+				ps = append(ps, fmt.Sprintf("%s/%d", topic, tp.Partition))
+			}
+			inst := "<dynamic>"
+			if m.GroupInstanceID != "" {
+				inst = m.GroupInstanceID
+			}
+			fmt.Fprintf(&b, "  member %s (client %s, instance %s, host %s): %v\n", m.ConsumerID, m.ClientID, inst, m.Host, ps)
+		}
+		for topic, ps := range held {
+			md, err := admin.GetMetadata(&topic, false, 10000)
+			if err != nil {
+				continue
+			}
+			var free []int32
+			for _, p := range md.Topics[topic].Partitions {
+				if !ps[p.ID] {
+					free = append(free, p.ID)
+				}
+			}
+			if len(free) > 0 {
+				fmt.Fprintf(&b, "  partitions of %s no member holds: %v\n", topic, free)
+			}
+		}
+	}
+	return b.String(), nil
 }
