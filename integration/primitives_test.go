@@ -101,9 +101,9 @@ var primitiveSuite = []primitive{
 const (
 	needsGBK     = "needs runner-side GroupByKey (passert groups by a fixed key): in progress"
 	needsOptions = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
-	// Prism's TestStream advances one synthetic processing-time clock for
-	// the whole job and keeps a window open after its trigger finished.
-	needsTestStreamClock = "its first pipeline expects [6, 4]: on Prism, AdvanceProcessingTime(5000) moves the job's one synthetic clock and fires AfterProcessingTime(+5s), and 4 still fires at the end though the trigger finished; here TestStream processing-time advances are not replayed (stage/teststream doc.go: each stage runs on its own clock), so the trigger has not fired when the stream ends and one pane [10] fires at the end of time (got [10], want [6 4]); and by the Beam model a finished trigger closes the window, so 4 would be dropped even with a shared clock. The NotTriggered half passes"
+	// The Beam model, not a missing piece: a trigger that finished closes
+	// its window.
+	needsTestStreamClock = "its first pipeline expects [6, 4], as Prism gives; here TestStream's AdvanceProcessingTime moves the job clock as on Prism (stage.StepConfig.JobClock), so AfterProcessingTime(+5s) fires [6] before 4 arrives, and then, by the Beam model, the trigger (not Repeatedly) has finished and its window is closed: 4 is dropped (Java's ReduceFnRunner: droppedDueToClosedWindow), the output is [6]. TestTestStreamProcessingTime (teststream_test.go) runs this pipeline here and asserts [6], and [6, 4] with Repeatedly. The NotTriggered half passes"
 	needsTempLoc         = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
 )
 

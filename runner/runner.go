@@ -323,6 +323,11 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	}, []string{"stage", "topic", "partition"})
 	wm.Registry.MustRegister(badRecords)
 	groups := alignmentGroups(sources)
+	// A job with a TestStream runs on its job clock (stage.StepConfig.JobClock).
+	jobClock := false
+	for _, s := range pl.Stages {
+		jobClock = jobClock || s.Head == plan.HeadTestStream
+	}
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
@@ -346,8 +351,9 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			InstanceID:       inst.ID,
 			CommitInterval:   *CommitInterval,
 			MaxBatchRecords:  *MaxBundleSize,
-			Consumer:         groupMembership(inst.ID, props),
+			Consumer:         groupMembership(inst.ID, *StaticMembership, props),
 			Logger:           log,
+			JobClock:         jobClock,
 		}
 		var impulseCoder *coder.Coder
 		if len(s.Transforms) > 0 {

@@ -145,6 +145,29 @@ type Drainer interface {
 	Drain() (stopReading bool)
 }
 
+// JobClockSource is implemented by the head of a stage that drives the
+// job clock (StepConfig.JobClock): a TestStream, whose
+// AdvanceProcessingTime events move it. ProcessingTime is task p's job
+// clock once the records it read in this attempt are committed (ms from 0
+// at the job's start; Beam's synchronized processing time); ok is false
+// when p read nothing in this attempt (its last reported value stands).
+type JobClockSource interface {
+	ProcessingTime(p int32) (ms int64, ok bool)
+}
+
+// JobClockReader is implemented by a head that reads processing time
+// (processing-time triggers, processing-time timers). In a job with a job
+// clock (StepConfig.JobClock), the step calls SetProcessingTime(p, ms)
+// before task p's Element and Advance calls whenever the task's
+// synchronized processing time (the minimum over its upstream
+// partitions' reports) is known or moved: the head then reads ms instead
+// of its wall clock for that task, and Wake leaves the task out (the clock
+// moves only with reports, and a report that moves it is a point). ms
+// never decreases for a task between two Assigns.
+type JobClockReader interface {
+	SetProcessingTime(p int32, ms int64)
+}
+
 // Passthrough is the head of Reshuffle, Flatten and side-input stages (and,
 // with an impulse element, of Impulse stages): each element record is one
 // element of the bundle. It keeps no state and holds nothing.

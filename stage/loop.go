@@ -88,6 +88,9 @@ type Config struct {
 	// SideInputs, if set, holds back main input whose side input windows are
 	// not complete yet (see sideGate). Nil for a stage without side inputs.
 	SideInputs SideInputGate
+	// JobClock is StepConfig.JobClock: the job has a TestStream, whose
+	// processing-time advances are the job's processing time.
+	JobClock bool
 	// Consumer are consumer settings that win over the loop's own (a Kafka
 	// source's auto.offset.reset and isolation.level).
 	Consumer map[string]string
@@ -200,7 +203,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic})
+	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, JobClock: cfg.JobClock})
 	if err != nil {
 		return nil, err
 	}

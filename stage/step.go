@@ -192,6 +192,8 @@ type Step struct {
 	gate    SideInputGate
 	report  string
 	rounds  int
+	// jobClock is StepConfig.JobClock.
+	jobClock bool
 	// rr is the round-robin cursor of each unkeyed output topic.
 	rr map[string]int32
 }
@@ -215,6 +217,17 @@ type StepConfig struct {
 	// MaxRounds bounds the bundles run at one point because earlier
 	// bundles' results made work due. Default 1000.
 	MaxRounds int
+	// JobClock says the job runs on a job clock (it has a TestStream):
+	// processing time is the synthetic clock the TestStream's
+	// AdvanceProcessingTime events move (JobClockSource), carried in every
+	// report (processing_time_millis) after the data it covers, and a
+	// task's processing time is the minimum over its upstream partitions'
+	// latest reports (Beam's synchronized processing time). A report that
+	// moves it is a point, as one that moves the watermark: the head
+	// (JobClockReader) fires its processing-time triggers and timers there,
+	// before the task's next record, whatever the batching. Default false:
+	// every head reads its own wall clock.
+	JobClock bool
 }
 
 // NewStep returns the step. An output to a keyed topic without a KeyOf is
@@ -241,7 +254,7 @@ func NewStep(cfg StepConfig) (*Step, error) {
 			return nil, fmt.Errorf("stage %s: sink of %s to %q: needs a Decode and a positive partition count (%d)", cfg.Spec.Name, k.PCollection, k.Topic, k.Partitions)
 		}
 	}
-	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, rounds: cfg.MaxRounds, rr: map[string]int32{}}, nil
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}}, nil
 }
 
 // attempt is the state of one Decide call.
@@ -300,6 +313,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		}
 		if !seen[p] {
 			seen[p] = true
+			a.syncClock(p, t)
 			// A task just restored: the head learns its input watermark
 			// before its first record (timers already due fire first).
 			if in, _ := t.inputWatermark(); t.advanced == mtime.MinTimestamp && in > t.advanced {
@@ -336,8 +350,9 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			if err := t.observe(report); err != nil {
 				return nil, fmt.Errorf("stage %s: report at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
 			}
-			if in, _ := t.inputWatermark(); in > t.advanced {
-				if err := a.point(p, t, last[p] > i); err != nil {
+			clockMoved := a.syncClock(p, t)
+			if in, _ := t.inputWatermark(); in > t.advanced || clockMoved {
+				if err := a.point(p, t, last[p] > i, clockMoved); err != nil {
 					return nil, err
 				}
 			}
@@ -353,7 +368,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			return nil, err
 		}
 		if w.Point {
-			if err := a.point(p, t, last[p] > i); err != nil {
+			if err := a.point(p, t, last[p] > i, false); err != nil {
 				return nil, err
 			}
 		}
@@ -382,7 +397,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			// complete past it (a source task's input watermark would be
 			// the end of time), so its output watermark stays.
 			if !t.reported {
-				a.appendReports(p, t.out, false)
+				a.appendReports(p, t, t.out, false)
 				t.reported = true
 			}
 		} else {
@@ -415,11 +430,11 @@ func (a *attempt) advance(p int32, t *task) error {
 }
 
 // point is task p's point in the stream (a report that moved its input
-// watermark, or work marked Point): Advance if the input watermark moved,
-// and p's report before p's later element records if any follow (more)
-// and the output watermark moved.
-func (a *attempt) point(p int32, t *task, more bool) error {
-	if in, _ := t.inputWatermark(); in > t.advanced {
+// watermark or, clockMoved, its job clock; or work marked Point): Advance
+// if either moved, and p's report before p's later element records if any
+// follow (more) and the output watermark or the job clock moved.
+func (a *attempt) point(p int32, t *task, more, clockMoved bool) error {
+	if in, _ := t.inputWatermark(); in > t.advanced || clockMoved {
 		if err := a.advance(p, t); err != nil {
 			return err
 		}
@@ -427,7 +442,7 @@ func (a *attempt) point(p int32, t *task, more bool) error {
 	if !more {
 		return nil
 	}
-	if out, idle := a.output(p, t); out <= t.out && idle == t.idle && t.reported {
+	if out, idle := a.output(p, t); out <= t.out && idle == t.idle && t.reported && !a.clockToReport(p, t) {
 		return nil
 	}
 	if err := a.flush(); err != nil {
@@ -452,11 +467,49 @@ func (a *attempt) output(p int32, t *task) (mtime.Time, bool) {
 func (a *attempt) reportIfMoved(p int32, t *task, force bool) {
 	out, idle := a.output(p, t)
 	src := a.s.head.Source(p)
-	if out == t.out && idle == t.idle && proto.Equal(src, t.source) && !force {
+	if out == t.out && idle == t.idle && proto.Equal(src, t.source) && !force && !a.clockToReport(p, t) {
 		return
 	}
-	a.appendReports(p, out, idle)
+	a.appendReports(p, t, out, idle)
 	t.out, t.idle, t.source, t.reported = out, idle, src, true
+}
+
+// clock is task p's job clock now (StepConfig.JobClock): a
+// JobClockSource head's, else the task's input clock (the minimum over its
+// upstream partitions' reports); ok is false without a job clock or when
+// no upstream report carried one yet.
+func (a *attempt) clock(p int32, t *task) (ms int64, ok bool) {
+	if !a.s.jobClock {
+		return 0, false
+	}
+	if src, is := a.s.head.(JobClockSource); is {
+		if ms, ok := src.ProcessingTime(p); ok {
+			return ms, true
+		}
+		return t.clockOut, t.hasClockOut
+	}
+	return t.inputClock()
+}
+
+// syncClock hands task p's job clock to a JobClockReader head when it is
+// known and ahead of what the head last had, and reports whether it moved.
+func (a *attempt) syncClock(p int32, t *task) bool {
+	ms, ok := a.clock(p, t)
+	if !ok || t.hasClockAdvanced && ms <= t.clockAdvanced {
+		return false
+	}
+	if r, is := a.s.head.(JobClockReader); is {
+		r.SetProcessingTime(p, ms)
+	}
+	t.clockAdvanced, t.hasClockAdvanced = ms, true
+	return true
+}
+
+// clockToReport says task p's job clock differs from the one it last
+// reported: its next report must carry it.
+func (a *attempt) clockToReport(p int32, t *task) bool {
+	ms, ok := a.clock(p, t)
+	return ok && (!t.hasClockOut || ms != t.clockOut)
 }
 
 // add takes work: elements join the pending bundle; timers, and elements
@@ -598,7 +651,7 @@ const AnyPartition int32 = -1
 // appendReports appends task p's report to every partition of every output
 // topic and to the report topic (fan-out, in the transaction: a report
 // sits after the data it covers in every partition).
-func (a *attempt) appendReports(p int32, wm mtime.Time, idle bool) {
+func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 	r := &pb.WatermarkReport{
 		Stage:                    a.s.spec.Name,
 		SourcePartition:          p,
@@ -606,6 +659,10 @@ func (a *attempt) appendReports(p int32, wm mtime.Time, idle bool) {
 		TotalSourcePartitions:    a.s.spec.Partitions,
 		Idle:                     idle,
 		Source:                   a.s.head.Source(p),
+	}
+	if ms, ok := a.clock(p, t); ok {
+		r.ProcessingTimeMillis = proto.Int64(ms)
+		t.clockOut, t.hasClockOut = ms, true
 	}
 	env, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
 	seen := map[string]bool{}

@@ -35,6 +35,12 @@ type task struct {
 	// task (Step.Decide); mtime.MinTimestamp when restored. In memory only:
 	// a lower value only costs one more Advance.
 	advanced mtime.Time
+	// Job clock (StepConfig.JobClock): clockAdvanced is the processing time
+	// (ms) the head last advanced at, valid when hasClockAdvanced;
+	// clockOut the one the task last reported, valid when hasClockOut.
+	// In memory only, as advanced.
+	clockAdvanced, clockOut       int64
+	hasClockAdvanced, hasClockOut bool
 }
 
 // Task is the watermark state of one task (input partition) of a stage,
@@ -81,6 +87,23 @@ func (t *task) inputWatermark() (mtime.Time, bool) {
 	}
 	wm := t.agg.Advance()
 	return wm, t.agg.AllIdle()
+}
+
+// inputClock is the task's synchronized processing time in a job with a
+// job clock: the minimum processing_time_millis over the latest report of
+// every upstream partition that carries one; ok is false when none does.
+func (t *task) inputClock() (ms int64, ok bool) {
+	for _, m := range t.last {
+		for _, r := range m {
+			if r.ProcessingTimeMillis == nil {
+				continue
+			}
+			if v := r.GetProcessingTimeMillis(); !ok || v < ms {
+				ms, ok = v, true
+			}
+		}
+	}
+	return ms, ok
 }
 
 // checkpoint encodes the task's state for the offset commit metadata.

@@ -30,8 +30,9 @@ type HeadConfig struct {
 	Logger *slog.Logger
 	// Clock is the processing time processing-time triggers see, read
 	// before every Element and Advance. Default time.Now. (Beam: the
-	// runner's processing time; Prism's TestStream clock is not replayed,
-	// see stage/teststream.)
+	// runner's processing time.) In a job with a job clock (a TestStream:
+	// stage.StepConfig.JobClock) the step's SetProcessingTime replaces it
+	// for each task.
 	Clock func() time.Time
 }
 
@@ -58,9 +59,15 @@ type Head struct {
 	// (Wake): a deadline whose trigger did not fire at it (its window's
 	// trigger moved on another way) wakes the task once, not at every poll.
 	woken map[int32]int64
+	// jobClock[p] is task p's job clock (SetProcessingTime), ms; absent:
+	// the wall clock (cfg.Clock).
+	jobClock map[int32]int64
 }
 
-var _ stage.Head = (*Head)(nil)
+var (
+	_ stage.Head           = (*Head)(nil)
+	_ stage.JobClockReader = (*Head)(nil)
+)
 
 // NewHead returns the head.
 func NewHead(cfg HeadConfig) (*Head, error) {
@@ -73,7 +80,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}, woken: map[int32]int64{}}, nil
+	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}, woken: map[int32]int64{}, jobClock: map[int32]int64{}}, nil
 }
 
 // Dropped is the number of expired values dropped by committed attempts
@@ -100,6 +107,7 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 func (h *Head) Revoke(p int32) {
 	delete(h.cores, p)
 	delete(h.woken, p)
+	delete(h.jobClock, p)
 	h.cfg.Stores.Drop(p)
 }
 
@@ -137,7 +145,7 @@ func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
 	if key != nil && !bytes.Equal(key, d.Key) {
 		return nil, fmt.Errorf("%w: record key %x is not the element's key %x", ErrMalformed, key, d.Key)
 	}
-	c.SetProcessingTime(h.cfg.Clock().UnixMilli())
+	c.SetProcessingTime(h.now(p))
 	var out [][]byte
 	for _, w := range d.Windows {
 		panes, dropped, closed, err := c.AddFire(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
@@ -168,7 +176,7 @@ func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	if err != nil {
 		return stage.Work{}, err
 	}
-	c.SetProcessingTime(h.cfg.Clock().UnixMilli())
+	c.SetProcessingTime(h.now(p))
 	panes, err := c.Advance(wm)
 	if err != nil {
 		return stage.Work{}, err
@@ -184,6 +192,18 @@ func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	return stage.Work{Elements: out}, nil
 }
 
+// SetProcessingTime implements stage.JobClockReader: task p's
+// processing-time triggers read ms (the job clock) from now on.
+func (h *Head) SetProcessingTime(p int32, ms int64) { h.jobClock[p] = ms }
+
+// now is task p's processing time (Unix ms, or the job clock's ms).
+func (h *Head) now(p int32) int64 {
+	if ms, ok := h.jobClock[p]; ok {
+		return ms
+	}
+	return h.cfg.Clock().UnixMilli()
+}
+
 // Wake returns the tasks with an AfterProcessingTime deadline due now
 // (Core.NextProcessingTime), sorted: the step advances them, and Advance
 // evaluates their triggers at the current processing time. Without it a
@@ -193,6 +213,9 @@ func (h *Head) Wake() []int32 {
 	now := h.cfg.Clock().UnixMilli()
 	var out []int32
 	for p, c := range h.cores {
+		if _, ok := h.jobClock[p]; ok {
+			continue // the job clock moves only with reports, which are points
+		}
 		if next, ok := c.NextProcessingTime(); ok && next <= now && next > h.woken[p] {
 			h.woken[p] = next
 			out = append(out, p)

@@ -40,12 +40,18 @@
 // time, as for Impulse).
 //
 // Processing time. AdvanceProcessingTime ends a segment (the elements after
-// it commit in a later transaction) and is otherwise not replayed: Prism
-// advances one synthetic processing-time clock for the whole job, but here
-// every stage runs in its own process with its own clock, and the report
-// carries no processing time. Downstream processing-time triggers read
-// their injected clock (the wall clock in production); in a bounded job
-// what they hold fires when the window expires at the end of time.
+// it commit in a later transaction) and moves the job clock, as Prism's one
+// synthetic processing-time clock for the whole job: a job with a
+// TestStream runs its stages with stage.StepConfig.JobClock, the head is a
+// stage.JobClockSource (the clock after segment i is the sum of the
+// advances up to its end, from 0), every report carries the clock after
+// the data it covers, and downstream heads that read processing time
+// (AfterProcessingTime triggers, processing-time timers) take the minimum
+// over their input partitions' reports instead of their wall clock. So a
+// trigger set at the clock of its element fires at the report that moves
+// the clock past its deadline, before the next segment's elements arrive,
+// however the records were batched; each stage still runs on its own
+// process.
 //
 // It may import stage, stage/fnapi and the Beam Go SDK; not runner.
 package teststream

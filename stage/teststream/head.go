@@ -28,18 +28,27 @@ type Head struct {
 	name     string
 	segments []Segment
 	encoded  [][][]byte // encoded[i] are segment i's wire elements
+	// clock[i] is the job clock after segment i (ms from 0): the sum of
+	// the processing-time advances of segments 0..i.
+	clock []int64
 	// cur[p] is the segment task p read in the current attempt.
 	cur map[int32]int
 }
 
-var _ stage.Head = (*Head)(nil)
+var (
+	_ stage.Head           = (*Head)(nil)
+	_ stage.JobClockSource = (*Head)(nil)
+)
 
 // NewHead returns the head replaying segments (Parse), whose elements enc
 // encodes; name names the stage in errors. Every element is encoded now,
 // so a bad element fails the job before anything runs.
 func NewHead(name string, segments []Segment, enc *Encoder) (*Head, error) {
-	h := &Head{name: name, segments: segments, encoded: make([][][]byte, len(segments)), cur: map[int32]int{}}
+	h := &Head{name: name, segments: segments, encoded: make([][][]byte, len(segments)), clock: make([]int64, len(segments)), cur: map[int32]int{}}
+	var clock int64
 	for i, s := range segments {
+		clock += s.ProcessingAdvance
+		h.clock[i] = clock
 		for j, e := range s.Elements {
 			b, err := enc.Encode(e)
 			if err != nil {
@@ -85,6 +94,18 @@ func (h *Head) Hold(p int32) mtime.Time {
 		return mtime.MinTimestamp
 	}
 	return h.segments[i].Watermark
+}
+
+// ProcessingTime implements stage.JobClockSource: the job clock once
+// segment cur[p] is committed, the sum of the stream's processing-time
+// advances up to the end of that segment (ms from 0); ok is false when p
+// read no segment in this attempt.
+func (h *Head) ProcessingTime(p int32) (int64, bool) {
+	i, ok := h.cur[p]
+	if !ok {
+		return 0, false
+	}
+	return h.clock[i], true
 }
 
 // Results implements stage.Head: nothing to do.

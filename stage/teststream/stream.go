@@ -37,7 +37,7 @@ type Segment struct {
 	Watermark mtime.Time
 	// ProcessingAdvance is the processing time (ms) the stream advanced by
 	// at the segment's end (0 if it ended at a watermark advance or the end
-	// of the stream). Logged, not replayed (see the package comment).
+	// of the stream): it moves the job clock (see the package comment).
 	ProcessingAdvance int64
 }
 

@@ -47,9 +47,18 @@ type WatermarkReport struct {
 	Idle bool `protobuf:"varint,5,opt,name=idle,proto3" json:"idle,omitempty"`
 	// source is set by a Kafka source stage's task: what seed 002's GET
 	// /watermarks shows of a source partition. Unset for other stages.
-	Source        *SourcePartition `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Source *SourcePartition `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	// processing_time_millis is set only in a job with a TestStream: the job's
+	// synthetic processing-time clock (Beam's synchronized processing time)
+	// once the task has committed what the report covers, in milliseconds
+	// from 0 when the job starts. A TestStream task's clock is the sum of the
+	// stream's AdvanceProcessingTime events so far; every other task's is the
+	// minimum over its upstream partitions' latest reports that carry one.
+	// Downstream processing-time triggers and timers read it instead of the
+	// wall clock, so they fire where the stream says, whatever the batching.
+	ProcessingTimeMillis *int64 `protobuf:"varint,7,opt,name=processing_time_millis,json=processingTimeMillis,proto3,oneof" json:"processing_time_millis,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *WatermarkReport) Reset() {
@@ -122,6 +131,13 @@ func (x *WatermarkReport) GetSource() *SourcePartition {
 		return x.Source
 	}
 	return nil
+}
+
+func (x *WatermarkReport) GetProcessingTimeMillis() int64 {
+	if x != nil && x.ProcessingTimeMillis != nil {
+		return *x.ProcessingTimeMillis
+	}
+	return 0
 }
 
 // SourcePartition is one partition of a user's topic as the source task
@@ -696,14 +712,16 @@ var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\x96\x02\n" +
+	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\xec\x02\n" +
 	"\x0fWatermarkReport\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12)\n" +
 	"\x10source_partition\x18\x02 \x01(\x05R\x0fsourcePartition\x12<\n" +
 	"\x1acommitted_watermark_millis\x18\x03 \x01(\x03R\x18committedWatermarkMillis\x126\n" +
 	"\x17total_source_partitions\x18\x04 \x01(\x05R\x15totalSourcePartitions\x12\x12\n" +
 	"\x04idle\x18\x05 \x01(\bR\x04idle\x128\n" +
-	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\"\xd1\x02\n" +
+	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\x129\n" +
+	"\x16processing_time_millis\x18\a \x01(\x03H\x00R\x14processingTimeMillis\x88\x01\x01B\x19\n" +
+	"\x17_processing_time_millis\"\xd1\x02\n" +
 	"\x0fSourcePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +
 	"\x13has_last_event_time\x18\x02 \x01(\bR\x10hasLastEventTime\x123\n" +
@@ -792,6 +810,7 @@ func file_kafkastreams_v1_watermark_proto_init() {
 	if File_kafkastreams_v1_watermark_proto != nil {
 		return
 	}
+	file_kafkastreams_v1_watermark_proto_msgTypes[0].OneofWrappers = []any{}
 	file_kafkastreams_v1_watermark_proto_msgTypes[2].OneofWrappers = []any{
 		(*Envelope_Element)(nil),
 		(*Envelope_Report)(nil),
