@@ -253,12 +253,22 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	t.Logf("%s: %d kills done; waiting for the job to finish", since(), done)
 
 	deadline := time.After(5 * time.Minute)
+	// A job still running 90 s after the last kill is slow (these jobs
+	// take seconds): what the broker says of its groups then is logged.
+	slow := time.After(90 * time.Second)
 	for _, c := range children {
 		if c.killed {
 			continue
 		}
+	wait:
 		select {
 		case <-c.done:
+		case <-slow:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			groups, err := kafkaenv.DescribeGroups(ctx, b.BootstrapServers(), app+".")
+			cancel()
+			t.Logf("%s: the job still runs 90 s after the last kill; its consumer groups (%v):\n%s", since(), err, groups)
+			goto wait
 		case <-deadline:
 			diagnoseStuck(t, b, app, children)
 			logChaosSummary(t, children)

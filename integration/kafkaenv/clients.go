@@ -43,7 +43,9 @@ type TopicSpec struct {
 	// Partitions is the partition count. Default 1.
 	Partitions int
 	// Config holds topic configs (e.g. "cleanup.policy": "compact").
-	// Default none. Replication factor is always 1.
+	// Default none. The replication factor is the cluster's
+	// default.replication.factor: 1 on Start's single broker, the size on
+	// StartCluster's.
 	Config map[string]string
 }
 
@@ -60,7 +62,7 @@ type Record struct {
 	Key, Value []byte
 }
 
-// CreateTopics creates topics with replication factor 1 and returns once
+// CreateTopics creates topics with the cluster's default replication factor and returns once
 // the broker's metadata lists them all with their leaders. A topic that
 // already exists is an error.
 func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) error {
@@ -75,7 +77,7 @@ func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) er
 		if n <= 0 {
 			n = 1
 		}
-		specs[i] = kafka.TopicSpecification{Topic: t.Name, NumPartitions: n, ReplicationFactor: 1, Config: t.Config}
+		specs[i] = kafka.TopicSpecification{Topic: t.Name, NumPartitions: n, ReplicationFactor: -1, Config: t.Config}
 	}
 	res, err := admin.CreateTopics(ctx, specs, kafka.SetAdminOperationTimeout(30*time.Second))
 	if err != nil {

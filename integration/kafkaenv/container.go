@@ -133,12 +133,9 @@ func (l logfAdapter) Printf(format string, args ...any) { l("testcontainers: "+f
 
 // startContainer runs o.Image with host networking through
 // testcontainers-go and waits for the broker.
-func startContainer(ctx context.Context, o Options) (*Broker, error) {
+func startContainer(ctx context.Context, o Options, n node) (*Broker, error) {
 	disableRyuk()
-	bport, cport, err := choosePorts(o.BrokerPort, o.ControllerPort)
-	if err != nil {
-		return nil, err
-	}
+	bport, cport := n.brokerPort, n.controllerPort
 	reapStale(ctx, o)
 	logFile, err := os.CreateTemp("", "kafkaenv-container-*.log")
 	if err != nil {
@@ -153,11 +150,7 @@ func startContainer(ctx context.Context, o Options) (*Broker, error) {
 	begin := time.Now()
 	ctr, err := testcontainers.Run(ctx, o.Image,
 		testcontainers.WithLogger(logfAdapter(o.Logf)),
-		testcontainers.WithCmd(
-			"-broker-port", strconv.Itoa(bport),
-			"-controller-port", strconv.Itoa(cport),
-			"-heap-mb", strconv.Itoa(o.HeapMB),
-		),
+		testcontainers.WithCmd(n.containerArgs(o)...),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
 		}),
@@ -198,6 +191,17 @@ func startContainer(ctx context.Context, o Options) (*Broker, error) {
 			os.Remove(logPath)
 			if err != nil {
 				return fmt.Errorf("kafkaenv: terminate container: %w", err)
+			}
+			return nil
+		},
+		kill: func() error {
+			cli, err := testcontainers.NewDockerClientWithOpts(context.Background())
+			if err != nil {
+				return fmt.Errorf("kafkaenv: kill container: %w", err)
+			}
+			defer cli.Close()
+			if _, err := cli.ContainerKill(context.Background(), ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				return fmt.Errorf("kafkaenv: kill container %.12s: %w", ctr.GetContainerID(), err)
 			}
 			return nil
 		},

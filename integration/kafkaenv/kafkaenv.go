@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv/kraftconfig"
 )
 
 // DefaultKafkaVersion is the Apache Kafka version of the jars and the image.
@@ -169,6 +171,7 @@ type Broker struct {
 	stopOnce sync.Once
 	stopErr  error
 	stop     func() error // nil for ModeExternal
+	kill     func() error // nil for ModeExternal
 }
 
 // BootstrapServers returns the client address list, e.g. "127.0.0.1:40123"
@@ -213,13 +216,36 @@ func (b *Broker) Stop() error {
 func Start(ctx context.Context, opts Options) (*Broker, error) {
 	o := opts.withDefaults()
 	bootstrap := strings.TrimSpace(os.Getenv(EnvBootstrapServers))
-
-	switch o.Mode {
-	case ModeExternal:
-		if bootstrap == "" {
-			return nil, fmt.Errorf("%w: mode %q needs %s to be set", ErrBadOptions, ModeExternal, EnvBootstrapServers)
-		}
+	switch {
+	case o.Mode == ModeExternal && bootstrap == "":
+		return nil, fmt.Errorf("%w: mode %q needs %s to be set", ErrBadOptions, ModeExternal, EnvBootstrapServers)
+	case o.Mode == ModeExternal, o.Mode == ModeAuto && bootstrap != "":
 		return startExternal(ctx, o, bootstrap)
+	}
+	launch, err := chooseLauncher(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	bport, cport, err := choosePorts(o.BrokerPort, o.ControllerPort)
+	if err != nil {
+		return nil, err
+	}
+	clusterID, err := kraftconfig.NewClusterID()
+	if err != nil {
+		return nil, err
+	}
+	return launch(ctx, o, node{id: 1, brokerPort: bport, controllerPort: cport, clusterID: clusterID})
+}
+
+// launcher starts one KRaft node and returns once it answers a metadata
+// request (a node of a cluster answers once its quorum has formed).
+type launcher func(ctx context.Context, o Options, n node) (*Broker, error)
+
+// chooseLauncher returns the launcher of o.Mode (ModeContainer, ModeProcess,
+// or ModeAuto: a container when a Docker daemon answers and has the image,
+// else a local process).
+func chooseLauncher(ctx context.Context, o Options) (launcher, error) {
+	switch o.Mode {
 	case ModeContainer:
 		if err := probeDocker(ctx, o.DockerProbeTimeout); err != nil {
 			return nil, fmt.Errorf("%w: %v (mode %q was required; start dockerd, or unset %s)", ErrNoDocker, err, ModeContainer, EnvMode)
@@ -227,26 +253,22 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		if err := imagePresent(ctx, o.Image); err != nil {
 			return nil, err
 		}
-		return startContainer(ctx, o)
+		return startContainer, nil
 	case ModeProcess:
-		return startProcess(ctx, o)
+		return startProcess, nil
 	case ModeAuto:
 	default:
 		return nil, fmt.Errorf("%w: unknown mode %q (want %q, %q, %q or empty)", ErrBadOptions, o.Mode, ModeExternal, ModeContainer, ModeProcess)
 	}
-
-	if bootstrap != "" {
-		return startExternal(ctx, o, bootstrap)
-	}
 	if err := probeDocker(ctx, o.DockerProbeTimeout); err != nil {
 		o.Logf("no Docker daemon (%v): falling back to a local Kafka process", err)
-		return startProcess(ctx, o)
+		return startProcess, nil
 	}
 	if err := imagePresent(ctx, o.Image); err != nil {
 		o.Logf("Docker daemon answers but %v: falling back to a local Kafka process", err)
-		return startProcess(ctx, o)
+		return startProcess, nil
 	}
-	return startContainer(ctx, o)
+	return startContainer, nil
 }
 
 // startExternal checks that the cluster at bootstrap answers.

@@ -17,22 +17,15 @@ import (
 // SIGTERM before it kills.
 const stopGrace = 15 * time.Second
 
-// startProcess runs the broker as a local java child process in a fresh
-// temp dir (config, log dir, broker.log), removed by Stop.
-func startProcess(ctx context.Context, o Options) (*Broker, error) {
-	bport, cport, err := choosePorts(o.BrokerPort, o.ControllerPort)
-	if err != nil {
-		return nil, err
-	}
+// startProcess runs node n as a local java child process in a fresh temp
+// dir (config, log dir, broker.log), removed by Stop.
+func startProcess(ctx context.Context, o Options, n node) (*Broker, error) {
+	bport, cport := n.brokerPort, n.controllerPort
 	java, err := findJava(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	libs, err := ensureJars(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	clusterID, err := kraftconfig.NewClusterID()
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +40,12 @@ func startProcess(ctx context.Context, o Options) (*Broker, error) {
 		}
 	}()
 	cfg := kraftconfig.Config{
+		NodeID:         n.id,
 		BrokerPort:     bport,
 		ControllerPort: cport,
 		LogDir:         filepath.Join(tmp, "data"),
-		ClusterID:      clusterID,
+		ClusterID:      n.clusterID,
+		Overrides:      n.overrides,
 	}
 	props, log4j, err := kraftconfig.WriteFiles(filepath.Join(tmp, "config"), cfg)
 	if err != nil {
@@ -121,6 +116,11 @@ func startProcess(ctx context.Context, o Options) (*Broker, error) {
 		describe:  fmt.Sprintf("local process (java pid %d, jars %s, controller %s:%d, log %s)", server.Process.Pid, libs, loopback, cport, logPath),
 		logPath:   logPath,
 		stop:      stop,
+		kill: func() error {
+			syscall.Kill(-server.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return nil
+		},
 	}
 	logReady(o, b)
 	return b, nil

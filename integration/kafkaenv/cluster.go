@@ -1,0 +1,211 @@
+package kafkaenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv/kraftconfig"
+)
+
+// node is one KRaft node to launch: its node.id, its two ports on
+// 127.0.0.1, the cluster id every node of a cluster shares, and extra
+// server.properties entries (a cluster's voters and replication settings;
+// none for the single broker of Start).
+type node struct {
+	id                         int
+	brokerPort, controllerPort int
+	clusterID                  string
+	overrides                  map[string]string
+}
+
+// containerArgs returns the image entrypoint's flags for n.
+func (n node) containerArgs(o Options) []string {
+	args := []string{
+		"-broker-port", strconv.Itoa(n.brokerPort),
+		"-controller-port", strconv.Itoa(n.controllerPort),
+		"-heap-mb", strconv.Itoa(o.HeapMB),
+		"-cluster-id", n.clusterID,
+		"-set", "node.id=" + strconv.Itoa(n.id),
+	}
+	for k, v := range n.overrides {
+		args = append(args, "-set", k+"="+v)
+	}
+	return args
+}
+
+// Cluster is a KRaft cluster of several combined broker+controller nodes on
+// 127.0.0.1, started by StartCluster. Its methods are safe for concurrent
+// use.
+type Cluster struct {
+	// Nodes are the cluster's nodes; Nodes[i] has node.id i+1.
+	Nodes []*Broker
+	// Replication is the replication factor of the internal topics and
+	// the default of new topics (default.replication.factor).
+	Replication int
+	// MinISR is min.insync.replicas: a write with acks=all (every
+	// transactional and idempotent producer) needs this many in-sync
+	// replicas.
+	MinISR int
+
+	bootstrap string
+}
+
+// BootstrapServers returns every node's client address, comma-separated
+// (Kafka's bootstrap.servers).
+func (c *Cluster) BootstrapServers() string { return c.bootstrap }
+
+// Broker returns the cluster as one *Broker whose BootstrapServers lists
+// every node, for helpers that take a *Broker. Its Stop stops the cluster.
+func (c *Cluster) Broker() *Broker {
+	return &Broker{mode: c.Nodes[0].mode, bootstrap: c.bootstrap, describe: c.Describe(), stop: c.Stop}
+}
+
+// Describe returns one line for logs naming every node.
+func (c *Cluster) Describe() string {
+	var parts []string
+	for i, n := range c.Nodes {
+		parts = append(parts, fmt.Sprintf("node %d: %s", i+1, n.Describe()))
+	}
+	return fmt.Sprintf("%d-node KRaft cluster (replication factor %d, min.insync.replicas %d): %s", len(c.Nodes), c.Replication, c.MinISR, strings.Join(parts, "; "))
+}
+
+// Stop stops every node (see Broker.Stop) and returns the first error.
+func (c *Cluster) Stop() error {
+	var first error
+	for _, n := range c.Nodes {
+		if err := n.Stop(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Kill kills node id (1-based, its node.id) at once, as a power cut would:
+// SIGKILL of its JVM, or of its container. The node stays dead; Stop still
+// cleans up after it.
+func (c *Cluster) Kill(id int) error {
+	if id < 1 || id > len(c.Nodes) {
+		return fmt.Errorf("%w: no node %d in a %d-node cluster", ErrBadOptions, id, len(c.Nodes))
+	}
+	return c.Nodes[id-1].kill()
+}
+
+// Leader returns the node.id of the leader of partition p of topic, as the
+// cluster's metadata says now.
+func (c *Cluster) Leader(topic string, p int32) (int, error) {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.bootstrap})
+	if err != nil {
+		return 0, fmt.Errorf("kafkaenv: admin client: %w", err)
+	}
+	defer admin.Close()
+	md, err := admin.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return 0, fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
+	}
+	for _, pm := range md.Topics[topic].Partitions {
+		if pm.ID == p {
+			return int(pm.Leader), nil
+		}
+	}
+	return 0, fmt.Errorf("kafkaenv: topic %s has no partition %d", topic, p)
+}
+
+// StartCluster starts a KRaft cluster of size nodes (3 or more; every node
+// both broker and controller, the static voter set of all of them), where
+// Options.Mode says (Options.BrokerPort and ControllerPort are ignored:
+// every port is picked free). Every replication setting is size with
+// min.insync.replicas size-1: the internal topics (__consumer_offsets,
+// __transaction_state) and, by default.replication.factor, every topic
+// created without a replication factor, the runner's included. It returns
+// once every node answers a metadata request. ModeExternal is refused.
+func StartCluster(ctx context.Context, opts Options, size int) (*Cluster, error) {
+	o := opts.withDefaults()
+	if size < 3 {
+		return nil, fmt.Errorf("%w: a cluster of %d nodes (want 3 or more: a KRaft quorum that survives the loss of a node)", ErrBadOptions, size)
+	}
+	if o.Mode == ModeExternal {
+		return nil, fmt.Errorf("%w: StartCluster starts its own nodes; mode %q starts nothing", ErrBadOptions, ModeExternal)
+	}
+	launch, err := chooseLauncher(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2 * size)
+	if err != nil {
+		return nil, err
+	}
+	clusterID, err := kraftconfig.NewClusterID()
+	if err != nil {
+		return nil, err
+	}
+	var voters []string
+	for i := 0; i < size; i++ {
+		voters = append(voters, fmt.Sprintf("%d@%s:%d", i+1, loopback, ports[2*i+1]))
+	}
+	rf, isr := strconv.Itoa(size), strconv.Itoa(size-1)
+	overrides := map[string]string{
+		"controller.quorum.voters":                         strings.Join(voters, ","),
+		"default.replication.factor":                       rf,
+		"min.insync.replicas":                              isr,
+		"offsets.topic.replication.factor":                 rf,
+		"transaction.state.log.replication.factor":         rf,
+		"transaction.state.log.min.isr":                    isr,
+		"share.coordinator.state.topic.replication.factor": rf,
+		"share.coordinator.state.topic.min.isr":            isr,
+	}
+	// The nodes start together: none answers before a quorum has formed.
+	c := &Cluster{Nodes: make([]*Broker, size), Replication: size, MinISR: size - 1}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for i := 0; i < size; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Nodes[i], errs[i] = launch(ctx, o, node{id: i + 1, brokerPort: ports[2*i], controllerPort: ports[2*i+1], clusterID: clusterID, overrides: overrides})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range c.Nodes {
+			if n != nil {
+				n.Stop()
+			}
+		}
+		return nil, fmt.Errorf("kafkaenv: %d-node cluster: %w", size, err)
+	}
+	var addrs []string
+	for i := 0; i < size; i++ {
+		addrs = append(addrs, fmt.Sprintf("%s:%d", loopback, ports[2*i]))
+	}
+	c.bootstrap = strings.Join(addrs, ",")
+	return c, nil
+}
+
+// freePorts returns n distinct free ports on 127.0.0.1, picked by the
+// kernel (each held until all are picked, then released; see choosePorts
+// for the race this leaves).
+func freePorts(n int) ([]int, error) {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	out := make([]int, n)
+	for i := range out {
+		l, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("kafkaenv: pick a free port on %s: %w", loopback, err)
+		}
+		held = append(held, l)
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out, nil
+}
