@@ -122,7 +122,12 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
 	err = redactError(err, KafkaProperties)
-	if err != nil {
+	switch {
+	case err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// Stopped (SIGINT, SIGTERM, the caller's cancel): the tasks move to
+		// the other instances; nothing failed.
+		slog.Default().Info("kafkastreams: the instance stopped", "runner", Name, "cause", context.Cause(ctx))
+	case err != nil:
 		// Beam's log package turns the standard logger into INFO lines, so a
 		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
 		slog.Default().Error("kafkastreams: the job failed", "runner", Name, "err", err)

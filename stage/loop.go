@@ -216,6 +216,18 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		head:  cfg.Head,
 		tasks: map[int32]*task{},
 	}
+	if err := l.openClients(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// openClients creates the loop's consumer and transactional producer and
+// initialises transactions (fencing any earlier producer of the same
+// transactional id and aborting its open transaction).
+func (l *Loop) openClients(ctx context.Context) error {
+	cfg := l.cfg
+	var err error
 	cc := kafka.ConfigMap{}
 	pc := kafka.ConfigMap{}
 	for k, v := range cfg.Properties {
@@ -240,24 +252,25 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	pc["transaction.timeout.ms"] = 10000
 	pc["go.delivery.reports"] = false
 	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
-		return nil, fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
+		return fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
 	}
 	if l.producer, err = kafka.NewProducer(&pc); err != nil {
 		l.consumer.Close()
-		return nil, fmt.Errorf("stage %s: producer: %w", cfg.Spec.Name, err)
+		return fmt.Errorf("stage %s: producer: %w", cfg.Spec.Name, err)
 	}
-	go l.drainProducerEvents()
+	go l.drainProducerEvents(l.producer)
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := l.producer.InitTransactions(ictx); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", cfg.Spec.Name, l.txnID, err)
+		l.consumer.Close()
+		l.producer.Close()
+		return fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", cfg.Spec.Name, l.txnID, err)
 	}
-	return l, nil
+	return nil
 }
 
-func (l *Loop) drainProducerEvents() {
-	for ev := range l.producer.Events() {
+func (l *Loop) drainProducerEvents(p *kafka.Producer) {
+	for ev := range p.Events() {
 		if e, ok := ev.(kafka.Error); ok {
 			l.log.Warn("stage: producer error", "err", e)
 		}
@@ -415,11 +428,97 @@ func partitionsOf(tps []kafka.TopicPartition) []int32 {
 	return out
 }
 
-// Run consumes until ctx is done (nil), the producer is fenced (ErrFenced),
-// or a bundle fails MaxAttempts times (ErrBundleFailed). It closes the
-// clients before returning.
+// Run consumes until ctx is done (nil), a bundle fails MaxAttempts times
+// (ErrBundleFailed), the local state cannot take a committed attempt
+// (ErrLocalState), or a Kafka error recurs. A Kafka error (the producer
+// fenced or fatal, the consumer fatal, a coordinator gone while the rewind
+// asked for committed offsets, a transaction that timed out: what a
+// broker's failover gives) restarts the loop's clients, as a restart of the
+// instance would: every task is revoked, the consumer leaves the group, new
+// clients join it (InitTransactions aborts the open transaction) and get
+// tasks assigned, each restored from its committed offset and checkpoint.
+// Exactly once holds as for any restart. After maxRestarts restarts within
+// restartWindow the error is returned. Run closes the clients before
+// returning.
 func (l *Loop) Run(ctx context.Context) error {
 	defer l.Close()
+	var restarts []time.Time
+	for {
+		err := l.run(ctx)
+		if err == nil || ctx.Err() != nil || !restartable(err) {
+			return err
+		}
+		now := time.Now()
+		kept := restarts[:0]
+		for _, at := range restarts {
+			if now.Sub(at) < restartWindow {
+				kept = append(kept, at)
+			}
+		}
+		restarts = append(kept, now)
+		if len(restarts) > maxRestarts {
+			return fmt.Errorf("%w (the stage restarted its Kafka clients %d times within %v)", err, maxRestarts, restartWindow)
+		}
+		l.log.Warn("stage: restarting the stage's Kafka clients after a Kafka error: its tasks are revoked and will be assigned again, restored from their committed offsets", "restart", len(restarts), "err", err)
+		if err := l.reopen(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// maxRestarts bounds Run's client restarts within restartWindow.
+const (
+	maxRestarts   = 5
+	restartWindow = 5 * time.Minute
+)
+
+// restartable says whether err, which ended run, is one a restart of the
+// stage's Kafka clients can get past: ErrFenced, or any error from the
+// Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState or
+// an error of the SDK or the head.
+func restartable(err error) bool {
+	if errors.Is(err, ErrLocalState) {
+		return false
+	}
+	if errors.Is(err, ErrFenced) {
+		return true
+	}
+	var ke kafka.Error
+	return errors.As(err, &ke)
+}
+
+// reopen closes the loop's clients, revokes every task from the head and
+// forgets the loop's per-task state, then opens new clients (after a
+// second, or until ctx is done).
+func (l *Loop) reopen(ctx context.Context) error {
+	_ = l.consumer.Close()
+	l.producer.Close()
+	for p := range l.tasks {
+		l.head.Revoke(p)
+	}
+	l.tasks = map[int32]*task{}
+	l.side.paused = map[int32]time.Time{}
+	l.aligned = map[int32]bool{}
+	l.woken = nil
+	l.rebalanceErr = nil
+	select {
+	case <-ctx.Done():
+		l.closeOnce.Do(func() {}) // closed above: Close must not close them again
+		return ctx.Err()
+	case <-time.After(time.Second):
+	}
+	if err := l.openClients(ctx); err != nil {
+		l.closeOnce.Do(func() {})
+		return err
+	}
+	return nil
+}
+
+// run is one life of the loop's clients (see Run).
+func (l *Loop) run(ctx context.Context) error {
 	if err := l.consumer.SubscribeTopics([]string{l.cfg.Spec.InputTopic}, l.rebalance); err != nil {
 		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Spec.Name, l.cfg.Spec.InputTopic, err)
 	}
