@@ -61,8 +61,9 @@ chaos: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	KAFKASTREAMS_CHAOS=1 $(GO) test -count=$(CHAOS_COUNT) -run '^TestChaos$$' -v -timeout 60m ./integration/ 2>&1 | grep -v -E '^(kafkaenv|time=|[0-9]{4}/)'
 
-## scenarios: the five scenarios of an unbounded job (steady, scale-out,
-## clean scale-in, SIGKILL, reassignment; integration/scenarios_test.go) for
+## scenarios: the six scenarios of an unbounded job (steady, scale-out,
+## clean scale-in, SIGKILL, reassignment, broker failover on a 3-node
+## KRaft cluster; integration/scenarios_test.go) for
 ## minutes each at 1 000 records/s (their short versions run in make test);
 ## prints each scenario's figures (the lines "figures <scenario>: …").
 scenarios: kafka-jars
