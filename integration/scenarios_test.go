@@ -280,7 +280,18 @@ func (r *scRun) waitExit(k *scKid, timeout time.Duration) time.Time {
 	case <-k.done:
 		return time.Now()
 	case <-time.After(timeout):
-		r.t.Fatalf("instance %d did not exit within %v:\n%s", k.idx, timeout, tail(k.log.String(), 4000))
+		// Its goroutines' stacks say where it hangs (SIGQUIT: the Go
+		// runtime prints them and exits).
+		_ = k.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-k.done:
+		case <-time.After(10 * time.Second):
+		}
+		dir, err := os.MkdirTemp("", "kafkastreams-stuck-")
+		if err == nil {
+			err = os.WriteFile(fmt.Sprintf("%s/instance-%d.log", dir, k.idx), k.log.Bytes(), 0o644)
+		}
+		r.t.Fatalf("instance %d did not exit within %v (its whole log, with a goroutine dump, in %s: %v):\n%s", k.idx, timeout, dir, err, tail(k.log.String(), 4000))
 	}
 	return time.Time{}
 }
