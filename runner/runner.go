@@ -69,6 +69,11 @@ type Result struct {
 	LateDropped map[string]int64
 	// ApplicationMetrics says Metrics are the whole application's.
 	ApplicationMetrics bool
+	// Startup are this instance's start-up steps, in order, from the
+	// process start to the first input record read by any of its stages
+	// (fewer when no stage read a record); StartupTook is their sum.
+	Startup     []StartupStep
+	StartupTook time.Duration
 }
 
 // recordsIn is how many input records this instance's stages committed.
@@ -153,6 +158,8 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 
 func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
+	tl := newTimeline()
+	tl.mark("process start to Execute")
 	if err := validateFlags(); err != nil {
 		return nil, err
 	}
@@ -239,11 +246,13 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		}
 		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
 	}
+	tl.mark("plan")
 	// A failed SASL or TLS handshake is said at once, not as createTopics'
 	// timeout 30 s later.
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
 		return nil, brokerErr(err)
 	}
+	tl.mark("brokers")
 	users, err := userTopics(ctx, bootstrap, props, pl, sources)
 	if err != nil {
 		if unreachable(err) {
@@ -251,19 +260,22 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		}
 		return nil, err
 	}
+	tl.mark("users' topics")
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
 		return nil, brokerErr(err)
 	}
+	tl.mark("topics")
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}
+	tl.mark("record plan")
 	if recorded {
 		log.Info("kafkastreams: recorded the plan for the application", "topic", PlanTopic(appID))
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	res, err := run(ctx, log, bootstrap, props, pipe, pl, gbks, users, sources)
+	res, err := run(ctx, log, tl, bootstrap, props, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
@@ -272,7 +284,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(parent context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
+func run(parent context.Context, log *slog.Logger, tl *timeline, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
@@ -286,6 +298,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		return nil, err
 	}
 	defer h.Stop()
+	tl.mark("harness")
 
 	// The embedded WatermarkManager: the report topic says when the job is done.
 	wm, err := service.Start(ctx, service.Config{
@@ -306,6 +319,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 	}
 
+	tl.mark("watermark service")
 	committed := newCommittedMetrics()
 	inst, err := claimInstance(*StateDir, pl.ApplicationID)
 	if err != nil {
@@ -471,6 +485,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 		cfgs = append(cfgs, cfg)
 	}
+	tl.mark("stages and stores")
 	// The loops start together: each one's clients connect and its
 	// InitTransactions waits on the transaction coordinator, a round trip or
 	// several per stage that need not queue behind the other stages'.
@@ -496,6 +511,8 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
 	}
+	tl.mark("clients and InitTransactions")
+	go watchStartup(ctx, log, tl, loops)
 
 	// Drain (drain.go): a request in the control topic, from any instance,
 	// --drain or runner.Drain; SIGUSR1 here writes one.
@@ -548,6 +565,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for name, l := range loops {
 		res.Stats[name] = l.Stats()
 	}
+	res.Startup, res.StartupTook = tl.snapshot()
 	res.LateDropped = map[string]int64{}
 	for name, h := range gbkHeads {
 		res.LateDropped[name] = h.Dropped()

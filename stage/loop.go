@@ -132,6 +132,11 @@ type Stats struct {
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
 	// counts what entered the bundles: panes, for a GroupByKey stage.)
 	FirstCommit, LastCommit time.Time
+	// Assigned is when the loop's first assignment was served (its tasks
+	// restored and consumable; zero if none yet), FirstRecord when its
+	// first input record was polled (zero if none yet): the start-up
+	// timeline's last two steps.
+	Assigned, FirstRecord time.Time
 }
 
 // Loop is the transactional consume-process-produce loop of one stage in one
@@ -178,6 +183,8 @@ type Loop struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
+		// assigned and firstRecord are Unix nanoseconds (0: none yet).
+		assigned, firstRecord atomic.Int64
 	}
 	closeOnce sync.Once
 }
@@ -273,6 +280,8 @@ func (l *Loop) Stats() Stats {
 		Aborts:      l.stats.aborts.Load(),
 		FirstCommit: unixNanos(l.stats.firstCommit.Load()),
 		LastCommit:  unixNanos(l.stats.lastCommit.Load()),
+		Assigned:    unixNanos(l.stats.assigned.Load()),
+		FirstRecord: unixNanos(l.stats.firstRecord.Load()),
 	}
 }
 
@@ -327,6 +336,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			return err
 		}
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
+		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
 		for _, tp := range e.Partitions {
 			if tp.Partition >= l.step.spec.Partitions {
 				l.checked = time.Time{} // a partition beyond the count: ask at once
@@ -532,6 +542,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			if e.TopicPartition.Error != nil {
 				l.log.Warn("stage: consume error", "err", e.TopicPartition.Error)
 				continue
+			}
+			if len(batch) == 0 {
+				l.stats.firstRecord.CompareAndSwap(0, time.Now().UnixNano())
 			}
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
