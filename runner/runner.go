@@ -123,6 +123,7 @@ func (r *Result) Metrics() metrics.Results {
 // every sink stage has reported the end of time (bounded pipelines), ctx is
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	defer closing.Wait()
 	res, err := execute(ctx, p)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
@@ -247,6 +248,35 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
 	}
 	tl.mark("plan")
+	inst, err := claimInstance(*StateDir, pl.ApplicationID)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.release()
+	// Every transactional producer's InitTransactions starts now, in the
+	// background: they need no topic, and their round trips to the
+	// transaction coordinator then overlap the broker check, the topics and
+	// the plan instead of following them.
+	planProducer := startPlanProducer(ctx, bootstrap, props, pl)
+	defer planProducer.close()
+	producers := map[string]*stage.Producer{}
+	defer func() {
+		for _, pr := range producers {
+			pr.Close() // those no loop took over
+		}
+	}()
+	for _, s := range pl.Stages {
+		producers[s.Name] = stage.StartProducer(ctx, bootstrap, props, pl.ApplicationID, s.Name, inst.ID, log)
+	}
+	// The SDK harness connects to the Fn API servers meanwhile too.
+	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	harness := startHarness(ctx, srv)
+	defer harness.stop()
+	tl.mark("instance slot, producers started")
 	// A failed SASL or TLS handshake is said at once, not as createTopics'
 	// timeout 30 s later.
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
@@ -265,17 +295,16 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return nil, brokerErr(err)
 	}
 	tl.mark("topics")
-	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
+	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams), planProducer, tl.mark)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}
-	tl.mark("record plan")
 	if recorded {
 		log.Info("kafkastreams: recorded the plan for the application", "topic", PlanTopic(appID))
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	res, err := run(ctx, log, tl, bootstrap, props, pipe, pl, gbks, users, sources)
+	res, err := run(ctx, log, tl, srv, harness, inst, producers, bootstrap, props, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
@@ -284,20 +313,14 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(parent context.Context, log *slog.Logger, tl *timeline, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
+func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Server, harness *startingHarness, inst *instance, producers map[string]*stage.Producer, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
-	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
+	h, err := harness.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	h, err := srv.StartHarness(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer h.Stop()
 	tl.mark("harness")
 
 	// The embedded WatermarkManager: the report topic says when the job is done.
@@ -321,11 +344,6 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, bootstrap strin
 
 	tl.mark("watermark service")
 	committed := newCommittedMetrics()
-	inst, err := claimInstance(*StateDir, pl.ApplicationID)
-	if err != nil {
-		return nil, err
-	}
-	defer inst.release()
 	if inst.Reused {
 		log.Info("kafkastreams: instance slot taken over: this instance uses its predecessor's transactional ids, so transactions a killed predecessor left open are aborted now, not at their timeout", inst.logAttrs()...)
 	} else {
@@ -361,6 +379,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, bootstrap strin
 			CommitInterval:   *CommitInterval,
 			MaxBatchRecords:  *MaxBundleSize,
 			Consumer:         groupMembership(inst.ID, props),
+			Producer:         producers[s.Name],
 			Logger:           log,
 		}
 		var impulseCoder *coder.Coder
@@ -706,5 +725,43 @@ func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *pla
 		case <-tick.C:
 			progress(time.Since(start))
 		}
+	}
+}
+
+// startingHarness is the in-process SDK harness, started in the background
+// (startHarness) while the application is set up.
+type startingHarness struct {
+	done chan struct{}
+	h    *fnapi.Harness
+	err  error
+}
+
+// startHarness starts srv's harness (Server.StartHarness, bounded by ctx)
+// in the background.
+func startHarness(ctx context.Context, srv *fnapi.Server) *startingHarness {
+	sh := &startingHarness{done: make(chan struct{})}
+	go func() {
+		defer close(sh.done)
+		sh.h, sh.err = srv.StartHarness(ctx)
+	}()
+	return sh
+}
+
+// wait returns the harness once it has connected, or the error that
+// stopped it, or ctx's.
+func (sh *startingHarness) wait(ctx context.Context) (*fnapi.Harness, error) {
+	select {
+	case <-sh.done:
+		return sh.h, sh.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// stop stops the harness once StartHarness has returned.
+func (sh *startingHarness) stop() {
+	<-sh.done
+	if sh.h != nil {
+		sh.h.Stop()
 	}
 }

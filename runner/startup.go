@@ -62,6 +62,22 @@ func processStart() time.Time {
 	return initTime
 }
 
+// closing counts the clients being closed in the background (closeLater);
+// Execute waits for them before it returns.
+var closing sync.WaitGroup
+
+// closeLater runs close, a Kafka client's Close, in the background:
+// librdkafka's destroy waits for the client's threads to end (about 100 ms
+// a client here), time a start-up step need not wait for once the client
+// is done with.
+func closeLater(close func()) {
+	closing.Add(1)
+	go func() {
+		defer closing.Done()
+		close()
+	}()
+}
+
 // StartupStep is one step of an instance's start-up (Result.Startup): its
 // name and how long it took (wall time, from the end of the step before).
 type StartupStep struct {

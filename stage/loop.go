@@ -107,6 +107,11 @@ type Config struct {
 	MaxAttempts int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Producer, if set, is the stage's transactional producer started
+	// ahead by StartProducer for this stage and InstanceID: New waits for
+	// its InitTransactions and takes it over (Close closes it). Nil: New
+	// creates and initialises one itself.
+	Producer *Producer
 }
 
 // Sentinel errors.
@@ -215,15 +220,18 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("stage", cfg.Spec.Name),
 		group: cfg.Spec.ApplicationID + "." + cfg.Spec.Name,
-		txnID: cfg.Spec.ApplicationID + "-" + cfg.Spec.Name + "-" + cfg.InstanceID,
+		txnID: TransactionalID(cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID),
 		step:  step,
 		head:  cfg.Head,
 		tasks: map[int32]*task{},
 	}
+	if cfg.Producer != nil && cfg.Producer.txnID != l.txnID {
+		cfg.Producer.Close()
+		return nil, fmt.Errorf("stage %s: Config.Producer has transactional.id %s, the stage's is %s", cfg.Spec.Name, cfg.Producer.txnID, l.txnID)
+	}
 	cc := kafka.ConfigMap{}
-	pc := kafka.ConfigMap{}
 	for k, v := range cfg.Properties {
-		cc[k], pc[k] = v, v
+		cc[k] = v
 	}
 	cc["bootstrap.servers"] = cfg.BootstrapServers
 	cc["group.id"] = l.group
@@ -235,37 +243,22 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	for k, v := range cfg.Consumer {
 		cc[k] = v
 	}
-	pc["bootstrap.servers"] = cfg.BootstrapServers
-	pc["transactional.id"] = l.txnID
-	pc["linger.ms"] = 5
-	// A killed instance's open transaction blocks read_committed readers of
-	// its output partitions until the broker aborts it at this timeout, so
-	// keep it short, as Kafka Streams does under exactly-once (10 s).
-	pc["transaction.timeout.ms"] = 10000
-	pc["go.delivery.reports"] = false
+	pr := cfg.Producer
+	if pr == nil {
+		pr = StartProducer(ctx, cfg.BootstrapServers, cfg.Properties, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
+	}
 	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
+		pr.Close()
 		return nil, fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
 	}
-	if l.producer, err = kafka.NewProducer(&pc); err != nil {
+	if err := pr.wait(ctx); err != nil {
+		pr.Close()
 		l.consumer.Close()
-		return nil, fmt.Errorf("stage %s: producer: %w", cfg.Spec.Name, err)
+		return nil, err
 	}
-	go l.drainProducerEvents()
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := l.producer.InitTransactions(ictx); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", cfg.Spec.Name, l.txnID, err)
-	}
+	pr.taken.Store(true)
+	l.producer = pr.p
 	return l, nil
-}
-
-func (l *Loop) drainProducerEvents() {
-	for ev := range l.producer.Events() {
-		if e, ok := ev.(kafka.Error); ok {
-			l.log.Warn("stage: producer error", "err", e)
-		}
-	}
 }
 
 // Stats returns the committed counters.
