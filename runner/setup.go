@@ -204,11 +204,24 @@ func startPlanProducer(ctx context.Context, bootstrap string, props map[string]s
 	return pp
 }
 
-// close closes the producer once its InitTransactions has returned. Safe
-// to call twice.
+// close closes the producer at once if its InitTransactions has returned,
+// else in the background once it has (InitTransactions observes no
+// cancellation, only its timeout: a start that failed early returns
+// without waiting for it). Safe to call twice.
 func (pp *planProducer) close() {
+	select {
+	case <-pp.done:
+		pp.closeNow()
+	default:
+		go func() {
+			<-pp.done
+			pp.closeNow()
+		}()
+	}
+}
+
+func (pp *planProducer) closeNow() {
 	pp.closeOnce.Do(func() {
-		<-pp.done
 		if pp.p != nil {
 			pp.p.Close()
 		}

@@ -112,14 +112,28 @@ func (pr *Producer) wait(ctx context.Context) error {
 	}
 }
 
-// Close closes the producer unless New took it over, after its
-// InitTransactions has returned. Safe to call twice.
+// Close closes the producer unless New took it over: at once if its
+// InitTransactions has returned, else in the background once it has (it
+// observes no cancellation, only its timeout): a start that failed early
+// (the broker check, the plan) returns without waiting for it. Safe to
+// call twice.
 func (pr *Producer) Close() {
 	if pr == nil || pr.taken.Load() {
 		return
 	}
+	select {
+	case <-pr.done:
+		pr.closeNow()
+	default:
+		go func() {
+			<-pr.done
+			pr.closeNow()
+		}()
+	}
+}
+
+func (pr *Producer) closeNow() {
 	pr.closeOnce.Do(func() {
-		<-pr.done
 		if pr.p != nil {
 			pr.p.Close()
 		}
