@@ -53,7 +53,9 @@ func checkBrokers(ctx context.Context, bootstrap string, props map[string]string
 	if err != nil {
 		return errors.New(redact(fmt.Sprintf("kafkastreams: Kafka client for %s: %v", bootstrap, err), props))
 	}
-	defer p.Close() // after the goroutines below are done with p
+	// Closed after the goroutines below are done with p (every return
+	// waits for the metadata goroutine's answer), in the background.
+	defer closeLater(p.Close)
 
 	cctx, cancel := context.WithTimeout(ctx, brokerCheckTimeout)
 	defer cancel()

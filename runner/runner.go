@@ -69,6 +69,11 @@ type Result struct {
 	LateDropped map[string]int64
 	// ApplicationMetrics says Metrics are the whole application's.
 	ApplicationMetrics bool
+	// Startup are this instance's start-up steps, in order, from the
+	// process start to the first input record read by any of its stages
+	// (fewer when no stage read a record); StartupTook is their sum.
+	Startup     []StartupStep
+	StartupTook time.Duration
 }
 
 // recordsIn is how many input records this instance's stages committed.
@@ -118,6 +123,7 @@ func (r *Result) Metrics() metrics.Results {
 // every sink stage has reported the end of time (bounded pipelines), ctx is
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	defer closing.Wait()
 	res, err := execute(ctx, p)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
@@ -158,6 +164,8 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 
 func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
+	tl := newTimeline()
+	tl.mark("process start to Execute")
 	if err := validateFlags(); err != nil {
 		return nil, err
 	}
@@ -244,11 +252,42 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		}
 		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
 	}
+	tl.mark("plan")
+	inst, err := claimInstance(*StateDir, pl.ApplicationID)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.release()
+	// Every transactional producer's InitTransactions starts now, in the
+	// background: they need no topic, and their round trips to the
+	// transaction coordinator then overlap the broker check, the topics and
+	// the plan instead of following them.
+	planProducer := startPlanProducer(ctx, bootstrap, props, pl)
+	defer planProducer.close()
+	producers := map[string]*stage.Producer{}
+	defer func() {
+		for _, pr := range producers {
+			pr.Close() // those no loop took over
+		}
+	}()
+	for _, s := range pl.Stages {
+		producers[s.Name] = stage.StartProducer(ctx, bootstrap, props, pl.ApplicationID, s.Name, inst.ID, log)
+	}
+	// The SDK harness connects to the Fn API servers meanwhile too.
+	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	harness := startHarness(ctx, srv)
+	defer harness.stop()
+	tl.mark("instance slot, producers started")
 	// A failed SASL or TLS handshake is said at once, not as createTopics'
 	// timeout 30 s later.
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
 		return nil, brokerErr(err)
 	}
+	tl.mark("brokers")
 	users, err := userTopics(ctx, bootstrap, props, pl, sources)
 	if err != nil {
 		if unreachable(err) {
@@ -256,10 +295,12 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		}
 		return nil, err
 	}
+	tl.mark("users' topics")
 	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
 		return nil, brokerErr(err)
 	}
-	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams))
+	tl.mark("topics")
+	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams), planProducer, tl.mark)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}
@@ -268,7 +309,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	res, err := run(ctx, log, bootstrap, props, pipe, pl, gbks, users, sources)
+	res, err := run(ctx, log, tl, srv, harness, inst, producers, bootstrap, props, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
@@ -277,20 +318,15 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(parent context.Context, log *slog.Logger, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
+func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Server, harness *startingHarness, inst *instance, producers map[string]*stage.Producer, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
-	srv, err := fnapi.NewServer(fnapi.Options{Logger: log})
+	h, err := harness.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	h, err := srv.StartHarness(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer h.Stop()
+	tl.mark("harness")
 
 	// The embedded WatermarkManager: the report topic says when the job is done.
 	wm, err := service.Start(ctx, service.Config{
@@ -311,12 +347,8 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 	}
 
+	tl.mark("watermark service")
 	committed := newCommittedMetrics()
-	inst, err := claimInstance(*StateDir, pl.ApplicationID)
-	if err != nil {
-		return nil, err
-	}
-	defer inst.release()
 	if inst.Reused {
 		log.Info("kafkastreams: instance slot taken over: this instance uses its predecessor's transactional ids, so transactions a killed predecessor left open are aborted now, not at their timeout", inst.logAttrs()...)
 	} else {
@@ -357,6 +389,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			CommitInterval:   *CommitInterval,
 			MaxBatchRecords:  *MaxBundleSize,
 			Consumer:         groupMembership(inst.ID, *StaticMembership, props),
+			Producer:         producers[s.Name],
 			Logger:           log,
 			JobClock:         jobClock,
 		}
@@ -482,6 +515,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 		cfgs = append(cfgs, cfg)
 	}
+	tl.mark("stages and stores")
 	// The loops start together: each one's clients connect and its
 	// InitTransactions waits on the transaction coordinator, a round trip or
 	// several per stage that need not queue behind the other stages'.
@@ -507,6 +541,8 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
 	}
+	tl.mark("clients and InitTransactions")
+	go watchStartup(ctx, log, tl, loops)
 
 	// Drain (drain.go): a request in the control topic, from any instance,
 	// --drain or runner.Drain; SIGUSR1 here writes one.
@@ -559,6 +595,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for name, l := range loops {
 		res.Stats[name] = l.Stats()
 	}
+	res.Startup, res.StartupTook = tl.snapshot()
 	res.LateDropped = map[string]int64{}
 	for name, h := range gbkHeads {
 		res.LateDropped[name] = h.Dropped()
@@ -699,5 +736,43 @@ func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *pla
 		case <-tick.C:
 			progress(time.Since(start))
 		}
+	}
+}
+
+// startingHarness is the in-process SDK harness, started in the background
+// (startHarness) while the application is set up.
+type startingHarness struct {
+	done chan struct{}
+	h    *fnapi.Harness
+	err  error
+}
+
+// startHarness starts srv's harness (Server.StartHarness, bounded by ctx)
+// in the background.
+func startHarness(ctx context.Context, srv *fnapi.Server) *startingHarness {
+	sh := &startingHarness{done: make(chan struct{})}
+	go func() {
+		defer close(sh.done)
+		sh.h, sh.err = srv.StartHarness(ctx)
+	}()
+	return sh
+}
+
+// wait returns the harness once it has connected, or the error that
+// stopped it, or ctx's.
+func (sh *startingHarness) wait(ctx context.Context) (*fnapi.Harness, error) {
+	select {
+	case <-sh.done:
+		return sh.h, sh.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// stop stops the harness once StartHarness has returned.
+func (sh *startingHarness) stop() {
+	<-sh.done
+	if sh.h != nil {
+		sh.h.Stop()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -40,7 +41,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	if err != nil {
 		return fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
-	defer admin.Close()
+	defer closeLater(admin.Close)
 	want := p.Topics()
 	compacted := map[string]bool{}
 	want[service.ReportTopic(p.ApplicationID)] = 1
@@ -130,13 +131,29 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 // each reads the plan topic (read_committed) after its own InitTransactions,
 // so exactly one plan is ever committed. Returns ErrPlanMismatch (wrapped,
 // naming every difference) if another plan was recorded.
-func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, sources map[string][][]byte) (recorded bool, err error) {
+//
+// first, if not nil, is the producer of the first attempt, started ahead
+// (startPlanProducer); mark, if not nil, is called as each step of an
+// attempt ends ("plan producer ready", "plan read", "plan committed").
+func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, sources map[string][][]byte, first *planProducer, mark func(string)) (recorded bool, err error) {
+	if mark == nil {
+		mark = func(string) {}
+	}
 	enc, err := p.Encode()
 	if err != nil {
 		return false, err
 	}
 	for attempt := 1; ; attempt++ {
-		recorded, err = tryRecordPlan(ctx, bootstrap, props, p, enc, sources)
+		pp := first
+		if attempt > 1 || pp == nil {
+			pp = startPlanProducer(ctx, bootstrap, props, p)
+		}
+		recorded, err = tryRecordPlan(ctx, bootstrap, props, p, enc, sources, pp, mark)
+		if err == nil {
+			closeLater(pp.close)
+		} else {
+			pp.close() // before the next attempt's InitTransactions
+		}
 		var ke kafka.Error
 		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !(errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())) {
 			return recorded, err
@@ -149,28 +166,86 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 	}
 }
 
-func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, enc []byte, sources map[string][][]byte) (bool, error) {
-	pc := clientConfig(bootstrap, props)
-	pc["transactional.id"] = PlanTopic(p.ApplicationID)
-	pc["go.delivery.reports"] = false
-	prod, err := kafka.NewProducer(&pc)
-	if err != nil {
-		return false, fmt.Errorf("kafkastreams: plan producer: %w", err)
-	}
-	defer prod.Close()
+// planProducer is the producer recordPlan writes with (transactional.id
+// "<application_id>-plan"), its InitTransactions started in the background
+// by startPlanProducer.
+type planProducer struct {
+	p *kafka.Producer
+	// done is closed when InitTransactions has returned; err is its error.
+	done      chan struct{}
+	err       error
+	closeOnce sync.Once
+}
+
+// startPlanProducer creates the plan producer of p's application and
+// runs its InitTransactions (bounded by ctx and 30 s), both in the
+// background; its error is the first attempt's.
+func startPlanProducer(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) *planProducer {
+	pp := &planProducer{done: make(chan struct{})}
 	go func() {
-		for range prod.Events() {
+		defer close(pp.done)
+		pc := clientConfig(bootstrap, props)
+		pc["transactional.id"] = PlanTopic(p.ApplicationID)
+		pc["go.delivery.reports"] = false
+		prod, err := kafka.NewProducer(&pc)
+		if err != nil {
+			pp.err = fmt.Errorf("kafkastreams: plan producer: %w", err)
+			return
 		}
+		pp.p = prod
+		go func() {
+			for range prod.Events() {
+			}
+		}()
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		pp.err = prod.InitTransactions(ictx)
 	}()
+	return pp
+}
+
+// close closes the producer at once if its InitTransactions has returned,
+// else in the background once it has (InitTransactions observes no
+// cancellation, only its timeout: a start that failed early returns
+// without waiting for it). Safe to call twice.
+func (pp *planProducer) close() {
+	select {
+	case <-pp.done:
+		pp.closeNow()
+	default:
+		go func() {
+			<-pp.done
+			pp.closeNow()
+		}()
+	}
+}
+
+func (pp *planProducer) closeNow() {
+	pp.closeOnce.Do(func() {
+		if pp.p != nil {
+			pp.p.Close()
+		}
+	})
+}
+
+func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, enc []byte, sources map[string][][]byte, pp *planProducer, mark func(string)) (bool, error) {
+	select {
+	case <-pp.done:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	if pp.err != nil {
+		return false, pp.err
+	}
+	mark("plan producer ready")
+	prod := pp.p
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := prod.InitTransactions(ictx); err != nil {
-		return false, err
-	}
 	prev, err := readPlan(ctx, bootstrap, props, p.ApplicationID)
 	if err != nil {
 		return false, err
 	}
+	mark("plan read")
 	if prev != nil {
 		return false, plan.Diff(prev, p)
 	}
@@ -200,6 +275,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 		_ = prod.AbortTransaction(ctx)
 		return false, err
 	}
+	mark("plan committed")
 	return true, nil
 }
 
@@ -214,7 +290,7 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer closeLater(func() { _ = c.Close() })
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var last []byte

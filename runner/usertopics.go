@@ -44,7 +44,7 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
-	defer admin.Close()
+	defer closeLater(admin.Close)
 	names := make([]string, 0, len(users))
 	for t := range users {
 		names = append(names, t)

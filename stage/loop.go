@@ -110,6 +110,11 @@ type Config struct {
 	MaxAttempts int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Producer, if set, is the stage's transactional producer started
+	// ahead by StartProducer for this stage and InstanceID: New waits for
+	// its InitTransactions and takes it over (Close closes it). Nil: New
+	// creates and initialises one itself.
+	Producer *Producer
 }
 
 // Sentinel errors.
@@ -135,6 +140,11 @@ type Stats struct {
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
 	// counts what entered the bundles: panes, for a GroupByKey stage.)
 	FirstCommit, LastCommit time.Time
+	// Assigned is when the loop's first assignment was served (its tasks
+	// restored and consumable; zero if none yet), FirstRecord when its
+	// first input record was polled (zero if none yet): the start-up
+	// timeline's last two steps.
+	Assigned, FirstRecord time.Time
 }
 
 // Loop is the transactional consume-process-produce loop of one stage in one
@@ -181,6 +191,8 @@ type Loop struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
+		// assigned and firstRecord are Unix nanoseconds (0: none yet).
+		assigned, firstRecord atomic.Int64
 	}
 	closeOnce sync.Once
 }
@@ -211,27 +223,31 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("stage", cfg.Spec.Name),
 		group: cfg.Spec.ApplicationID + "." + cfg.Spec.Name,
-		txnID: cfg.Spec.ApplicationID + "-" + cfg.Spec.Name + "-" + cfg.InstanceID,
+		txnID: TransactionalID(cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID),
 		step:  step,
 		head:  cfg.Head,
 		tasks: map[int32]*task{},
 	}
-	if err := l.openClients(ctx); err != nil {
+	if cfg.Producer != nil && cfg.Producer.txnID != l.txnID {
+		cfg.Producer.Close()
+		return nil, fmt.Errorf("stage %s: Config.Producer has transactional.id %s, the stage's is %s", cfg.Spec.Name, cfg.Producer.txnID, l.txnID)
+	}
+	if err := l.openClients(ctx, cfg.Producer); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// openClients creates the loop's consumer and transactional producer and
-// initialises transactions (fencing any earlier producer of the same
-// transactional id and aborting its open transaction).
-func (l *Loop) openClients(ctx context.Context) error {
+// openClients creates the loop's consumer and takes pr (nil: a new one,
+// StartProducer) as its transactional producer once pr's InitTransactions
+// has returned (fencing any earlier producer of the same transactional id
+// and aborting its open transaction).
+func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	cfg := l.cfg
 	var err error
 	cc := kafka.ConfigMap{}
-	pc := kafka.ConfigMap{}
 	for k, v := range cfg.Properties {
-		cc[k], pc[k] = v, v
+		cc[k] = v
 	}
 	cc["bootstrap.servers"] = cfg.BootstrapServers
 	cc["group.id"] = l.group
@@ -243,38 +259,21 @@ func (l *Loop) openClients(ctx context.Context) error {
 	for k, v := range cfg.Consumer {
 		cc[k] = v
 	}
-	pc["bootstrap.servers"] = cfg.BootstrapServers
-	pc["transactional.id"] = l.txnID
-	pc["linger.ms"] = 5
-	// A killed instance's open transaction blocks read_committed readers of
-	// its output partitions until the broker aborts it at this timeout, so
-	// keep it short, as Kafka Streams does under exactly-once (10 s).
-	pc["transaction.timeout.ms"] = 10000
-	pc["go.delivery.reports"] = false
+	if pr == nil {
+		pr = StartProducer(ctx, cfg.BootstrapServers, cfg.Properties, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
+	}
 	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
+		pr.Close()
 		return fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
 	}
-	if l.producer, err = kafka.NewProducer(&pc); err != nil {
+	if err := pr.wait(ctx); err != nil {
+		pr.Close()
 		l.consumer.Close()
-		return fmt.Errorf("stage %s: producer: %w", cfg.Spec.Name, err)
+		return err
 	}
-	go l.drainProducerEvents(l.producer)
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := l.producer.InitTransactions(ictx); err != nil {
-		l.consumer.Close()
-		l.producer.Close()
-		return fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", cfg.Spec.Name, l.txnID, err)
-	}
+	pr.taken.Store(true)
+	l.producer = pr.p
 	return nil
-}
-
-func (l *Loop) drainProducerEvents(p *kafka.Producer) {
-	for ev := range p.Events() {
-		if e, ok := ev.(kafka.Error); ok {
-			l.log.Warn("stage: producer error", "err", e)
-		}
-	}
 }
 
 // Stats returns the committed counters.
@@ -289,6 +288,8 @@ func (l *Loop) Stats() Stats {
 		Aborts:      l.stats.aborts.Load(),
 		FirstCommit: unixNanos(l.stats.firstCommit.Load()),
 		LastCommit:  unixNanos(l.stats.lastCommit.Load()),
+		Assigned:    unixNanos(l.stats.assigned.Load()),
+		FirstRecord: unixNanos(l.stats.firstRecord.Load()),
 	}
 }
 
@@ -343,6 +344,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			return err
 		}
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
+		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
 		for _, tp := range e.Partitions {
 			if tp.Partition >= l.step.spec.Partitions {
 				l.checked = time.Time{} // a partition beyond the count: ask at once
@@ -510,7 +512,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(time.Second):
 	}
-	if err := l.openClients(ctx); err != nil {
+	if err := l.openClients(ctx, nil); err != nil {
 		l.closeOnce.Do(func() {})
 		return err
 	}
@@ -634,6 +636,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			if e.TopicPartition.Error != nil {
 				l.log.Warn("stage: consume error", "err", e.TopicPartition.Error)
 				continue
+			}
+			if len(batch) == 0 {
+				l.stats.firstRecord.CompareAndSwap(0, time.Now().UnixNano())
 			}
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])

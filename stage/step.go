@@ -282,7 +282,13 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 	a := &attempt{s: s, ctx: ctx, tasks: tasks, ready: &Ready{}}
 	// last[p] is the index of task p's last element record in batch.
 	last := map[int32]int{}
-	decoded := make([]*pb.Envelope, len(batch))
+	// elements[i] is batch[i]'s element, reports[i] its report (Envelope
+	// records; both nil for raw input).
+	var elements [][]byte
+	var reports []*pb.WatermarkReport
+	if !s.spec.RawInput {
+		elements, reports = make([][]byte, len(batch)), make([]*pb.WatermarkReport, len(batch))
+	}
 	for i, m := range batch {
 		if tasks[m.Task] == nil {
 			return nil, fmt.Errorf("stage %s: record of task %d, which is not assigned", s.spec.Name, m.Task)
@@ -291,18 +297,17 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			last[m.Task] = i
 			continue
 		}
-		env := &pb.Envelope{}
-		if err := proto.Unmarshal(m.Value, env); err != nil {
-			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d is not an Envelope: %w", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset, err)
-		}
-		switch env.Payload.(type) {
-		case *pb.Envelope_Element:
-			last[m.Task] = i
-		case *pb.Envelope_Report:
-		default:
+		e, r, err := decodeEnvelope(m.Value)
+		if errors.Is(err, errEmptyEnvelope) {
 			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset)
 		}
-		decoded[i] = env
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d is not an Envelope: %w", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset, err)
+		}
+		if e != nil {
+			last[m.Task] = i
+		}
+		elements[i], reports[i] = e, r
 	}
 	next := map[int32]int64{}
 	seen := map[int32]bool{}
@@ -324,11 +329,11 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		}
 		value := m.Value
 		var report *pb.WatermarkReport
-		if env := decoded[i]; env != nil {
-			if e, ok := env.Payload.(*pb.Envelope_Element); ok {
-				value = e.Element
+		if !s.spec.RawInput {
+			if elements[i] != nil {
+				value = elements[i]
 			} else {
-				report = env.GetReport()
+				report = reports[i]
 			}
 		}
 		if report == nil && s.gate != nil {
@@ -589,11 +594,9 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 func (a *attempt) appendOutputs(b *Bundle) error {
 	for _, o := range a.s.spec.Outputs {
 		for _, e := range b.Outputs[o.PCollection] {
-			v, err := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: e}})
-			if err != nil {
-				return err
-			}
+			v := encodeElement(e)
 			var key []byte
+			var err error
 			for _, t := range o.Topics {
 				if t.Keyed && key == nil {
 					if key, err = a.s.keyOf[o.PCollection](e); err != nil {

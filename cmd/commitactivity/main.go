@@ -32,6 +32,10 @@ var (
 	inputTopic  = flag.String("input_topic", "", "--load, --stream: the topic of git-commits.csv's rows")
 	outputTopic = flag.String("output_topic", "", "--stream: the topic the rows are written to (created; must not exist)")
 	partitions  = flag.Int("partitions", activity.StreamPartitions, "--load: the input topic's partitions")
+
+	synthesize = flag.Int("synthesize", 0, "run nothing: write this many synthetic commit-like rows (activity.Synthesize: git-commits.csv's format, deterministic in --synth_seed) to --synth_file, for the scale benchmarks")
+	synthSeed  = flag.Uint64("synth_seed", 1, "--synthesize: the seed")
+	synthFile  = flag.String("synth_file", "", "--synthesize: the file to write (created or truncated)")
 )
 
 func main() {
@@ -43,6 +47,8 @@ func main() {
 	defer stop()
 	var err error
 	switch {
+	case *synthesize != 0:
+		err = synthesizeFile()
 	case *show:
 		err = showTopic(ctx)
 	case *load:
@@ -165,5 +171,25 @@ func printTable(rows []string) error {
 	fmt.Println()
 	sum.PrintTable(os.Stdout, 6, 5)
 	fmt.Println()
+	return nil
+}
+
+// synthesizeFile writes --synthesize synthetic rows to --synth_file.
+func synthesizeFile() error {
+	if *synthFile == "" {
+		return errors.New("--synthesize needs --synth_file, the file to write")
+	}
+	f, err := os.Create(*synthFile)
+	if err != nil {
+		return err
+	}
+	if err := activity.Synthesize(f, activity.Synthesis{Rows: *synthesize, Seed: *synthSeed}); err != nil {
+		f.Close()
+		return fmt.Errorf("--synthesize: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	log.Printf("wrote %d synthetic rows (seed %d) to %s", *synthesize, *synthSeed, *synthFile)
 	return nil
 }

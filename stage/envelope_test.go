@@ -1,0 +1,79 @@
+package stage
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+)
+
+// TestEnvelopeCodec: encodeElement gives proto.Marshal's bytes, and
+// decodeEnvelope reads them back, at lengths around the varint steps.
+func TestEnvelopeCodec(t *testing.T) {
+	for _, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 100000} {
+		e := []byte(strings.Repeat("e", n))
+		want, err := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Element{Element: e}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := encodeElement(e)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encodeElement of %d bytes: %x..., proto.Marshal: %x...", n, got[:min(8, len(got))], want[:min(8, len(want))])
+		}
+		el, rep, err := decodeEnvelope(got)
+		if err != nil || rep != nil || el == nil || !bytes.Equal(el, e) {
+			t.Fatalf("decodeEnvelope of an element of %d bytes: %d bytes, report %v, err %v", n, len(el), rep, err)
+		}
+	}
+	r := &pb.WatermarkReport{Stage: "s0", SourcePartition: 2, CommittedWatermarkMillis: 77, TotalSourcePartitions: 4}
+	v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
+	if el, rep, err := decodeEnvelope(v); err != nil || el != nil || !proto.Equal(rep, r) {
+		t.Fatalf("decodeEnvelope of a report: element %v, report %v, err %v", el, rep, err)
+	}
+	if _, _, err := decodeEnvelope(nil); !errors.Is(err, errEmptyEnvelope) {
+		t.Fatalf("decodeEnvelope of an empty record: err %v, want errEmptyEnvelope", err)
+	}
+	if _, _, err := decodeEnvelope([]byte{0x0a, 5, 'a'}); err == nil {
+		t.Fatal("decodeEnvelope of a truncated element: no error")
+	}
+}
+
+// FuzzDecodeEnvelope checks decodeEnvelope against proto.Unmarshal, the
+// reference, on any bytes: the same element or report, or both an error.
+func FuzzDecodeEnvelope(f *testing.F) {
+	f.Add(encodeElement([]byte("value")))
+	f.Add(encodeElement(nil))
+	rv, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{Stage: "s", TotalSourcePartitions: 1}}})
+	f.Add(rv)
+	f.Add(append(encodeElement([]byte("a")), encodeElement([]byte("b"))...)) // the last field wins
+	f.Add(append(rv, encodeElement([]byte("x"))...))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		el, rep, err := decodeEnvelope(v)
+		env := &pb.Envelope{}
+		rerr := proto.Unmarshal(v, env)
+		if rerr != nil {
+			if err == nil {
+				t.Fatalf("%x: decodeEnvelope accepted what proto.Unmarshal refuses (%v)", v, rerr)
+			}
+			return
+		}
+		switch p := env.Payload.(type) {
+		case *pb.Envelope_Element:
+			if err != nil || rep != nil || el == nil || !bytes.Equal(el, p.Element) {
+				t.Fatalf("%x: element %x, report %v, err %v; want element %x", v, el, rep, err, p.Element)
+			}
+		case *pb.Envelope_Report:
+			if err != nil || el != nil || !proto.Equal(rep, p.Report) {
+				t.Fatalf("%x: element %x, report %v, err %v; want report %v", v, el, rep, err, p.Report)
+			}
+		default:
+			if !errors.Is(err, errEmptyEnvelope) {
+				t.Fatalf("%x: err %v, want errEmptyEnvelope", v, err)
+			}
+		}
+	})
+}

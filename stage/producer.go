@@ -1,0 +1,141 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// initTransactionsTimeout bounds a producer's InitTransactions (a broker
+// that cannot be reached, or a predecessor's transaction the coordinator is
+// still aborting).
+const initTransactionsTimeout = 30 * time.Second
+
+// TransactionalID is the transactional.id of stage stageName's producer in
+// instance instanceID of application applicationID:
+// "<application_id>-<stage>-<instance id>" (Config.InstanceID).
+func TransactionalID(applicationID, stageName, instanceID string) string {
+	return applicationID + "-" + stageName + "-" + instanceID
+}
+
+// producerConfig is the librdkafka configuration of a stage's
+// transactional producer: props (the user's, Config.Properties), then the
+// loop's own settings, which win.
+func producerConfig(bootstrap string, props map[string]string, txnID string) kafka.ConfigMap {
+	pc := kafka.ConfigMap{}
+	for k, v := range props {
+		pc[k] = v
+	}
+	pc["bootstrap.servers"] = bootstrap
+	pc["transactional.id"] = txnID
+	pc["linger.ms"] = 5
+	// A killed instance's open transaction blocks read_committed readers of
+	// its output partitions until the broker aborts it at this timeout, so
+	// keep it short, as Kafka Streams does under exactly-once (10 s).
+	pc["transaction.timeout.ms"] = 10000
+	pc["go.delivery.reports"] = false
+	return pc
+}
+
+// Producer is a stage's transactional producer whose InitTransactions runs
+// in the background from StartProducer on, so that the wait for the
+// transaction coordinator (a round trip or several, the largest fixed cost
+// of a start: 0.2-0.6 s here) overlaps the application's set-up (topics,
+// plan) instead of following it. New takes it over (Config.Producer);
+// until then the caller owns it and must Close it if New is never called
+// or fails before taking it.
+type Producer struct {
+	p     *kafka.Producer
+	txnID string
+	// done is closed when InitTransactions has returned; err is its error.
+	done chan struct{}
+	err  error
+
+	closeOnce sync.Once
+	// taken says New owns p (Close then does nothing).
+	taken atomic.Bool
+}
+
+// StartProducer creates the transactional producer of stage stageName of
+// application applicationID for instance instanceID (transactional.id
+// TransactionalID(…)), configured as New configures its own, and its
+// InitTransactions (bounded by ctx and 30 s), both in the background: what
+// InitTransactions does (fencing a predecessor with the same
+// transactional.id and aborting its open transactions) needs no topic of
+// the application, so it may start before they are created. Its error (a
+// configuration the client refuses, or InitTransactions'), if any, is
+// New's.
+func StartProducer(ctx context.Context, bootstrap string, props map[string]string, applicationID, stageName, instanceID string, log *slog.Logger) *Producer {
+	if log == nil {
+		log = slog.Default()
+	}
+	txnID := TransactionalID(applicationID, stageName, instanceID)
+	pr := &Producer{txnID: txnID, done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		pc := producerConfig(bootstrap, props, txnID)
+		p, err := kafka.NewProducer(&pc)
+		if err != nil {
+			pr.err = fmt.Errorf("stage %s: producer: %w", stageName, err)
+			return
+		}
+		pr.p = p
+		plog := log.With("stage", stageName)
+		go func() {
+			for ev := range p.Events() {
+				if e, ok := ev.(kafka.Error); ok {
+					plog.Warn("stage: producer error", "err", e)
+				}
+			}
+		}()
+		ictx, cancel := context.WithTimeout(ctx, initTransactionsTimeout)
+		defer cancel()
+		if err := p.InitTransactions(ictx); err != nil {
+			pr.err = fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", stageName, txnID, err)
+		}
+	}()
+	return pr
+}
+
+// wait returns InitTransactions' error once it has returned, or ctx's.
+func (pr *Producer) wait(ctx context.Context) error {
+	select {
+	case <-pr.done:
+		return pr.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close closes the producer unless New took it over: at once if its
+// InitTransactions has returned, else in the background once it has (it
+// observes no cancellation, only its timeout): a start that failed early
+// (the broker check, the plan) returns without waiting for it. Safe to
+// call twice.
+func (pr *Producer) Close() {
+	if pr == nil || pr.taken.Load() {
+		return
+	}
+	select {
+	case <-pr.done:
+		pr.closeNow()
+	default:
+		go func() {
+			<-pr.done
+			pr.closeNow()
+		}()
+	}
+}
+
+func (pr *Producer) closeNow() {
+	pr.closeOnce.Do(func() {
+		if pr.p != nil {
+			pr.p.Close()
+		}
+	})
+}
