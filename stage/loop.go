@@ -733,10 +733,12 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.producer.SendOffsetsToTransaction(ctx, offsets, gm); err != nil {
+	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
+	defer cancel()
+	if err := l.producer.SendOffsetsToTransaction(tctx, offsets, gm); err != nil {
 		return nil, l.classify(ctx, "send offsets", err)
 	}
-	if err := l.producer.CommitTransaction(ctx); err != nil {
+	if err := l.producer.CommitTransaction(tctx); err != nil {
 		return nil, l.classify(ctx, "commit", err)
 	}
 	inTxn = false
@@ -799,11 +801,23 @@ func (l *Loop) abort(ctx context.Context, cause error) error {
 	if errors.Is(cause, ErrFenced) {
 		return cause
 	}
-	if err := l.producer.AbortTransaction(ctx); err != nil {
+	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
+	defer cancel()
+	if err := l.producer.AbortTransaction(tctx); err != nil {
 		return errors.Join(cause, l.classify(ctx, "abort", err))
 	}
 	return cause
 }
+
+// txnCallTimeout bounds each blocking transaction call (sending the
+// offsets, commit, abort). Without a deadline confluent-kafka-go waits for
+// ever: in the broker failover scenario a stage loop waited in
+// SendOffsetsToTransaction for minutes after its coordinator's broker died
+// (its instance could not even stop). A call that times out fails the
+// attempt; the abort and rewind follow, and a Kafka error that recurs
+// restarts the clients (Run). Longer than transaction.timeout.ms (10 s), so
+// a slow commit is not cut short on a loaded machine.
+const txnCallTimeout = 30 * time.Second
 
 // rewind puts every task of the batch back to its committed state: the
 // checkpoint in the committed offset's metadata, and the consumer position at
