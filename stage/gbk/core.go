@@ -408,8 +408,14 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 	} else if ent = c.lookup(win, e.Key); ent == nil {
 		ent, isNew = c.newEntry(e.Key, win), true
 	}
+	return false, c.put(ent, isNew, e)
+}
+
+// put stores e's value as the next value of ent (indexed unless isNew),
+// indexes ent if isNew, and saves its meta.
+func (c *Core) put(ent *entry, isNew bool, e Element) error {
 	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
-		return false, err
+		return err
 	}
 	ent.m.Seq++
 	ent.m.Pending++
@@ -420,10 +426,10 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 		c.index(ent)
 	} else {
 		// O(1): an entry's hold only moves down as values arrive.
-		ws := c.windows[win]
+		ws := c.windows[ent.win]
 		ws.hold = min(ws.hold, c.entryHold(ent))
 	}
-	return false, c.save(ent)
+	return c.save(ent)
 }
 
 func (c *Core) lookup(w Window, key []byte) *entry {

@@ -25,6 +25,9 @@ func (c *Core) ClosedDropped() int64 { return c.closedDropped }
 // ReduceFnRunner) until it expires. dropped is Add's: the window expired.
 func (c *Core) AddFire(e Element) (panes []Pane, dropped, closed bool, err error) {
 	t := c.strat.Trigger
+	if t != nil && c.strat.Merging() {
+		return c.addFireMerging(e)
+	}
 	if t != nil && c.strat.expiry(e.Window) >= c.wm {
 		if ent := c.lookup(e.Window, e.Key); ent != nil && ent.m.Closed {
 			c.closedDropped++
@@ -156,7 +159,7 @@ func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
 			before := e.m.encode()
 			if !e.m.Closed {
 				c.trigState(e)
-				ctx := triggerCtx{eow: w.MaxTimestamp() < wm, now: c.now}
+				ctx := triggerCtx{eow: w.MaxTimestamp() < wm, now: c.now, merging: c.strat.Merging()}
 				p, ok, err := c.evaluate(e, ctx, prev, closing)
 				if err != nil {
 					return nil, err
