@@ -349,6 +349,17 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			Consumer:         groupMembership(inst.ID, props),
 			Logger:           log,
 		}
+		var sides *sideinput.Set
+		if len(s.SideInputs) > 0 {
+			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: %w", err)
+			}
+			defer set.Close()
+			set.Register(srv)
+			cfg.SideInputs = set
+			sides = set
+		}
 		var impulseCoder *coder.Coder
 		if len(s.Transforms) > 0 {
 			fs, err := fnapi.BuildStage(pipe.GetComponents(), stageSpec(s), srv.Endpoint())
@@ -359,7 +370,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
 			if s.Head == plan.HeadStateful {
-				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log)
+				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, sides, inst.Stores, bootstrap, props, log)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -459,15 +470,6 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 		}
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
-		}
-		if len(s.SideInputs) > 0 {
-			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
-			if err != nil {
-				return nil, fmt.Errorf("kafkastreams: %w", err)
-			}
-			defer set.Close()
-			set.Register(srv)
-			cfg.SideInputs = set
 		}
 		cfgs = append(cfgs, cfg)
 	}
