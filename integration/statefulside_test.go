@@ -18,7 +18,7 @@ import (
 // ssSideFn is a stateful DoFn with a timer that reads a side input: each
 // element adds value × (the side input's sum) to its window's total in
 // user state and sets an event-time timer at the window's end, which
-// emits the total.
+// emits the total and the side input's sum.
 type ssSideFn struct {
 	Total state.Value[int]
 	End   timers.EventTime
@@ -37,12 +37,19 @@ func (f *ssSideFn) ProcessElement(w beam.Window, sp state.Provider, tp timers.Pr
 	return f.Total.Write(sp, n+v*factor)
 }
 
-func (f *ssSideFn) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, _ timers.Provider, key string, _ timers.Context, emit func(string)) error {
+// OnTimer reads the side input too (the Go SDK hands a DoFn's side inputs
+// to its timer callbacks as to ProcessElement): a timer may fire only once
+// the side input is ready for its window, as an element.
+func (f *ssSideFn) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, _ timers.Provider, key string, _ timers.Context, side func(*int) bool, emit func(string)) error {
+	factor, x := 0, 0
+	for side(&x) {
+		factor += x
+	}
 	n, _, err := f.Total.Read(sp)
 	if err != nil {
 		return err
 	}
-	emit(fmt.Sprintf("%s timer at %d total=%d", key, int64(ts), n))
+	emit(fmt.Sprintf("%s timer at %d total=%d side=%d", key, int64(ts), n, factor))
 	return f.Total.Clear(sp)
 }
 
@@ -84,7 +91,7 @@ func TestStatefulDoFnWithSideInput(t *testing.T) {
 	_ = beam.Reshuffle(s, out)
 	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
 	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
-		fmt.Sprintf("k timer at %d total=30", int64(mtime.Time(9999))),
-		fmt.Sprintf("k timer at %d total=30", int64(mtime.Time(19999))),
+		fmt.Sprintf("k timer at %d total=30 side=10", int64(mtime.Time(9999))),
+		fmt.Sprintf("k timer at %d total=30 side=10", int64(mtime.Time(19999))),
 	})
 }

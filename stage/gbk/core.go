@@ -166,6 +166,9 @@ type entry struct {
 	key []byte
 	win Window
 	m   meta
+	// ptAt is the processing-time deadline of e queued in the trigger
+	// index (trigIndex; 0: none).
+	ptAt int64
 }
 
 // newEntry is an empty entry of (key, w).
@@ -227,12 +230,19 @@ type Core struct {
 	// (SetProcessingTime).
 	closedDropped int64
 	now           int64
+	// ti indexes the entries an Advance evaluates under a non-default
+	// trigger (trigger_index.go); nil under the default trigger.
+	ti *trigIndex
 }
 
 // NewCore returns a core over st. Call Load before anything else if st may
 // hold state.
 func NewCore(strat Strategy, st Store) *Core {
-	return &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	if strat.Trigger != nil {
+		c.ti = newTrigIndex()
+	}
+	return c
 }
 
 // Load rebuilds the in-memory index from the store: after a restore, and
@@ -241,6 +251,9 @@ func (c *Core) Load() error {
 	c.wm = mtime.MinTimestamp
 	c.windows = map[Window]*windowState{}
 	c.keyWindows = map[string]map[Window]*entry{}
+	if c.ti != nil {
+		c.ti = newTrigIndex()
+	}
 	v, ok, err := c.st.Get([]byte(keyWM))
 	if err != nil {
 		return err
@@ -263,7 +276,11 @@ func (c *Core) Load() error {
 		if !m.Ext {
 			m.SW = w
 		}
-		c.index(&entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m})
+		e := &entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m}
+		c.index(e)
+		if c.ti != nil {
+			c.ti.hot[e] = true // evaluated at the next Advance (trigIndex)
+		}
 		return nil
 	})
 }
@@ -313,6 +330,9 @@ func (c *Core) index(e *entry) {
 	if ws == nil {
 		ws = &windowState{entries: map[string]*entry{}, hold: mtime.MaxTimestamp}
 		c.windows[e.win] = ws
+		if c.ti != nil {
+			c.ti.addWindow(e.win, c.wm, c.strat)
+		}
 	}
 	ws.entries[string(e.key)] = e
 	ws.hold = min(ws.hold, c.entryHold(e))
@@ -327,6 +347,9 @@ func (c *Core) index(e *entry) {
 }
 
 func (c *Core) unindex(e *entry) {
+	if c.ti != nil {
+		delete(c.ti.hot, e)
+	}
 	if ws := c.windows[e.win]; ws != nil {
 		delete(ws.entries, string(e.key))
 		if len(ws.entries) == 0 {

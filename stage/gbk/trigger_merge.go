@@ -193,6 +193,7 @@ func (c *Core) addFireMerging(e Element) (panes []Pane, dropped, closed bool, er
 			c.recomputeHold(c.windows[ent.win])
 		}
 		c.closedDropped++
+		c.track(ent)
 		return nil, false, true, c.save(ent)
 	}
 	if err := c.put(ent, isNew, e); err != nil {
@@ -213,5 +214,6 @@ func (c *Core) addFireMerging(e Element) (panes []Pane, dropped, closed bool, er
 		return nil, false, false, err
 	}
 	c.recomputeHold(c.windows[ent.win])
+	c.track(ent)
 	return panes, false, false, nil
 }
