@@ -37,7 +37,7 @@ package gbk
 // The merged window is closed ⇔ the root finished: a later value of it is
 // dropped (droppedDueToClosedWindow) and its buffered values will never
 // fire (ReduceFnRunner emits nothing for a closed window at GC), so they
-// are dropped now. It is LateIn if a part was. Pane indexes continue from
+// are dropped now, and counted in ClosedDropped with the value. It is LateIn if a part was. Pane indexes continue from
 // the largest of the parts (absorbCounts), and the merged window holds the
 // parts' values in order (accumulating: every value not yet discarded;
 // discarding: those pending).
@@ -182,6 +182,9 @@ func (c *Core) addFireMerging(e Element) (panes []Pane, dropped, closed bool, er
 		ent.m.Trig, ent.m.Closed, ent.m.LateIn = st, isClosed, lateIn
 	}
 	if ent.m.Closed {
+		// The merged parts' values no pane took are dropped with the
+		// value, and counted with it (ClosedDropped), never silently.
+		c.closedDropped += ent.m.Pending
 		if ent.m.Total > 0 {
 			if err := c.dropValues(ent); err != nil {
 				return nil, false, false, err
