@@ -66,13 +66,14 @@ func TestProcessingTimeTriggerOnQuietInput(t *testing.T) {
 }
 
 // ptTimerFn counts a key's values in state; the first sets a
-// processing-time timer 1 s ahead, which emits "<key> <count>".
+// processing-time timer 1 s ahead, which emits "<key> <count>" (the Go SDK
+// wants the same emitters on ProcessElement and OnTimer).
 type ptTimerFn struct {
 	Count state.Value[int]
 	Fire  timers.ProcessingTime
 }
 
-func (f *ptTimerFn) ProcessElement(sp state.Provider, tp timers.Provider, key []byte, v int) error {
+func (f *ptTimerFn) ProcessElement(sp state.Provider, tp timers.Provider, key []byte, v int, _ func([]byte)) error {
 	n, _, err := f.Count.Read(sp)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func (f *ptTimerFn) OnTimer(_ context.Context, sp state.Provider, _ timers.Provi
 }
 
 func init() {
-	register.DoFn4x1[state.Provider, timers.Provider, []byte, int, error](&ptTimerFn{})
+	register.DoFn5x1[state.Provider, timers.Provider, []byte, int, func([]byte), error](&ptTimerFn{})
 }
 
 // TestProcessingTimeTimerOnQuietInput: the stateful head's twin of
