@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,9 +37,8 @@ func planOf(t *testing.T, p *beam.Pipeline) (*pipepb.Pipeline, *plan.Plan) {
 }
 
 // TestPlanGroupByKeysTriggers: a GroupByKey under a non-default trigger
-// plans with the trigger tree; under session windows the trigger is refused
-// by planGroupByKeys (which Execute calls before it creates any topic),
-// naming the transform and the trigger.
+// plans with the trigger tree, under fixed and under session (merging)
+// windows alike.
 func TestPlanGroupByKeysTriggers(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	kv := beam.ParDo(s, gbkTestSplit, beam.Create(s, "a", "b"))
@@ -65,9 +63,17 @@ func TestPlanGroupByKeysTriggers(t *testing.T) {
 	kv = beam.WindowInto(s, window.NewSessions(time.Second), kv, beam.Trigger(trigger.AfterCount(2)))
 	beam.GroupByKey(s, kv)
 	pipe, pl = planOf(t, p)
-	_, err = planGroupByKeys(pipe.GetComponents(), pl)
-	if !errors.Is(err, gbk.ErrUnsupported) || !strings.Contains(err.Error(), "CoGBK") || !strings.Contains(err.Error(), "trigger") {
-		t.Fatalf("err = %v, want gbk.ErrUnsupported naming the transform and the trigger", err)
+	specs, err = planGroupByKeys(pipe.GetComponents(), pl)
+	if err != nil {
+		t.Fatalf("a trigger on session windows: %v (no longer refused)", err)
+	}
+	if len(specs) != 1 {
+		t.Fatalf("%d GroupByKey specs, want 1", len(specs))
+	}
+	for name, spec := range specs {
+		if spec.strategy.Kind != gbk.Sessions || spec.strategy.Trigger.String() != "AfterCount(2)" {
+			t.Errorf("stage %s: %s, want session windows with AfterCount(2)", name, spec.strategy)
+		}
 	}
 }
 

@@ -393,6 +393,17 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			Logger:           log,
 			JobClock:         jobClock,
 		}
+		var sides *sideinput.Set
+		if len(s.SideInputs) > 0 {
+			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: %w", err)
+			}
+			defer set.Close()
+			set.Register(srv)
+			cfg.SideInputs = set
+			sides = set
+		}
 		var impulseCoder *coder.Coder
 		if len(s.Transforms) > 0 {
 			fs, err := fnapi.BuildStage(pipe.GetComponents(), stageSpec(s), srv.Endpoint())
@@ -403,7 +414,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
 			if s.Head == plan.HeadStateful {
-				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log)
+				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, sides, inst.Stores, bootstrap, props, log)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -503,15 +514,6 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		}
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
-		}
-		if len(s.SideInputs) > 0 {
-			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
-			if err != nil {
-				return nil, fmt.Errorf("kafkastreams: %w", err)
-			}
-			defer set.Close()
-			set.Register(srv)
-			cfg.SideInputs = set
 		}
 		cfgs = append(cfgs, cfg)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/splittable"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/stage/userstate"
@@ -18,9 +19,10 @@ import (
 // newStatefulHead builds the head of stateful ParDo stage s (fs is its
 // built descriptor): a task store per input partition with the stage's
 // changelog, the input's window coder and allowed lateness (for state
-// garbage collection), and the ParDo's timer families. The stores live
-// under storeDir (the instance slot's).
-func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*userstate.Head, error) {
+// garbage collection), and the ParDo's timer families; sides, the stage's
+// side inputs (nil without), hold back timers of windows they are not
+// ready for. The stores live under storeDir (the instance slot's).
+func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*userstate.Head, error) {
 	col, ok := comps.GetPcollections()[s.HeadOutput]
 	if !ok {
 		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
@@ -38,6 +40,10 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 	if err != nil {
 		return nil, err
 	}
+	var gate userstate.WindowGate
+	if sides != nil {
+		gate = sides
+	}
 	h, err := userstate.NewHead(userstate.Config{
 		Stage:           s.Name,
 		Transform:       s.HeadTransform,
@@ -47,6 +53,7 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 		AllowedLateness: mtime.Time(ws.GetAllowedLateness()),
 		Timers:          fs.Timers,
 		Logger:          log,
+		SideInputs:      gate,
 	})
 	if err != nil {
 		stores.Close()

@@ -20,6 +20,10 @@ type Work struct {
 	// Timers to fire, by timer family, each encoded as the SDK set it
 	// (fnapi.Timer.Encoded). Work with timers runs in a bundle of its own,
 	// at once: after the bundle already pending, before any later record.
+	// Work with timers and elements runs its timers first, in a bundle of
+	// their own, then its elements as if they came alone (a stateful head
+	// fires the timers side inputs held back before the element that finds
+	// them ready).
 	Timers map[fnapi.TimerFamilyID][][]byte
 	// Barrier says the bundle holding these elements must have run, and
 	// its results reached the head (Head.Results), before the head's next

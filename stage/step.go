@@ -520,6 +520,13 @@ func (a *attempt) clockToReport(p int32, t *task) bool {
 // add takes work: elements join the pending bundle; timers, and elements
 // marked Alone, run at once in a bundle of their own, after the pending one.
 func (a *attempt) add(w Work) error {
+	if len(w.Timers) > 0 && len(w.Elements) > 0 {
+		// Timers first, in a bundle of their own (Work.Timers).
+		if err := a.add(Work{Timers: w.Timers}); err != nil {
+			return err
+		}
+		w.Timers = nil
+	}
 	if len(w.Timers) > 0 || w.Alone && len(w.Elements) > 0 {
 		if err := a.flush(); err != nil {
 			return err

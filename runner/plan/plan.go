@@ -757,9 +757,6 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 			if opts.Supported != nil && !opts.Supported[HeadStateful] {
 				return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented in this runner yet", ErrUnsupported, name)
 			}
-			if len(pd.GetSideInputs()) > 0 {
-				return fmt.Errorf("%w: %s: a stateful DoFn (state or timers) with side inputs is not implemented yet", ErrUnsupported, name)
-			}
 		}
 	}
 	return nil

@@ -49,3 +49,40 @@ func TestStatefulParDoIsAKeyedBoundary(t *testing.T) {
 		t.Fatalf("want an error naming the stateful transform, got %v", err)
 	}
 }
+
+// sideCountFn is countFn reading a side input.
+type sideCountFn struct{ N state.Value[int] }
+
+func (f *sideCountFn) ProcessElement(sp state.Provider, k string, v int, side []string) string {
+	n, _, _ := f.N.Read(sp)
+	_ = f.N.Write(sp, n+v+len(side))
+	return k
+}
+
+func init() {
+	register.DoFn4x1[state.Provider, string, int, []string, string](&sideCountFn{})
+}
+
+// TestStatefulParDoWithSideInputs: a stateful ParDo reading a side input
+// heads a HeadStateful stage that lists the side input (its producer's
+// stage writes it to the side topic; the step holds the stateful stage's
+// elements back until it is ready). It used to be refused.
+func TestStatefulParDoWithSideInputs(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	side := beam.Create(s, "x", "y")
+	kv := beam.ParDo(s, pairLen, beam.Create(s, "a", "bb"))
+	_ = beam.ParDo(s, &sideCountFn{N: state.MakeValueState[int]("n")}, kv, beam.SideInput{Input: side})
+	pl, err := Build(marshal(t, p), opts)
+	if err != nil {
+		t.Fatalf("a stateful ParDo with a side input: %v", err)
+	}
+	var st *Stage
+	for _, s := range pl.Stages {
+		if s.Head == HeadStateful {
+			st = s
+		}
+	}
+	if st == nil || len(st.SideInputs) != 1 || !strings.Contains(st.TransformNames[0], "sideCountFn") || st.SideInputs[0].Transform != st.HeadTransform {
+		t.Fatalf("want a stateful stage headed by sideCountFn with its one side input:\n%s", describe(pl))
+	}
+}

@@ -166,6 +166,9 @@ type entry struct {
 	key []byte
 	win Window
 	m   meta
+	// ptAt is the processing-time deadline of e queued in the trigger
+	// index (trigIndex; 0: none).
+	ptAt int64
 }
 
 // newEntry is an empty entry of (key, w).
@@ -237,6 +240,9 @@ type Core struct {
 	readWin Window
 	// scans counts the store scans (TestAdvanceScansOncePerWindow).
 	scans int64
+	// ti indexes the entries an Advance evaluates under a non-default
+	// trigger (trigger_index.go); nil under the default trigger.
+	ti *trigIndex
 }
 
 // storedValues are one entry's stored values and their store keys, in
@@ -246,7 +252,11 @@ type storedValues struct{ keys, vals [][]byte }
 // NewCore returns a core over st. Call Load before anything else if st may
 // hold state.
 func NewCore(strat Strategy, st Store) *Core {
-	return &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	if strat.Trigger != nil {
+		c.ti = newTrigIndex()
+	}
+	return c
 }
 
 // Load rebuilds the in-memory index from the store: after a restore, and
@@ -255,6 +265,9 @@ func (c *Core) Load() error {
 	c.wm = mtime.MinTimestamp
 	c.windows = map[Window]*windowState{}
 	c.keyWindows = map[string]map[Window]*entry{}
+	if c.ti != nil {
+		c.ti = newTrigIndex()
+	}
 	v, ok, err := c.st.Get([]byte(keyWM))
 	if err != nil {
 		return err
@@ -277,7 +290,11 @@ func (c *Core) Load() error {
 		if !m.Ext {
 			m.SW = w
 		}
-		c.index(&entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m})
+		e := &entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m}
+		c.index(e)
+		if c.ti != nil {
+			c.ti.hot[e] = true // evaluated at the next Advance (trigIndex)
+		}
 		return nil
 	})
 }
@@ -327,6 +344,9 @@ func (c *Core) index(e *entry) {
 	if ws == nil {
 		ws = &windowState{entries: map[string]*entry{}, hold: mtime.MaxTimestamp}
 		c.windows[e.win] = ws
+		if c.ti != nil {
+			c.ti.addWindow(e.win, c.wm, c.strat)
+		}
 	}
 	ws.entries[string(e.key)] = e
 	ws.hold = min(ws.hold, c.entryHold(e))
@@ -352,6 +372,9 @@ func (c *Core) index(e *entry) {
 // quadratic in the keys of a window (40% of the GroupByKey benchmark's CPU
 // at 7 500 keys a window and task).
 func (c *Core) unindex(e *entry) {
+	if c.ti != nil {
+		delete(c.ti.hot, e)
+	}
 	if ws := c.windows[e.win]; ws != nil {
 		delete(ws.entries, string(e.key))
 		if len(ws.entries) == 0 {
@@ -434,8 +457,14 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 	} else if ent = c.lookup(win, e.Key); ent == nil {
 		ent, isNew = c.newEntry(e.Key, win), true
 	}
+	return false, c.put(ent, isNew, e)
+}
+
+// put stores e's value as the next value of ent (indexed unless isNew),
+// indexes ent if isNew, and saves its meta.
+func (c *Core) put(ent *entry, isNew bool, e Element) error {
 	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
-		return false, err
+		return err
 	}
 	ent.m.Seq++
 	ent.m.Pending++
@@ -446,10 +475,10 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 		c.index(ent)
 	} else {
 		// O(1): an entry's hold only moves down as values arrive.
-		ws := c.windows[win]
+		ws := c.windows[ent.win]
 		ws.hold = min(ws.hold, c.entryHold(ent))
 	}
-	return false, c.save(ent)
+	return c.save(ent)
 }
 
 func (c *Core) lookup(w Window, key []byte) *entry {

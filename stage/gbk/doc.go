@@ -17,6 +17,13 @@
 //     (key, window) in the meta record; a finished trigger closes the
 //     window. Processing time arrives as SetProcessingTime. Scenarios:
 //     testdata/core/trigger_*.txt.
+//   - trigger_merge.go: triggers on merging (session) windows: the merged
+//     window's trigger state is the merge of its parts' (Beam's
+//     TriggerStateMachine.onMerge). Scenarios: trigger_sessions.txt.
+//   - trigger_index.go: the candidates an Advance evaluates under a
+//     non-default trigger (windows whose end or expiry passes, deadlines
+//     passed, entries still ready to fire), from heaps: an Advance costs
+//     O((w + d) log n + c log c), not a visit of every open window.
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
 //   - head.go: Head, the stage.Head shell: per task a Core over a

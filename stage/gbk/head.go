@@ -148,16 +148,17 @@ func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
 	c.SetProcessingTime(h.now(p))
 	var out [][]byte
 	for _, w := range d.Windows {
-		panes, dropped, closed, err := c.AddFire(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
+		closedBefore := c.ClosedDropped()
+		panes, dropped, _, err := c.AddFire(Element{Key: d.Key, Window: w, Timestamp: d.Timestamp, Value: d.Value})
 		if err != nil {
 			return nil, err
 		}
 		if dropped {
 			h.droppedAttempt++
 		}
-		if closed {
-			h.closedAttempt++
-		}
+		// The value, and with session windows the values of a merged
+		// window that a finished trigger closed (trigger_merge.go).
+		h.closedAttempt += c.ClosedDropped() - closedBefore
 		for _, pn := range panes {
 			e, err := h.cfg.Codec.Encode(pn)
 			if err != nil {

@@ -72,7 +72,8 @@ type Strategy struct {
 	// watermark passes the end of the window, then once per Advance that
 	// finds late values within the allowed lateness: Core.Advance), else
 	// the trigger tree the core evaluates per element and per Advance
-	// (trigger.go, triggered.go). Not with merging windows.
+	// (trigger.go, triggered.go); with merging windows, the merged window's
+	// state is the merge of its parts' (trigger_merge.go).
 	Trigger *Trigger
 }
 
@@ -81,8 +82,8 @@ func (s Strategy) Merging() bool { return s.Kind == Sessions }
 
 // ParseStrategy reads ws, the windowing strategy of the input of the
 // GroupByKey transform named name (for error messages). It refuses, with
-// ErrUnsupported naming the transform and the feature, any trigger but the
-// default, window fns other than global, fixed, sliding and sessions,
+// ErrUnsupported naming the transform and the feature, triggers it cannot
+// parse, window fns other than global, fixed, sliding and sessions,
 // merge statuses other than the window fn's own, and retracting
 // accumulation. allowMerging=false also refuses session windows.
 func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool) (Strategy, error) {
@@ -128,9 +129,6 @@ func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool)
 		t, err := parseTrigger(ws.GetTrigger())
 		if err != nil {
 			return fail("%v is not supported", err)
-		}
-		if s.Kind == Sessions {
-			return fail("trigger %s with session (merging) windows is not supported yet (only the default trigger)", t)
 		}
 		t.number(0)
 		s.Trigger = t

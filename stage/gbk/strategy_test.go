@@ -37,9 +37,6 @@ func TestParseStrategy(t *testing.T) {
 		}), want: Strategy{Kind: FixedWindows, Accumulating: true, AllowedLateness: 3000, Combiner: EarliestInPane}},
 		{name: "sessions", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, nil), merging: true, want: Strategy{Kind: Sessions, Gap: 60000, Combiner: EndOfWindow}},
 		{name: "sessions refused", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, nil), err: "session (merging) windows"},
-		{name: "trigger with sessions", ws: ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, func(w *pipepb.WindowingStrategy) {
-			w.Trigger = &pipepb.Trigger{Trigger: &pipepb.Trigger_Always_{Always: &pipepb.Trigger_Always{}}}
-		}), merging: true, err: "trigger"},
 		{name: "retracting", ws: ws(URNGlobalWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
 			w.AccumulationMode = pipepb.AccumulationMode_RETRACTING
 		}), err: "accumulation mode"},
@@ -57,6 +54,14 @@ func TestParseStrategy(t *testing.T) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+	// A non-default trigger on session windows is executed (its state
+	// merges with the windows: trigger_merge.go), no longer refused.
+	got, err := ParseStrategy("T", ws(URNSessions, sessions, pipepb.MergeStatus_NEEDS_MERGE, func(w *pipepb.WindowingStrategy) {
+		w.Trigger = &pipepb.Trigger{Trigger: &pipepb.Trigger_Always_{Always: &pipepb.Trigger_Always{}}}
+	}), true)
+	if err != nil || got.Kind != Sessions || got.Trigger == nil || got.Trigger.Kind != TrigAlways {
+		t.Fatalf("trigger with sessions: got %+v, %v; want session windows with trigger Always", got, err)
 	}
 }
 

@@ -68,6 +68,12 @@ type triggerCtx struct {
 	eow     bool  // the input watermark is past the window's max timestamp
 	now     int64 // processing time, ms
 	element bool  // evaluated after an element (not at an Advance)
+	// merging: the window fn merges (sessions): AfterEndOfWindow runs its
+	// early and late sides in parallel, as Beam's AfterWatermarkStateMachine
+	// does when merges are possible, so that a merge that revives the early
+	// side, or ends it, finds the state each side would have had
+	// (mergeState).
+	merging bool
 }
 
 func (t *Trigger) nodes() int {
@@ -215,7 +221,9 @@ func parseTrigger(p *pipepb.Trigger) (*Trigger, error) {
 //	              else m fires, finished if m finished
 //
 // Only the active part of a tree sees elements: AfterEach's current sub,
-// EndOfWindow's early or late side; finished nodes see nothing.
+// EndOfWindow's early or late side (both, with merging windows:
+// triggerCtx.merging); finished nodes see nothing. When windows merge, the
+// merged window's state is mergeState's (trigger_merge.go).
 
 func (t *Trigger) onElement(st []nodeState, c triggerCtx) {
 	s := &st[t.index]
@@ -230,7 +238,13 @@ func (t *Trigger) onElement(st []nodeState, c triggerCtx) {
 			s.fireAt = t.firingTime(c.now)
 		}
 	case TrigEndOfWindow:
-		if sub := t.eowActive(st, c); sub != nil {
+		if c.merging {
+			for _, sub := range t.Subs {
+				if sub != nil {
+					sub.onElement(st, c)
+				}
+			}
+		} else if sub := t.eowActive(st, c); sub != nil {
 			sub.onElement(st, c)
 		}
 	case TrigEach:
@@ -348,6 +362,10 @@ func (t *Trigger) onFire(st []nodeState, c triggerCtx) {
 			s.count = 1
 			if t.Subs[0] != nil {
 				t.Subs[0].reset(st)
+			}
+			if c.merging && t.Subs[1] != nil {
+				// The late side ran in parallel: it starts now.
+				t.Subs[1].reset(st)
 			}
 			if t.Subs[1] == nil {
 				s.finished = true

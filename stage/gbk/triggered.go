@@ -25,6 +25,9 @@ func (c *Core) ClosedDropped() int64 { return c.closedDropped }
 // ReduceFnRunner) until it expires. dropped is Add's: the window expired.
 func (c *Core) AddFire(e Element) (panes []Pane, dropped, closed bool, err error) {
 	t := c.strat.Trigger
+	if t != nil && c.strat.Merging() {
+		return c.addFireMerging(e)
+	}
 	if t != nil && c.strat.expiry(e.Window) >= c.wm {
 		if ent := c.lookup(e.Window, e.Key); ent != nil && ent.m.Closed {
 			c.closedDropped++
@@ -50,6 +53,7 @@ func (c *Core) AddFire(e Element) (panes []Pane, dropped, closed bool, err error
 		return nil, false, false, err
 	}
 	c.recomputeHold(c.windows[ent.win])
+	c.track(ent)
 	return panes, false, false, nil
 }
 
@@ -130,9 +134,11 @@ func (c *Core) dropValues(e *entry) error {
 }
 
 // advanceTriggered is Advance under a non-default trigger: for every
-// (key, window), in the order of Advance (window max timestamp, start,
-// key), with eow ⇔ w.MaxTimestamp() < wm and the processing time of
-// SetProcessingTime:
+// candidate (key, window) (trigIndex: the windows whose end or expiry the
+// watermark passes, the processing-time deadlines passed, the entries hot
+// after their last evaluation), in the order of Advance (window max
+// timestamp, start, key), with eow ⇔ w.MaxTimestamp() < wm and the
+// processing time of SetProcessingTime:
 //
 //	fire  ⇔ ¬closed ∧ trigger.shouldFire (evaluate)
 //	final ⇔ w.MaxTimestamp() + allowedLateness < wm ∧ ¬closed ∧ pending > 0:
@@ -141,47 +147,51 @@ func (c *Core) dropValues(e *entry) error {
 //	        the values were not late, else LATE), then the window is
 //	        deleted (closed or not).
 //
-// Every window is visited (not only those past their end: processing-time
-// and synchronized triggers fire before it); an entry is written back only
-// if its state changed.
+// Another entry's trigger cannot fire at this Advance (trigIndex says
+// why), so visiting only the candidates gives the panes that visiting
+// every open entry gave (TestTriggeredAdvanceVisitsCandidates compares
+// them). An entry is written back only if its state changed.
 func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
-	wins := c.sortedWindows(func(Window) bool { return true })
+	cands := c.candidates(prev, wm)
 	var panes []Pane
-	for _, w := range wins {
-		ws := c.windows[w]
-		keys := ws.sortedKeys()
+	touched := map[Window]bool{}
+	for _, e := range cands {
+		w := e.win
+		touched[w] = true
 		closing := c.strat.expiry(w) < wm
-		for _, k := range keys {
-			e := ws.entries[k]
-			before := e.m.encode()
-			if !e.m.Closed {
-				c.trigState(e)
-				ctx := triggerCtx{eow: w.MaxTimestamp() < wm, now: c.now}
-				p, ok, err := c.evaluate(e, ctx, prev, closing)
+		before := e.m.encode()
+		ctx := triggerCtx{eow: w.MaxTimestamp() < wm, now: c.now, merging: c.strat.Merging()}
+		if !e.m.Closed {
+			c.trigState(e)
+			p, ok, err := c.evaluate(e, ctx, prev, closing)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				panes = append(panes, p)
+			}
+			if closing && !e.m.Closed && c.nonEmpty(e) {
+				p, err := c.fireTiming(e, prev, true, c.timing(e, ctx))
 				if err != nil {
 					return nil, err
 				}
-				if ok {
-					panes = append(panes, p)
-				}
-				if closing && !e.m.Closed && c.nonEmpty(e) {
-					p, err := c.fireTiming(e, prev, true, c.timing(e, ctx))
-					if err != nil {
-						return nil, err
-					}
-					panes = append(panes, p)
-				}
-			}
-			if closing {
-				if err := c.gc(e); err != nil {
-					return nil, err
-				}
-			} else if !bytes.Equal(before, e.m.encode()) {
-				if err := c.save(e); err != nil {
-					return nil, err
-				}
+				panes = append(panes, p)
 			}
 		}
+		if closing {
+			if err := c.gc(e); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !bytes.Equal(before, e.m.encode()) {
+			if err := c.save(e); err != nil {
+				return nil, err
+			}
+		}
+		c.trackAt(e, wm)
+	}
+	for w := range touched {
 		if ws := c.windows[w]; ws != nil {
 			c.recomputeHold(ws)
 		}
@@ -189,31 +199,27 @@ func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
 	return panes, nil
 }
 
+// trackAt is track with the input watermark wm this Advance moves to
+// (c.wm is set after advanceTriggered).
+func (c *Core) trackAt(e *entry, wm mtime.Time) {
+	old := c.wm
+	c.wm = wm
+	c.track(e)
+	c.wm = old
+}
+
 // NextProcessingTime is the earliest processing time (Unix ms) at which an
 // AfterProcessingTime trigger of one of the task's open windows may fire:
 // the least deadline (fireAt) of an unfinished processing-time node that an
-// element has armed; ok is false when there is none (no trigger, none
-// armed). The head wakes the task for it (Head.Wake), so a processing-time
-// trigger fires on the wall clock on a quiet input too, not only when the
-// next record or report arrives. Linear in the task's open windows.
+// element has armed and that no Advance has evaluated at or after; ok is
+// false when there is none (no trigger, none armed). The head wakes the
+// task for it (Head.Wake), so a processing-time trigger fires on the wall
+// clock on a quiet input too, not only when the next record or report
+// arrives. O(1) amortized (trigIndex's deadline heap).
 func (c *Core) NextProcessingTime() (next int64, ok bool) {
-	if c.strat.Trigger == nil {
+	if c.ti == nil {
 		return 0, false
 	}
-	for _, ws := range c.windows {
-		for _, e := range ws.entries {
-			if e.m.Closed {
-				continue
-			}
-			for _, s := range e.m.Trig {
-				if s.finished || s.fireAt == 0 {
-					continue
-				}
-				if !ok || s.fireAt < next {
-					next, ok = s.fireAt, true
-				}
-			}
-		}
-	}
-	return next, ok
+	it, ok := c.ti.deadlines.peekLive(c)
+	return it.at, ok
 }

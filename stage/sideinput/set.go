@@ -221,6 +221,31 @@ func (s *Set) Ready(element []byte) (bool, error) {
 	return true, nil
 }
 
+// ReadyWindow reports whether every side input window that main window w
+// (encoded in the head output's window coder, as a timer's window) reads
+// is complete: Ready for a timer (userstate.WindowGate). The reader's
+// error, if it stopped, is returned instead.
+func (s *Set) ReadyWindow(w []byte) (bool, error) {
+	s.mu.Lock()
+	err := s.mu.err
+	s.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	var mw typex.Window = window.GlobalWindow{}
+	if s.mainWinDec != nil {
+		if mw, err = s.mainWinDec.DecodeSingle(strings.NewReader(string(w))); err != nil {
+			return false, fmt.Errorf("sideinput: stage %s: timer window %x: %w", s.cfg.Stage.Name, w, err)
+		}
+	}
+	for _, st := range s.stores {
+		if !st.ReadyFor(mw) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Waiting describes every side input (watermark, hold, windows), for the
 // log line of a task held back.
 func (s *Set) Waiting() string {

@@ -34,6 +34,12 @@
 // timer when the head's clock reaches its fire time (Wake asks the loop
 // for an attempt). A pending timer holds the task's output watermark at its
 // hold (output) timestamp. Timers fire in fire-time order within a family.
+// Pending timers are indexed by deadline and by hold (timerindex.go: heaps
+// rebuilt by Load; SetTimer O(log n), PopDue O(k log n) for k due). When
+// the stateful transform reads side inputs (Config.SideInputs), a timer of
+// a window its side inputs are not ready for waits, pending, until they
+// are (after a restore the side topics are read again from the start),
+// and fires before the task's next element once they are.
 //
 // The ordering rule, and where it is kept. Beam (and Prism) fire an
 // event-time timer when the watermark passes it, before elements that come

@@ -48,6 +48,19 @@ type Config struct {
 	Clock func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// SideInputs, when the stateful transform reads side inputs, says
+	// whether they are ready for a window: a timer of a window that is not
+	// ready does not fire until it is (the step holds the elements back
+	// likewise: stage.SideInputGate). Nil without side inputs.
+	SideInputs WindowGate
+}
+
+// WindowGate is what the head needs of a stage's side inputs
+// (sideinput.Set): whether every side input window that window (encoded
+// in the input's window coder) maps to is complete. Safe for concurrent
+// use.
+type WindowGate interface {
+	ReadyWindow(window []byte) (bool, error)
 }
 
 // Head is the runner-side head of a stateful ParDo stage (stage.Head): a
@@ -118,6 +131,9 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 		return err
 	}
 	t := NewTask(st, h.cfg.WindowCoderURN)
+	if h.cfg.SideInputs != nil {
+		t.SetReady(h.cfg.SideInputs.ReadyWindow)
+	}
 	if err := t.Load(); err != nil {
 		return fmt.Errorf("userstate: stage %s task %d: load timers: %w", h.cfg.Stage, p, err)
 	}
@@ -144,7 +160,10 @@ func (h *Head) Revoke(p int32) {
 // Element passes the element on. key must be the element's key bytes (the
 // record key of the keyed topic), whose task is p. With event-time timers
 // the work is a barrier: its bundle runs, and the timers it set reach
-// Results, before the task's next Advance.
+// Results, before the task's next Advance. Timers that side inputs held
+// back (Config.SideInputs) and that are ready now fire first, in a bundle
+// of their own before the element's (stage.Work.Timers): they were due
+// before it.
 func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	key, value := r.Key, r.Value
 	if key != nil {
@@ -152,7 +171,30 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 			return stage.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
 		}
 	}
-	return stage.Work{Elements: [][]byte{value}, Barrier: h.barrier}, nil
+	w := stage.Work{Elements: [][]byte{value}, Barrier: h.barrier}
+	if h.cfg.SideInputs == nil {
+		return w, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, err := h.taskLocked(p)
+	if err != nil {
+		return stage.Work{}, err
+	}
+	ready, err := t.Held()
+	if err != nil || !ready {
+		return w, err
+	}
+	wm, ok := h.mu.wm[p]
+	if !ok {
+		return w, nil
+	}
+	due, err := t.PopDue(wm, true, h.now())
+	if err != nil {
+		return stage.Work{}, err
+	}
+	w.Timers = h.fireLocked(due).Timers
+	return w, nil
 }
 
 // Advance records task p's input watermark wm and returns its due timers
@@ -198,7 +240,12 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MaxTimestamp
 }
 
-// Wake returns the tasks with a processing-time timer due now, sorted.
+// Wake returns the tasks with a processing-time timer due now, or with a
+// timer side inputs held back that is ready now (Task.Held), sorted: the
+// step advances them, so a processing-time timer fires on the wall clock
+// on a quiet input too (integration TestProcessingTimeTimerOnQuietInput).
+// A side input error is logged and leaves the task to its next record,
+// whose Element returns it.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -206,6 +253,12 @@ func (h *Head) Wake() []int32 {
 	var out []int32
 	for p, t := range h.mu.tasks {
 		if next, ok := t.NextProcessing(); ok && next <= now {
+			out = append(out, p)
+			continue
+		}
+		if ready, err := t.Held(); err != nil {
+			h.log.Warn("userstate: side inputs of held timers", "task", p, "err", err)
+		} else if ready {
 			out = append(out, p)
 		}
 	}

@@ -85,13 +85,20 @@ func timerKey(family string, key, window []byte, tag string) []byte {
 	return appendLP(b, []byte(tag))
 }
 
-// timerFamilyOf reads the family of a timer key.
-func timerFamilyOf(k []byte) (string, error) {
+// timerFamilyWindowOf reads the family and the window of a timer key.
+func timerFamilyWindowOf(k []byte) (family string, window []byte, err error) {
 	if len(k) < 1 || k[0] != tagTimer {
-		return "", fmt.Errorf("%w: timer key %x", errMalformedKey, k)
+		return "", nil, fmt.Errorf("%w: timer key %x", errMalformedKey, k)
 	}
-	f, _, err := readLP(k[1:])
-	return string(f), err
+	f, rest, err := readLP(k[1:])
+	if err != nil {
+		return "", nil, err
+	}
+	if _, rest, err = readLP(rest); err != nil { // the key
+		return "", nil, err
+	}
+	w, _, err := readLP(rest)
+	return string(f), w, err
 }
 
 // timerValue is the stored form of a timer.

@@ -106,14 +106,31 @@ func (f *fakeDoFn) process(_ context.Context, w stage.Work) (*stage.Bundle, erro
 // with the number of output elements before it.
 func orderRun(t *testing.T, script []string, size int) (log, reports []string) {
 	t.Helper()
+	return orderRunGated(t, script, size, nil)
+}
+
+// fakeGate is a side input that becomes ready for every window at once.
+type fakeGate struct{ ready bool }
+
+func (g *fakeGate) ReadyWindow([]byte) (bool, error) { return g.ready, nil }
+
+// orderRunGated is orderRun with the head's timers gated by side inputs
+// (gate, nil for none): the op "s:ready" makes them ready between two
+// batches (the step itself holds no element back here).
+func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log, reports []string) {
+	t.Helper()
 	stores, err := state.Open(state.Options{Dir: t.TempDir(), Name: "order", Topic: "order-changelog", NoRestore: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHead(Config{
+	cfg := Config{
 		Stage: "order", Transform: "t", Partitions: 1, Stores: stores, WindowCoderURN: urnGlobal,
 		Timers: []fnapi.TimerFamily{{TimerFamilyID: orderFamily, Domain: fnapi.TimeDomainEventTime, WindowCoderURN: urnGlobal}},
-	})
+	}
+	if gate != nil {
+		cfg.SideInputs = gate
+	}
+	h, err := NewHead(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +150,14 @@ func orderRun(t *testing.T, script []string, size int) (log, reports []string) {
 		t.Fatal(err)
 	}
 	var ins []stage.In
-	for i, op := range script {
+	readyAt := -1
+	for _, op := range script {
 		var env *pb.Envelope
+		i := len(ins)
 		switch kind, arg, _ := strings.Cut(op, ":"); kind {
+		case "s":
+			readyAt = i
+			continue
 		case "e":
 			env = &pb.Envelope{Payload: &pb.Envelope_Element{Element: []byte(arg)}}
 		case "r":
@@ -155,8 +177,14 @@ func orderRun(t *testing.T, script []string, size int) (log, reports []string) {
 	}
 	tasks := map[int32]*stage.Task{0: stage.NewTask(0, []string{"up"})}
 	outputs := 0
-	for len(ins) > 0 {
+	for done := 0; len(ins) > 0; {
 		n := min(size, len(ins))
+		if done == readyAt && gate != nil {
+			gate.ready = true
+		} else if readyAt > done && readyAt < done+n {
+			n = readyAt - done
+		}
+		done += n
 		r, err := step.Decide(context.Background(), tasks, ins[:n], nil)
 		if err != nil {
 			t.Fatal(err)
@@ -251,5 +279,32 @@ func TestTimerCallbacksFollowReports(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHeldTimerFiresWhenSideInputsReady: a timer of a window whose side
+// inputs are not ready (a restored task before the side topics are read
+// again) does not fire when the watermark passes it; it holds the output
+// watermark, and fires once they are ready, before the task's next
+// element. Without side inputs it fires at its report.
+func TestHeldTimerFiresWhenSideInputsReady(t *testing.T) {
+	script := []string{"e:set:a:2000", "r:3000", "e:y", "s:ready", "e:x", "r:max"}
+	for _, size := range []int{0, 1, 2} {
+		log, reports := orderRunGated(t, script, size, &fakeGate{})
+		want := []string{"element set:a:2000", "element y", "timer a fire=2000 hold=2000", "element x"}
+		if !reflect.DeepEqual(log, want) {
+			t.Errorf("batches of %d: callbacks\n  %s\nwant\n  %s", size, strings.Join(log, "\n  "), strings.Join(want, "\n  "))
+		}
+		if size == 1 {
+			wantReports := []string{"report min after 1 outputs", "report 2000 after 1 outputs", "report 3000 after 4 outputs", "report max after 4 outputs"}
+			if !reflect.DeepEqual(reports, wantReports) {
+				t.Errorf("reports %q, want %q (the held timer holds at 2000)", reports, wantReports)
+			}
+		}
+		log, _ = orderRun(t, script, size)
+		want = []string{"element set:a:2000", "timer a fire=2000 hold=2000", "element y", "element x"}
+		if !reflect.DeepEqual(log, want) {
+			t.Errorf("without side inputs, batches of %d: callbacks %q, want %q", size, log, want)
+		}
 	}
 }

@@ -31,13 +31,40 @@ const (
 // Task is the user state and the timers of one task over its store: a pure
 // core (no clock, no Kafka, no goroutine). Timers are indexed in memory
 // (Load builds the index from the store); the store is the truth.
+//
+// The timer index (timerindex.go) keeps the pending timers in a map by
+// store key and in three min-heaps: event-time timers by (fire, key),
+// processing-time timers by (fire, key), every timer by hold. A heap is
+// rebuilt from the store by Load (on restore and after an abort: the
+// restore scans every timer anyway) rather than kept in Pebble key order,
+// which would add a second key per timer to every changelog write. With n
+// pending timers: SetTimer O(log n); PopDue O((k + s) log n) for k timers
+// due and s stale heap entries (replaced or cleared timers, dropped as
+// they surface: amortized over the writes that made them); Hold and
+// NextProcessing O(1) amortized. Before the index PopDue, Hold and
+// NextProcessing visited every pending timer (BenchmarkPopDue).
 type Task struct {
 	st Store
 	// windowURN is the window coder of the stateful transform's input.
 	windowURN string
 	// timers are the pending timers by store key.
 	timers map[string]*timer
+	// idx orders the pending timers by deadline and hold.
+	idx timerIndex
+	// ready, when set, says whether a timer's window may fire now: its
+	// side inputs are ready (SetReady). held are the timers due whose
+	// window was not ready at their PopDue: still pending (they hold the
+	// output watermark), out of the deadline heaps, retried first at every
+	// PopDue.
+	ready WindowReady
+	held  []*timer
 }
+
+// WindowReady says whether the side inputs of the stateful transform are
+// ready for window (encoded in the input's window coder): a timer of a
+// window whose side input is not complete waits (Beam: a side input is
+// read only once the window it maps to is ready). An error is the stage's.
+type WindowReady func(window []byte) (bool, error)
 
 // timer is one pending timer.
 type timer struct {
@@ -46,12 +73,20 @@ type timer struct {
 	processing bool
 	fire, hold mtime.Time
 	encoded    []byte
+	window     []byte
+	// dead: replaced, cleared or fired; its heap entries are stale.
+	dead bool
 }
 
 // NewTask returns the core of a task over st; call Load before use.
 func NewTask(st Store, windowCoderURN string) *Task {
 	return &Task{st: st, windowURN: windowCoderURN, timers: map[string]*timer{}}
 }
+
+// SetReady makes PopDue hold back the timers of windows ready says are not
+// ready (nil: every window is ready). Held timers stay pending; Held
+// reports whether one has become ready since.
+func (t *Task) SetReady(ready WindowReady) { t.ready = ready }
 
 // errStop ends a Scan early.
 var errStop = errors.New("userstate: stop scan")
@@ -60,8 +95,9 @@ var errStop = errors.New("userstate: stop scan")
 // after an abort dropped the attempt's writes.
 func (t *Task) Load() error {
 	t.timers = map[string]*timer{}
-	return t.st.Scan([]byte{tagTimer}, func(k, v []byte) error {
-		fam, err := timerFamilyOf(k)
+	t.held = nil
+	if err := t.st.Scan([]byte{tagTimer}, func(k, v []byte) error {
+		fam, win, err := timerFamilyWindowOf(k)
 		if err != nil {
 			return err
 		}
@@ -69,9 +105,13 @@ func (t *Task) Load() error {
 		if err != nil {
 			return err
 		}
-		t.timers[string(k)] = &timer{key: string(k), family: fam, processing: d == domainProcessing, fire: fire, hold: hold, encoded: append([]byte{}, enc...)}
+		t.timers[string(k)] = &timer{key: string(k), family: fam, processing: d == domainProcessing, fire: fire, hold: hold, encoded: append([]byte{}, enc...), window: append([]byte{}, win...)}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	t.idx.rebuild(t.timers)
+	return nil
 }
 
 // base is the store prefix of user state k.
@@ -283,30 +323,81 @@ func (t *Task) GC(wm mtime.Time, allowedLateness mtime.Time) (int, error) {
 
 // SetTimer applies one timer the bundle set or cleared in family of
 // domain processing (or event time): a set replaces the timer of the same
-// (family, key, window, tag); a clear removes it.
+// (family, key, window, tag); a clear removes it. O(log n).
 func (t *Task) SetTimer(family string, processing bool, tm fnapi.Timer) error {
 	k := timerKey(family, tm.Key, tm.Window, tm.Tag)
-	if tm.Clear {
+	if old := t.timers[string(k)]; old != nil {
+		old.dead = true
 		delete(t.timers, string(k))
+	}
+	if tm.Clear {
+		t.idx.compact(t.timers)
 		return t.st.Delete(k)
 	}
 	d := domainEvent
 	if processing {
 		d = domainProcessing
 	}
-	t.timers[string(k)] = &timer{key: string(k), family: family, processing: processing, fire: tm.Fire, hold: tm.Hold, encoded: append([]byte{}, tm.Encoded...)}
+	nt := &timer{key: string(k), family: family, processing: processing, fire: tm.Fire, hold: tm.Hold, encoded: append([]byte{}, tm.Encoded...), window: append([]byte{}, tm.Window...)}
+	t.timers[string(k)] = nt
+	t.idx.push(nt)
+	t.idx.compact(t.timers)
 	return t.st.Set(k, timerValue(d, tm.Fire, tm.Hold, tm.Encoded))
 }
 
 // PopDue removes and returns the timers due: event-time timers with
 // fire < wm (the input watermark; every one at mtime.MaxTimestamp), and,
-// if processing, processing-time timers with fire <= now (ms). They come
-// in (fire, family, key) order.
+// if processing, processing-time timers with fire <= now (ms), whose
+// window is ready (SetReady; a due timer of a window not ready stays
+// pending, held, and is retried first at the next PopDue). They come in
+// (fire, key) order. O((k + s) log n): see Task.
 func (t *Task) PopDue(wm mtime.Time, processing bool, now mtime.Time) ([]*timer, error) {
 	var due []*timer
-	for _, tm := range t.timers {
-		if tm.processing && processing && tm.fire <= now || !tm.processing && (tm.fire < wm || wm == mtime.MaxTimestamp) {
-			due = append(due, tm)
+	take := func(tm *timer) error {
+		if t.ready != nil {
+			ok, err := t.ready(tm.window)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				t.held = append(t.held, tm)
+				return nil
+			}
+		}
+		due = append(due, tm)
+		return nil
+	}
+	held := t.held
+	t.held = nil
+	for _, tm := range held {
+		if tm.dead || tm.processing && !processing {
+			if !tm.dead {
+				t.held = append(t.held, tm)
+			}
+			continue
+		}
+		if err := take(tm); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		tm := t.idx.event.peek()
+		if tm == nil || !(tm.fire < wm || wm == mtime.MaxTimestamp) {
+			break
+		}
+		t.idx.event.pop()
+		if err := take(tm); err != nil {
+			return nil, err
+		}
+	}
+	for processing {
+		tm := t.idx.proc.peek()
+		if tm == nil || tm.fire > now {
+			break
+		}
+		t.idx.proc.pop()
+		if err := take(tm); err != nil {
+			return nil, err
 		}
 	}
 	sort.Slice(due, func(i, j int) bool {
@@ -316,35 +407,52 @@ func (t *Task) PopDue(wm mtime.Time, processing bool, now mtime.Time) ([]*timer,
 		return due[i].key < due[j].key
 	})
 	for _, tm := range due {
+		tm.dead = true
 		delete(t.timers, tm.key)
 		if err := t.st.Delete([]byte(tm.key)); err != nil {
 			return nil, err
 		}
 	}
+	t.idx.compact(t.timers)
 	return due, nil
+}
+
+// Held reports whether a timer PopDue held back (its window's side inputs
+// were not ready) is ready now: the task should be advanced to fire it.
+// Linear in the held timers.
+func (t *Task) Held() (ready bool, err error) {
+	if t.ready == nil {
+		return false, nil
+	}
+	for _, tm := range t.held {
+		if tm.dead {
+			continue
+		}
+		if ok, err := t.ready(tm.window); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // Hold is the earliest hold (output timestamp) of the pending timers;
 // mtime.MaxTimestamp when none is pending. Beam: a set timer holds the
-// output watermark of its transform at its output timestamp.
+// output watermark of its transform at its output timestamp. O(1)
+// amortized (the hold heap's top, stale entries dropped).
 func (t *Task) Hold() mtime.Time {
-	h := mtime.MaxTimestamp
-	for _, tm := range t.timers {
-		h = min(h, tm.hold)
+	if tm := t.idx.holds.peek(); tm != nil {
+		return tm.hold
 	}
-	return h
+	return mtime.MaxTimestamp
 }
 
 // NextProcessing is the earliest fire time of the pending processing-time
-// timers; ok=false when none is pending.
+// timers not held back; ok=false when there is none. O(1) amortized.
 func (t *Task) NextProcessing() (next mtime.Time, ok bool) {
-	next = mtime.MaxTimestamp
-	for _, tm := range t.timers {
-		if tm.processing {
-			next, ok = min(next, tm.fire), true
-		}
+	if tm := t.idx.proc.peek(); tm != nil {
+		return tm.fire, true
 	}
-	return next, ok
+	return mtime.MaxTimestamp, false
 }
 
 // Timers is the number of pending timers.
