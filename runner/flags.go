@@ -61,6 +61,12 @@ var (
 	// held a killed instance's tasks for 45 s.
 	// A --kafka_property=session.timeout.ms=… wins.
 	SessionTimeout = flag.Duration("session_timeout", 6*time.Second, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
+	// WatermarkStuckThreshold is how long a stage's output watermark may
+	// stay where it is before the instance explains it as stuck: in its
+	// progress lines (a warning per stuck stage, with the chain of causes),
+	// on its page at / and in GET /watermarks/explain. A Go duration;
+	// default 1 minute (service.DefaultStuckAfter); must be positive.
+	WatermarkStuckThreshold = flag.Duration("watermark_stuck_threshold", time.Minute, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
 	// KafkaProperties are extra librdkafka properties for every client
 	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
 	KafkaProperties = properties{}
@@ -96,6 +102,9 @@ func validateFlags() error {
 		bad("commit_interval", v.String(), "must be positive")
 	}
 	positiveInt("max_bundle_size", *MaxBundleSize)
+	if v := *WatermarkStuckThreshold; v <= 0 {
+		bad("watermark_stuck_threshold", v.String(), "must be positive")
+	}
 	if v := *SessionTimeout; v < time.Millisecond {
 		bad("session_timeout", v.String(), "must be positive (in whole milliseconds)")
 	}

@@ -300,7 +300,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	var wmURL string
 	if a := wm.HTTPAddr(); a != "" {
 		wmURL = "http://" + a + "/watermarks"
-		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL)
+		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL + ", or open the live page: http://" + a + "/")
 		if f, ok := parent.Value(servingKey{}).(func(string)); ok {
 			f(a)
 		}
@@ -496,6 +496,13 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
 	}
+	wm.SetInfo(service.Info{
+		Instance:    inst.ID,
+		Application: pl.ApplicationID,
+		Stages:      service.StageInfos(pl),
+		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads) },
+		StuckAfter:  *WatermarkStuckThreshold,
+	})
 
 	// Drain (drain.go): a request in the control topic, from any instance,
 	// --drain or runner.Drain; SIGUSR1 here writes one.
@@ -540,6 +547,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	}
 	err = waitDone(ctx, log, wm.Tracker, pl, errc, h, func(running time.Duration) {
 		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
+		logStuck(log, service.Explain(wm.Tracker, wm.Info()))
 	})
 	cancel()
 	wg.Wait()

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/explain"
 )
 
 // WatermarksJSON is the body of GET /watermarks: every stage by name.
@@ -161,6 +163,20 @@ type Health func() error
 //   - GET /metrics: the Prometheus registry reg (nil: a fresh one holding the
 //     tracker's collector only).
 func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Handler {
+	return NewHTTPHandlerWith(t, health, reg, nil)
+}
+
+// NewHTTPHandlerWith is NewHTTPHandler that also serves what info (called
+// on every request; nil: an empty Info) adds to the reports:
+//   - GET /watermarks/explain: ExplainJSON, why each stage's watermark is
+//     where it is (watermarkmgr/explain);
+//   - GET /: the live page (page/index.html, embedded), with GET /state
+//     (PageState as JSON) and GET /events (server-sent events: a "state"
+//     event a second and on every change, at most four a second).
+func NewHTTPHandlerWith(t *Tracker, health Health, reg *prometheus.Registry, info func() Info) http.Handler {
+	if info == nil {
+		info = func() Info { return Info{} }
+	}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(NewCollector(t))
@@ -196,5 +212,21 @@ func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Ha
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /watermarks/explain", func(w http.ResponseWriter, r *http.Request) {
+		i := info()
+		body := ExplainJSON{StuckAfterMs: i.stuckAfter().Milliseconds(), Stages: Explain(t, i)}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(body)
+	})
+	registerPage(mux, t, info)
 	return mux
+}
+
+// ExplainJSON is the body of GET /watermarks/explain.
+type ExplainJSON struct {
+	// StuckAfterMs is the threshold in force (Info.StuckAfter), in ms.
+	StuckAfterMs int64                 `json:"stuckAfterMs"`
+	Stages       []explain.Explanation `json:"stages"`
 }

@@ -47,7 +47,11 @@ type WatermarkReport struct {
 	Idle bool `protobuf:"varint,5,opt,name=idle,proto3" json:"idle,omitempty"`
 	// source is set by a Kafka source stage's task: what seed 002's GET
 	// /watermarks shows of a source partition. Unset for other stages.
-	Source        *SourcePartition `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	Source *SourcePartition `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	// instance is the runner instance whose transaction carried the report
+	// (its --state_dir slot id, the suffix of its transactional ids): the
+	// task's owner when it reported. Empty from writers before it existed.
+	Instance      string `protobuf:"bytes,7,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +126,13 @@ func (x *WatermarkReport) GetSource() *SourcePartition {
 		return x.Source
 	}
 	return nil
+}
+
+func (x *WatermarkReport) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
 }
 
 // SourcePartition is one partition of a user's topic as the source task
@@ -696,14 +707,15 @@ var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\x96\x02\n" +
+	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\xb2\x02\n" +
 	"\x0fWatermarkReport\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12)\n" +
 	"\x10source_partition\x18\x02 \x01(\x05R\x0fsourcePartition\x12<\n" +
 	"\x1acommitted_watermark_millis\x18\x03 \x01(\x03R\x18committedWatermarkMillis\x126\n" +
 	"\x17total_source_partitions\x18\x04 \x01(\x05R\x15totalSourcePartitions\x12\x12\n" +
 	"\x04idle\x18\x05 \x01(\bR\x04idle\x128\n" +
-	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\"\xd1\x02\n" +
+	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\x12\x1a\n" +
+	"\binstance\x18\a \x01(\tR\binstance\"\xd1\x02\n" +
 	"\x0fSourcePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +
 	"\x13has_last_event_time\x18\x02 \x01(\bR\x10hasLastEventTime\x123\n" +
