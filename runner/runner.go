@@ -32,6 +32,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
+	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -323,6 +324,8 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	}, []string{"stage", "topic", "partition"})
 	wm.Registry.MustRegister(badRecords)
 	groups := alignmentGroups(sources)
+	metrics := newStageMetrics(wm.Registry)
+	stores := map[string]*state.Manager{}
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
@@ -348,6 +351,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			MaxBatchRecords:  *MaxBundleSize,
 			Consumer:         groupMembership(inst.ID, props),
 			Logger:           log,
+			Observer:         metrics.observer(s.Name),
 		}
 		var impulseCoder *coder.Coder
 		if len(s.Transforms) > 0 {
@@ -359,7 +363,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
 			if s.Head == plan.HeadStateful {
-				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log)
+				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, inst.Stores, bootstrap, props, log, stores)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -368,7 +372,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 				cfg.Head = sh
 			}
 			if s.Head == plan.HeadSplittable {
-				sh, err := newSplittableHead(pl, s, inst.Stores, bootstrap, props, log)
+				sh, err := newSplittableHead(pl, s, inst.Stores, bootstrap, props, log, stores)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -414,7 +418,7 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
-			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log)
+			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
@@ -496,6 +500,22 @@ func run(parent context.Context, log *slog.Logger, bootstrap string, props map[s
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
 	}
+	wm.Registry.MustRegister(taskCollector{
+		tasks: func() map[string][]stage.TaskStatus {
+			out := map[string][]stage.TaskStatus{}
+			for name, l := range loops {
+				out[name] = l.Tasks()
+			}
+			return out
+		},
+		stores: func() map[string][]state.StoreStats {
+			out := map[string][]state.StoreStats{}
+			for name, m := range stores {
+				out[name] = m.Stats()
+			}
+			return out
+		},
+	})
 	wm.SetInfo(service.Info{
 		Instance:    inst.ID,
 		Application: pl.ApplicationID,
