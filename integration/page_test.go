@@ -257,13 +257,14 @@ func TestLivePage(t *testing.T) {
 			t.Errorf("stage %s of the moving branch is explained as stuck: %q", n, second.Stuck[n])
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || os.Getenv("KAFKASTREAMS_PAGE_SHOT_DIR") != "" {
 		shot(t, bctx)
 	}
 }
 
 // shot saves a full-page screenshot of the page into the test's output
-// directory (or $KAFKASTREAMS_PAGE_SHOT_DIR) and logs where.
+// directory, or $KAFKASTREAMS_PAGE_SHOT_DIR (then also when the test
+// passes), and logs where.
 func shot(t *testing.T, bctx context.Context) {
 	t.Helper()
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))

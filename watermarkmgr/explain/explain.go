@@ -33,6 +33,10 @@ type Input struct {
 	// Stages are the application's stages, in plan order. A stage named
 	// as an upstream but absent here is one no report has named yet.
 	Stages []Stage
+	// Since is when the caller began watching the reports (the service's
+	// start): a stage that has not reported counts as stuck from Since +
+	// StuckAfter on.
+	Since time.Time
 }
 
 // Stage is one stage's watermark state, from the WatermarkManager's
@@ -66,6 +70,10 @@ type Stage struct {
 	MovedAt time.Time
 	// Partitions are the stage's tasks, by partition.
 	Partitions []Partition
+	// LocalTasks are the tasks of the stage this instance is assigned
+	// (Instance is its id); empty in cmd/watermarkmgr.
+	LocalTasks []int32
+	Instance   string
 }
 
 // Partition is one task (source partition) of a stage.
@@ -213,21 +221,27 @@ func (e *explainer) explain(s *Stage) Explanation {
 	var c chain
 	switch {
 	case !s.Reported:
+		waited := e.in.Now.Sub(e.in.Since)
+		if waited < e.in.StuckAfter {
+			c.say("%s has not reported yet (watching for %s)", id(s.Name), dur(waited))
+			c.end(CauseNoReport, s.Name, nil)
+			break
+		}
 		x.Stuck = true
 		e.why(s, &c, map[string]bool{})
 	case !s.Held && s.Watermark >= mtime.MaxTimestamp:
-		c.say("%s is done: its watermark is at the end of time", s.Name)
+		c.say("%s is done: its watermark is at the end of time", id(s.Name))
 		c.end(CauseDone, s.Name, nil)
 	default:
 		unmoved := e.in.Now.Sub(s.MovedAt)
 		x.UnmovedMs = unmoved.Milliseconds()
 		if unmoved < e.in.StuckAfter {
-			c.say("%s is moving: its watermark changed %s ago, to %s", s.Name, dur(unmoved), when(s.Watermark))
+			c.say("%s is moving: its watermark changed %s ago, to %s", id(s.Name), dur(unmoved), when(s.Watermark))
 			c.end(CauseMoving, s.Name, nil)
 			break
 		}
 		x.Stuck = true
-		c.say("%s has not moved for %s (watermark %s)", s.Name, dur(unmoved), when(s.Watermark))
+		c.say("%s has not moved for %s (watermark %s)", id(s.Name), dur(unmoved), when(s.Watermark))
 		e.why(s, &c, map[string]bool{})
 	}
 	x.Chain, x.Cause, x.RootStage, x.Partition = c.sentences, c.cause, c.root, c.partition
@@ -240,24 +254,28 @@ func (e *explainer) explain(s *Stage) Explanation {
 func (e *explainer) why(s *Stage, c *chain, seen map[string]bool) {
 	seen[s.Name] = true
 	if !s.Reported {
-		c.say("%s has not reported yet: none of its tasks has committed", s.Name)
+		c.say("%s has not reported yet: none of its tasks has committed", id(s.Name))
 		if u := e.lowestUpstream(s); u != nil && !seen[u.Name] && (!u.Reported || u.Held || !e.moving(u)) {
-			c.say("%s waits on its input from %s", s.Name, u.Name)
+			c.say("%s waits on its input from %s", id(s.Name), id(u.Name))
 			e.why(u, c, seen)
 			return
 		}
-		c.say("is an instance running with %s's tasks assigned?", s.Name)
+		if len(s.LocalTasks) > 0 {
+			c.say("this instance (%s) is assigned its tasks %s but has committed none of their work yet", s.Instance, ints(s.LocalTasks))
+		} else {
+			c.say("is an instance running with %s's tasks assigned?", id(s.Name))
+		}
 		c.end(CauseNoReport, s.Name, nil)
 		return
 	}
 	if u := e.lowestUpstream(s); u != nil && !seen[u.Name] && (!u.Reported || u.Held || u.Watermark <= s.Watermark) {
 		switch {
 		case !u.Reported:
-			c.say("%s is held by its input from %s, which has not reported yet", s.Name, u.Name)
+			c.say("%s is held by its input from %s, which has not reported yet", id(s.Name), id(u.Name))
 		case u.Held:
-			c.say("%s is held by its input from %s, which is held", s.Name, u.Name)
+			c.say("%s is held by its input from %s, which is held", id(s.Name), id(u.Name))
 		default:
-			c.say("%s is held by its input from %s (at %s)", s.Name, u.Name, when(u.Watermark))
+			c.say("%s is held by its input from %s (at %s)", id(s.Name), id(u.Name), when(u.Watermark))
 		}
 		e.why(u, c, seen)
 		return
@@ -266,21 +284,21 @@ func (e *explainer) why(s *Stage, c *chain, seen map[string]bool) {
 		p := s.Missing[0]
 		part := s.partition(p)
 		if len(s.Missing) == 1 {
-			c.say("%s is held until all %d of its tasks have reported: task %d has not", s.Name, s.Total, p)
+			c.say("%s is held until all %d of its tasks have reported: task %d has not", id(s.Name), s.Total, p)
 		} else {
-			c.say("%s is held until all %d of its tasks have reported: tasks %s have not", s.Name, s.Total, ints(s.Missing))
+			c.say("%s is held until all %d of its tasks have reported: tasks %s have not", id(s.Name), s.Total, ints(s.Missing))
 		}
 		e.task(s, p, part, c, true)
 		return
 	}
 	if s.AllIdle {
-		c.say("every task of %s is idle: its watermark waits for a record", s.Name)
+		c.say("every task of %s is idle: its watermark waits for a record", id(s.Name))
 		c.end(CauseAllIdle, s.Name, nil)
 		return
 	}
 	p := s.MinPartition
 	if p < 0 {
-		c.say("%s has no task defining its watermark", s.Name)
+		c.say("%s has no task defining its watermark", id(s.Name))
 		c.end(CauseNoReport, s.Name, nil)
 		return
 	}
@@ -306,7 +324,7 @@ func (e *explainer) task(s *Stage, p int32, part *Partition, c *chain, missing b
 	if src := part.Source; src != nil {
 		switch {
 		case src.AlignmentHeld || part.Local != nil && part.Local.Paused:
-			c.say("%s task %d (partition %d of topic %s) is paused by watermark alignment group %s: it is %s ahead of the group's minimum and resumes when the group catches up", s.Name, p, p, src.Topic, src.AlignmentGroup, dur(src.DriftFromGroupMin))
+			c.say("%s task %d (partition %d of topic %s) is paused by watermark alignment group %s: it is %s ahead of the group's minimum and resumes when the group catches up", id(s.Name), p, p, src.Topic, src.AlignmentGroup, dur(src.DriftFromGroupMin))
 			c.end(CauseAlignment, s.Name, &pp)
 			return
 		case !src.HasLastEventTime && src.Idleness == 0:
@@ -330,19 +348,19 @@ func (e *explainer) task(s *Stage, p int32, part *Partition, c *chain, missing b
 	stale := e.stale(part)
 	switch {
 	case missing && part.LastReport.IsZero():
-		c.say("%s task %d has never reported", s.Name, p)
+		c.say("%s task %d has never reported", id(s.Name), p)
 	case missing:
-		c.say("%s task %d has not reported since the stage's task count changed (last report %s)", s.Name, p, clock(part.LastReport))
+		c.say("%s task %d has not reported since the stage's task count changed (last report %s)", id(s.Name), p, clock(part.LastReport))
 	case stale && part.LastReport.IsZero():
-		c.say("%s task %d has not reported since this process started", s.Name, p)
+		c.say("%s task %d has not reported since this process started", id(s.Name), p)
 	case stale:
-		c.say("%s task %d has not reported since %s", s.Name, p, clock(part.LastReport))
+		c.say("%s task %d has not reported since %s", id(s.Name), p, clock(part.LastReport))
 	case len(s.Upstreams) == 0:
-		c.say("%s task %d is at %s, where its head puts it (a splittable DoFn's watermark estimate, a TestStream's watermark)", s.Name, p, when(part.Watermark))
+		c.say("%s task %d is at %s, where its head puts it (a splittable DoFn's watermark estimate, a TestStream's watermark)", id(s.Name), p, when(part.Watermark))
 		c.end(CauseHold, s.Name, &pp)
 		return
 	default:
-		c.say("%s task %d holds it at %s with its own state (buffered windows, pending timers or a watermark estimate) while its input is ahead", s.Name, p, when(part.Watermark))
+		c.say("%s task %d holds it at %s with its own state (buffered windows, pending timers or a watermark estimate) while its input is ahead", id(s.Name), p, when(part.Watermark))
 		c.end(CauseHold, s.Name, &pp)
 		return
 	}
@@ -428,6 +446,21 @@ func (s *Stage) partition(p int32) *Partition {
 		}
 	}
 	return nil
+}
+
+// id is the short name of a stage in sentences: "s3" of "s3-Fixed30d_CoGBK"
+// (the plan's index is unique); the whole name when it has no such prefix.
+func id(name string) string {
+	head, _, ok := strings.Cut(name, "-")
+	if !ok || len(head) < 2 || head[0] != 's' {
+		return name
+	}
+	for _, r := range head[1:] {
+		if r < '0' || r > '9' {
+			return name
+		}
+	}
+	return head
 }
 
 // when formats a watermark: the ends of Beam's range in words, else ISO

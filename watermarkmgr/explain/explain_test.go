@@ -186,3 +186,25 @@ func TestDur(t *testing.T) {
 		}
 	}
 }
+
+// A stage without a report is not stuck until StuckAfter has passed since
+// the watching began; then it says which of its tasks this instance holds.
+func TestExplainNoReportYet(t *testing.T) {
+	st := []Stage{{Name: "s4-Sink", LocalTasks: []int32{0, 2}, Instance: "vm-1"}}
+	x := Explain(Input{Now: at(5), Since: at(0), StuckAfter: 10 * time.Second, Stages: st})[0]
+	if x.Stuck || x.Cause != CauseNoReport || !strings.Contains(x.Text, "s4 has not reported yet (watching for 5 s)") {
+		t.Errorf("5 s after the start: %+v", x)
+	}
+	x = Explain(Input{Now: at(15), Since: at(0), StuckAfter: 10 * time.Second, Stages: st})[0]
+	if !x.Stuck || x.Cause != CauseNoReport || !strings.Contains(x.Text, "this instance (vm-1) is assigned its tasks 0, 2 but has committed none of their work yet") {
+		t.Errorf("15 s after the start: %+v", x)
+	}
+}
+
+func TestID(t *testing.T) {
+	for name, want := range map[string]string{"s3-Fixed30d_CoGBK": "s3", "s12-x-y": "s12", "stage-x": "stage-x", "s3": "s3", "sx-1": "sx-1"} {
+		if got := id(name); got != want {
+			t.Errorf("id(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

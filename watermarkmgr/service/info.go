@@ -106,11 +106,12 @@ func (i Info) stuckAfter() time.Duration {
 }
 
 // ExplainInput builds explain.Input from the tracker's views, the stage
-// graph and the local tasks (local: by stage name; may be nil) at now.
+// graph and the local tasks (local: by stage name; may be nil) at now;
+// since is when the reports began to be watched (Tracker.Started).
 // Stages come in the graph's order, then the stages only the reports name,
 // by name.
-func ExplainInput(views []StageView, info Info, local map[string]LocalStage, now time.Time) explain.Input {
-	in := explain.Input{Now: now, StuckAfter: info.stuckAfter()}
+func ExplainInput(views []StageView, info Info, local map[string]LocalStage, since, now time.Time) explain.Input {
+	in := explain.Input{Now: now, Since: since, StuckAfter: info.stuckAfter()}
 	byName := map[string]StageView{}
 	for _, v := range views {
 		byName[v.Stage] = v
@@ -130,9 +131,11 @@ func ExplainInput(views []StageView, info Info, local map[string]LocalStage, now
 			st.Watermark, st.Held, st.Missing, st.Total, st.AllIdle, st.MinPartition, st.MovedAt = s.Watermark, s.Held, s.Missing, s.Total, s.AllIdle, s.MinPartition, v.MovedAt
 		}
 		tasks := map[int32]LocalTask{}
+		st.Instance = info.Instance
 		if ls, ok := local[name]; ok {
 			for _, t := range ls.Tasks {
 				tasks[t.Partition] = t
+				st.LocalTasks = append(st.LocalTasks, t.Partition)
 			}
 		}
 		for _, p := range v.Snapshot.Partitions {
@@ -175,5 +178,5 @@ func Explain(t *Tracker, info Info) []explain.Explanation {
 	if info.Local != nil {
 		local = info.Local()
 	}
-	return explain.Explain(ExplainInput(t.Stages(), info, local, t.Now()))
+	return explain.Explain(ExplainInput(t.Stages(), info, local, t.Started(), t.Now()))
 }

@@ -54,8 +54,8 @@ type PageStage struct {
 // BuildPageState assembles the page from the tracker's views, the graph,
 // the local tasks and the explanations, at now. Pure: the HTTP handler
 // reads the tracker and the clock.
-func BuildPageState(views []StageView, info Info, local map[string]LocalStage, now time.Time) PageState {
-	in := ExplainInput(views, info, local, now)
+func BuildPageState(views []StageView, info Info, local map[string]LocalStage, since, now time.Time) PageState {
+	in := ExplainInput(views, info, local, since, now)
 	xs := explain.Explain(in)
 	byName := map[string]StageView{}
 	for _, v := range views {

@@ -82,7 +82,7 @@ func TestExplainInputJoinsGraphReportsAndLocalTasks(t *testing.T) {
 		{Name: "s2", Head: "group_by_key", Upstreams: []string{"s1"}},
 	}}
 	local := map[string]LocalStage{"s1": {Tasks: []LocalTask{{Partition: 0, AttemptSince: fixed.Add(30 * time.Second), LagRecords: -1}}}}
-	xs := explain.Explain(ExplainInput(tr.Stages(), info, local, c.now()))
+	xs := explain.Explain(ExplainInput(tr.Stages(), info, local, tr.Started(), c.now()))
 	if len(xs) != 2 || xs[1].Stage != "s2" {
 		t.Fatalf("explanations %+v", xs)
 	}

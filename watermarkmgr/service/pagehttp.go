@@ -22,7 +22,7 @@ func pageState(t *Tracker, info func() Info) PageState {
 	if i.Local != nil {
 		local = i.Local()
 	}
-	return BuildPageState(t.Stages(), i, local, t.Now())
+	return BuildPageState(t.Stages(), i, local, t.Started(), t.Now())
 }
 
 // registerPage serves GET / (the page), its assets, GET /state and GET

@@ -22,6 +22,8 @@ type Tracker struct {
 	// now is the wall clock, injected for tests; it stamps when a partition's
 	// last report was applied and gives the lag behind wall-clock.
 	now func() time.Time
+	// started is when NewTracker was called (by now).
+	started time.Time
 
 	mu struct {
 		sync.Mutex
@@ -71,7 +73,7 @@ func NewTracker(now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	t := &Tracker{now: now}
+	t := &Tracker{now: now, started: now()}
 	t.mu.stages = make(map[string]*stageState)
 	t.mu.changed = make(chan struct{})
 	return t
@@ -195,6 +197,10 @@ func (t *Tracker) Changed() <-chan struct{} {
 	defer t.mu.Unlock()
 	return t.mu.changed
 }
+
+// Started is when the Tracker was created, by its clock: the explanations
+// count a stage without a report as stuck from Started + the threshold on.
+func (t *Tracker) Started() time.Time { return t.started }
 
 // Now is the Tracker's wall clock.
 func (t *Tracker) Now() time.Time { return t.now() }

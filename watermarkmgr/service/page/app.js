@@ -101,7 +101,8 @@ function render(s) {
       figs.push(`elements out <b>${l.elementsOut}</b>${eo === null ? "" : " (" + eo.toFixed(0) + "/s)"}`);
       figs.push(`commits <b>${l.commits}</b>`, `aborts <b>${l.aborts}</b>`);
       if (l.lateDropped >= 0) figs.push(`late dropped <b>${l.lateDropped}</b>`);
-      figs.push(`tasks here <b>${(l.tasks || []).map((t) => t.partition).join(", ") || "none"}</b>`);
+      const here = (l.tasks || []).map((t) => t.partition);
+      figs.push(`assigned here <b>${here.length === 0 ? "no task" : (here.length === 1 ? "task " : "tasks ") + here.join(", ")}</b>`);
     } else {
       figs.push(`counts: on an instance's page only`);
     }
