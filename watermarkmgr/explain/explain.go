@@ -235,6 +235,11 @@ func (e *explainer) explain(s *Stage) Explanation {
 	default:
 		unmoved := e.in.Now.Sub(s.MovedAt)
 		x.UnmovedMs = unmoved.Milliseconds()
+		if unmoved < e.in.StuckAfter && s.Watermark <= mtime.MinTimestamp && !s.Held {
+			c.say("%s has every task reported, none past the start of time yet (last change %s ago)", id(s.Name), dur(unmoved))
+			c.end(CauseMoving, s.Name, nil)
+			break
+		}
 		if unmoved < e.in.StuckAfter {
 			c.say("%s is moving: its watermark changed %s ago, to %s", id(s.Name), dur(unmoved), when(s.Watermark))
 			c.end(CauseMoving, s.Name, nil)

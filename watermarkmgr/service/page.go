@@ -217,8 +217,16 @@ func StageGraphSVG(stages []PageStage) string {
 		if side {
 			dash = ` stroke-dasharray="5,4"`
 		}
-		fmt.Fprintf(&b, `<path class="edge" d="M%d,%d C%d,%d %d,%d %d,%d" fill="none" stroke="#667" stroke-width="1.5"%s marker-end="url(#arrow)"><title>%s</title></path>`,
-			x1, y1, x1+gapX/2, y1, x2-gapX/2, y2, x2, y2, dash, html.EscapeString(label))
+		// Straight at the source's height through the columns between,
+		// then a bend in the last gap: an edge over several columns then
+		// passes beside, not through, the nodes of the columns it skips
+		// when they stand higher (as the upstream's column is filled first).
+		bend := x2 - gapX
+		if bend < x1 {
+			bend = x1
+		}
+		fmt.Fprintf(&b, `<path class="edge" d="M%d,%d L%d,%d C%d,%d %d,%d %d,%d" fill="none" stroke="#667" stroke-width="1.5"%s marker-end="url(#arrow)"><title>%s</title></path>`,
+			x1, y1, bend, y1, bend+gapX/2, y1, x2-gapX/2, y2, x2, y2, dash, html.EscapeString(label))
 	}
 	for _, s := range stages {
 		for _, u := range s.Info.Upstreams {
@@ -268,7 +276,7 @@ func nodeState(s PageStage) string {
 		return "done"
 	case s.Explanation.Stuck:
 		return "stuck"
-	case s.Watermark.Held:
+	case s.Watermark.Held, s.Watermark.State == "not started":
 		return "held"
 	}
 	return "moving"

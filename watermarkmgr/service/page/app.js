@@ -5,7 +5,11 @@
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;","\"":"&quot;","'":"&#39;"}[c]));
-let prev = null; // previous state, for the rates per second
+// recent are the states of the last RATE_WINDOW ms, oldest first: rates per
+// second are over them (one commit can hold 10 000 records, so two states
+// a quarter of a second apart often show none).
+let recent = [];
+const RATE_WINDOW = 5000;
 
 function dur(ms) {
   if (ms === null || ms === undefined) return "–";
@@ -23,16 +27,17 @@ function state(st) {
   if (!st.watermark) return "noreport";
   if (st.explanation.cause === "done") return "done";
   if (st.explanation.stuck) return "stuck";
-  if (st.watermark.held) return "held";
+  if (st.watermark.held || st.watermark.state === "not started") return "held";
   return "moving";
 }
 
 function rate(name, field, st) {
-  if (!prev || !st.local) return null;
-  const p = prev.stages.find((s) => s.info.name === name);
+  if (recent.length === 0 || !st.local) return null;
+  const old = recent[0];
+  const p = old.stages.find((s) => s.info.name === name);
   if (!p || !p.local) return null;
-  const dt = (cur.nowMs - prev.nowMs) / 1000;
-  if (dt <= 0) return null;
+  const dt = (cur.nowMs - old.nowMs) / 1000;
+  if (dt < 0.9) return null;
   return Math.max(0, (st.local[field] - p.local[field]) / dt);
 }
 let cur = null;
@@ -41,7 +46,8 @@ function plot(st, nowMs, spanMs) {
   const W = 300, H = 90, pad = 4;
   const pts = (st.history || []).filter((p) => p[1] !== null);
   if (pts.length === 0) return `<svg viewBox="0 0 ${W} ${H}"><text x="8" y="48" font-size="11" fill="#889">no watermark between the ends of time yet</text></svg>`;
-  const t0 = nowMs - spanMs;
+  let t0 = Math.max(nowMs - spanMs, st.history[0][0]);
+  if (nowMs - t0 < 1000) t0 = nowMs - 1000;
   let lo = Math.min(...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
   if (hi === lo) { hi += 1000; lo -= 1000; }
   const x = (t) => pad + (Math.max(t, t0) - t0) / spanMs * (W - 2 * pad);
@@ -71,7 +77,8 @@ function partitions(st) {
     const owner = t ? "this instance" : "–";
     const lag = t && t.lagRecords >= 0 ? t.lagRecords : "–";
     const last = p.lastReportMs ? dur(cur.nowMs - p.lastReportMs) + " ago" : "never";
-    rows += `<tr class="${p.minimum ? "min" : ""}" data-partition="${n}"><td>${n}${p.minimum ? " ◀ min" : ""}</td><td>${p.reported ? esc(p.watermarkIso) : "not reported"}</td>` +
+    const min = p.minimum && w.state !== "end of time";
+    rows += `<tr class="${min ? "min" : ""}" data-partition="${n}"><td>${n}${min ? " ◀ min" : ""}</td><td>${p.reported ? esc(p.watermarkIso) : "not reported"}</td>` +
       `<td>${p.idle ? "idle" : ""}${p.alignmentHeld ? " paused (alignment)" : ""}</td><td>${esc(owner)}</td><td>${last}</td><td>${lag}</td>` +
       `<td>${p.topic ? esc(p.topic) + (p.lastEventTimeIso ? " @ " + esc(p.lastEventTimeIso) : " (no record yet)") : ""}</td></tr>`;
   }
@@ -109,14 +116,21 @@ function render(s) {
     const tr = st.info.transforms || [];
     html += `<div class="stage" data-stage="${esc(st.info.name)}">` +
       `<h3>${esc(st.info.name)}<span class="badge ${cls}">${cls === "noreport" ? "no report yet" : cls}</span> <small>${esc(st.info.head || "")}${st.info.inputTopic ? " · reads " + esc(st.info.inputTopic) : ""}</small></h3>` +
-      `<div class="plot">${plot(st, s.nowMs, 600e3)}<div class="cap">watermark, last 10 minutes</div></div>` +
+      `<div class="plot">${plot(st, s.nowMs, 600e3)}<div class="cap">${plotCaption(st, s.nowMs)}</div></div>` +
       `<div class="figs">${figs.map((f) => "<span>" + f + "</span>").join("")}</div>` +
       `<div class="why ${st.explanation.stuck ? "stuck" : ""}">${esc(st.explanation.text)}</div>` +
-      `<details><summary>${(w ? Object.keys(w.partitions).length : 0)} tasks${w && w.minimumPartition ? ", minimum " + esc(w.minimumPartition) : ""} · ${tr.length} fused transforms</summary>${partitions(st)}` +
+      `<details><summary>${(w ? Object.keys(w.partitions).length : 0)} tasks${w && w.minimumPartition && cls !== "done" ? ", minimum: task " + esc(w.minimumPartition.split(":").pop()) : ""} · ${tr.length} fused transforms</summary>${partitions(st)}` +
       `<p class="figs">${tr.map(esc).join(" → ") || "no SDK transforms"}</p></details></div>`;
   }
   $("stages").innerHTML = html;
-  prev = s;
+  recent.push(s);
+  while (recent.length > 1 && s.nowMs - recent[0].nowMs > RATE_WINDOW) recent.shift();
+}
+
+function plotCaption(st, nowMs) {
+  const h = st.history || [];
+  if (h.length === 0 || nowMs - h[0][0] >= 600e3) return "watermark over the last 10 minutes";
+  return "watermark since " + new Date(h[0][0]).toISOString().slice(11, 19) + "Z (the first report seen)";
 }
 
 function connect() {
