@@ -50,7 +50,7 @@ function plot(st, nowMs, spanMs) {
   if (nowMs - t0 < 1000) t0 = nowMs - 1000;
   let lo = Math.min(...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
   if (hi === lo) { hi += 1000; lo -= 1000; }
-  const x = (t) => pad + (Math.max(t, t0) - t0) / spanMs * (W - 2 * pad);
+  const x = (t) => pad + (Math.max(t, t0) - t0) / (nowMs - t0) * (W - 2 * pad);
   const y = (w) => H - pad - (w - lo) / (hi - lo) * (H - 2 * pad);
   let d = "", last = null;
   for (const p of st.history) {
