@@ -43,7 +43,7 @@ function rate(name, field, st) {
 let cur = null;
 
 function plot(st, nowMs, spanMs) {
-  const W = 300, H = 90, pad = 4;
+  const W = 300, H = 90, pad = 4, padY = 16; // padY keeps the line off the labels
   const pts = (st.history || []).filter((p) => p[1] !== null);
   if (pts.length === 0) return `<svg viewBox="0 0 ${W} ${H}"><text x="8" y="48" font-size="11" fill="#889">no watermark between the ends of time yet</text></svg>`;
   let t0 = Math.max(nowMs - spanMs, st.history[0][0]);
@@ -51,10 +51,16 @@ function plot(st, nowMs, spanMs) {
   let lo = Math.min(...pts.map((p) => p[1])), hi = Math.max(...pts.map((p) => p[1]));
   if (hi === lo) { hi += 1000; lo -= 1000; }
   const x = (t) => pad + (Math.max(t, t0) - t0) / (nowMs - t0) * (W - 2 * pad);
-  const y = (w) => H - pad - (w - lo) / (hi - lo) * (H - 2 * pad);
+  const y = (w) => H - padY - (w - lo) / (hi - lo) * (H - 2 * padY);
   let d = "", last = null;
   for (const p of st.history) {
-    if (p[1] === null) { last = null; continue; }
+    if (p[1] === null) {
+      // The watermark left the plottable range (done, or held again): its
+      // last value lasted until then.
+      if (last !== null) d += `H${x(p[0]).toFixed(1)}`;
+      last = null;
+      continue;
+    }
     if (last === null) d += `M${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`;
     else d += `H${x(p[0]).toFixed(1)}V${y(p[1]).toFixed(1)}`;
     last = p;
