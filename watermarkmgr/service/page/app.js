@@ -10,6 +10,15 @@ const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&":"&amp;","<":"&lt;"
 // a quarter of a second apart often show none).
 let recent = [];
 const RATE_WINDOW = 5000;
+// opened are the stages whose task table the reader opened: a redraw keeps
+// them open. "#tasks" in the address opens every one.
+const opened = new Set();
+let openAll = location.hash === "#tasks";
+document.addEventListener("toggle", (e) => {
+  const card = e.target.closest && e.target.closest(".stage");
+  if (!card) return;
+  if (e.target.open) opened.add(card.dataset.stage); else opened.delete(card.dataset.stage);
+}, true);
 
 function dur(ms) {
   if (ms === null || ms === undefined) return "–";
@@ -93,6 +102,10 @@ function partitions(st) {
 
 function render(s) {
   cur = s;
+  if (openAll) {
+    for (const st of s.stages) opened.add(st.info.name);
+    openAll = false;
+  }
   $("app").textContent = s.application ? "· " + s.application : "";
   $("clock").textContent = (s.instance ? "instance " + s.instance + " · " : "") + new Date(s.nowMs).toISOString().replace(/\.\d+Z$/, "Z");
   $("graph-box").innerHTML = s.graphSvg;
@@ -125,7 +138,7 @@ function render(s) {
       `<div class="plot">${plot(st, s.nowMs, 600e3)}<div class="cap">${plotCaption(st, s.nowMs)}</div></div>` +
       `<div class="figs">${figs.map((f) => "<span>" + f + "</span>").join("")}</div>` +
       `<div class="why ${st.explanation.stuck ? "stuck" : ""}">${esc(st.explanation.text)}</div>` +
-      `<details><summary>${(w ? Object.keys(w.partitions).length : 0)} tasks${w && w.minimumPartition && cls !== "done" ? ", minimum: task " + esc(w.minimumPartition.split(":").pop()) : ""} · ${tr.length} fused transforms</summary>${partitions(st)}` +
+      `<details${opened.has(st.info.name) ? " open" : ""}><summary>${(w ? Object.keys(w.partitions).length : 0)} tasks${w && w.minimumPartition && cls !== "done" ? ", minimum: task " + esc(w.minimumPartition.split(":").pop()) : ""} · ${tr.length} fused transforms</summary>${partitions(st)}` +
       `<p class="figs">${tr.map(esc).join(" → ") || "no SDK transforms"}</p></details></div>`;
   }
   $("stages").innerHTML = html;
