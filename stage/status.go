@@ -26,9 +26,11 @@ type TaskStatus struct {
 	// Paused is true while the head holds the partition back (watermark
 	// alignment, Head.Pause).
 	Paused bool
-	// LagRecords is the consumer lag in records (the partition's high
-	// watermark offset minus the consumer's position, librdkafka's
-	// consumer_lag, refreshed every StatsInterval); -1 while unknown.
+	// LagRecords is the consumer lag in records: the partition's last
+	// stable offset (read_committed; its high watermark otherwise) minus
+	// the offset the loop reads next, from librdkafka's statistics every
+	// StatsInterval (ConsumerLag); -1 while unknown. Transaction markers
+	// count as offsets, so it can read a few records high.
 	LagRecords int64
 }
 
@@ -105,15 +107,23 @@ func (s *taskStatuses) snapshot() []TaskStatus {
 }
 
 // ConsumerLag reads librdkafka's statistics JSON (the statistics.interval.ms
-// event; its STATISTICS.md) and returns topic's consumer_lag per partition
-// in records. Partitions librdkafka marks unknown (-1, or the internal
-// partition -1) are left out. A document that does not parse is an error.
+// event; its STATISTICS.md) and returns, per partition of topic, the records
+// not read yet: ls_offset (the last stable offset; hi_offset if it is
+// unknown) minus app_offset (the offset after the last record handed to the
+// loop; fetch_offset before the first). Not librdkafka's consumer_lag: that
+// is measured from the consumer's own committed offset, which a loop that
+// commits its offsets in its producer's transactions (KIP-447) never sets,
+// so it reads -1. Partitions with either offset unknown (negative), and the
+// internal partition -1, are left out. A document that does not parse is an
+// error.
 func ConsumerLag(statsJSON, topic string) (map[int32]int64, error) {
 	var doc struct {
 		Topics map[string]struct {
 			Partitions map[string]struct {
-				Partition   int32 `json:"partition"`
-				ConsumerLag int64 `json:"consumer_lag"`
+				LSOffset    int64 `json:"ls_offset"`
+				HiOffset    int64 `json:"hi_offset"`
+				AppOffset   int64 `json:"app_offset"`
+				FetchOffset int64 `json:"fetch_offset"`
 			} `json:"partitions"`
 		} `json:"topics"`
 	}
@@ -123,10 +133,20 @@ func ConsumerLag(statsJSON, topic string) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	for key, p := range doc.Topics[topic].Partitions {
 		n, err := strconv.Atoi(key)
-		if err != nil || n < 0 || p.ConsumerLag < 0 {
+		if err != nil || n < 0 {
 			continue
 		}
-		out[int32(n)] = p.ConsumerLag
+		end, pos := p.LSOffset, p.AppOffset
+		if end < 0 {
+			end = p.HiOffset
+		}
+		if pos < 0 {
+			pos = p.FetchOffset
+		}
+		if end < 0 || pos < 0 {
+			continue
+		}
+		out[int32(n)] = max(0, end-pos)
 	}
 	return out, nil
 }

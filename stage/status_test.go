@@ -8,11 +8,12 @@ import "testing"
 func TestConsumerLag(t *testing.T) {
 	doc := `{"name":"c#consumer-1","type":"consumer","topics":{
 	  "in":{"topic":"in","partitions":{
-	    "0":{"partition":0,"consumer_lag":12},
-	    "1":{"partition":1,"consumer_lag":0},
-	    "2":{"partition":2,"consumer_lag":-1},
-	    "-1":{"partition":-1,"consumer_lag":-1}}},
-	  "other":{"topic":"other","partitions":{"0":{"partition":0,"consumer_lag":99}}}}}`
+	    "0":{"partition":0,"consumer_lag":-1,"ls_offset":112,"hi_offset":115,"app_offset":100,"fetch_offset":110},
+	    "1":{"partition":1,"consumer_lag":-1,"ls_offset":-1001,"hi_offset":40,"app_offset":-1001,"fetch_offset":40},
+	    "2":{"partition":2,"consumer_lag":-1,"ls_offset":-1001,"hi_offset":-1001,"app_offset":-1001,"fetch_offset":0},
+	    "3":{"partition":3,"consumer_lag":-1,"ls_offset":50,"hi_offset":50,"app_offset":-1001,"fetch_offset":-1001},
+	    "-1":{"partition":-1,"consumer_lag":-1,"ls_offset":5,"hi_offset":5,"app_offset":0,"fetch_offset":0}}},
+	  "other":{"topic":"other","partitions":{"0":{"partition":0,"ls_offset":99,"app_offset":0}}}}}`
 	got, err := ConsumerLag(doc, "in")
 	if err != nil {
 		t.Fatal(err)

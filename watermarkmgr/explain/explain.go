@@ -235,7 +235,12 @@ func (e *explainer) explain(s *Stage) Explanation {
 	default:
 		unmoved := e.in.Now.Sub(s.MovedAt)
 		x.UnmovedMs = unmoved.Milliseconds()
-		if unmoved < e.in.StuckAfter && s.Watermark <= mtime.MinTimestamp && !s.Held {
+		if unmoved < e.in.StuckAfter && s.Held {
+			c.say("%s is held until all %d of its tasks have reported: %s not yet (for %s)", id(s.Name), s.Total, taskList(s.Missing), dur(unmoved))
+			c.end(CauseMoving, s.Name, nil)
+			break
+		}
+		if unmoved < e.in.StuckAfter && s.Watermark <= mtime.MinTimestamp {
 			c.say("%s has every task reported, none past the start of time yet (last change %s ago)", id(s.Name), dur(unmoved))
 			c.end(CauseMoving, s.Name, nil)
 			break
@@ -496,6 +501,14 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+// taskList says "task 3" or "tasks 1, 2".
+func taskList(ps []int32) string {
+	if len(ps) == 1 {
+		return fmt.Sprintf("task %d", ps[0])
+	}
+	return "tasks " + ints(ps)
 }
 
 func ints(ps []int32) string {

@@ -49,6 +49,13 @@ func TestExplain(t *testing.T) {
 			wantText: []string{"s2 is done: its watermark is at the end of time"},
 		},
 		{
+			name: "held, not for long",
+			stages: []Stage{{Name: "s0-src", Reported: true, Held: true, Missing: []int32{0, 2}, Total: 3, MinPartition: -1, Watermark: mtime.MinTimestamp, MovedAt: at(116),
+				Partitions: []Partition{{Partition: 1, Reported: true, Watermark: wm1, LastReport: fresh}}}},
+			wantCause: CauseMoving, wantRoot: "s0-src", wantPart: -1,
+			wantText: []string{"s0 is held until all 3 of its tasks have reported: tasks 0, 2 not yet (for 4 s)"},
+		},
+		{
 			name:      "moving",
 			stages:    []Stage{running("s1", nil, wm1, 0, at(119.5), Partition{Partition: 0, Watermark: wm1, Reported: true, LastReport: fresh})},
 			wantCause: CauseMoving, wantRoot: "s1", wantPart: -1,

@@ -81,6 +81,14 @@ function plot(st, nowMs, spanMs) {
     `<text x="${W - 4}" y="${H - 6}" text-anchor="end" font-size="10" fill="#889">${iso(lo)}</text></svg>`;
 }
 
+// wmWords says a watermark at an end of Beam's time range in words
+// (mtime.MinTimestamp and MaxTimestamp: ±(2^63-1)/1000 ms), else its ISO time.
+function wmWords(ms, iso) {
+  if (ms <= -9223372036854775) return "start of time";
+  if (ms >= 9223372036854775) return "end of time";
+  return iso;
+}
+
 function partitions(st) {
   const w = st.watermark; if (!w) return "";
   const tasks = {};
@@ -93,7 +101,7 @@ function partitions(st) {
     const lag = t && t.lagRecords >= 0 ? t.lagRecords : "–";
     const last = p.lastReportMs ? dur(cur.nowMs - p.lastReportMs) + " ago" : "never";
     const min = p.minimum && w.state !== "end of time";
-    rows += `<tr class="${min ? "min" : ""}" data-partition="${n}"><td>${n}${min ? " ◀ min" : ""}</td><td>${p.reported ? esc(p.watermarkIso) : "not reported"}</td>` +
+    rows += `<tr class="${min ? "min" : ""}" data-partition="${n}"><td>${n}${min ? " ◀ min" : ""}</td><td>${p.reported ? esc(wmWords(p.watermarkMs, p.watermarkIso)) : "not reported"}</td>` +
       `<td>${p.idle ? "idle" : ""}${p.alignmentHeld ? " paused (alignment)" : ""}</td><td>${esc(owner)}</td><td>${last}</td><td>${lag}</td>` +
       `<td>${p.topic ? esc(p.topic) + (p.lastEventTimeIso ? " @ " + esc(p.lastEventTimeIso) : " (no record yet)") : ""}</td></tr>`;
   }
