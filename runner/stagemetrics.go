@@ -81,7 +81,7 @@ var (
 	descAssignedTasks = prometheus.NewDesc("kafkastreams_instance_assigned_tasks",
 		"Tasks (input partitions) of the stage this instance is assigned.", []string{"stage"}, nil)
 	descConsumerLag = prometheus.NewDesc("kafkastreams_task_consumer_lag_records",
-		"Records of the task's input partition not read yet: its last stable offset (high watermark under read_uncommitted) minus the offset the loop reads next, from librdkafka's statistics every 5 s (stage.ConsumerLag); no sample while unknown.", []string{"stage", "partition"}, nil)
+		"Records of the task's input partition not read yet: its last stable offset (high watermark under read_uncommitted) minus the offset the loop reads next, from librdkafka's statistics every second (stage.ConsumerLag); no sample while unknown.", []string{"stage", "partition"}, nil)
 	descStoreBytes = prometheus.NewDesc("kafkastreams_task_state_store_bytes",
 		"Disk space of the task's state store (Pebble: SSTs, WAL, manifests), in bytes.", []string{"stage", "partition"}, nil)
 	descRestoring = prometheus.NewDesc("kafkastreams_task_state_restoring",

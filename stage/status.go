@@ -62,7 +62,7 @@ type Observer struct {
 
 // StatsInterval is how often librdkafka reports a loop's consumer
 // statistics (statistics.interval.ms), which give TaskStatus.LagRecords.
-const StatsInterval = 5 * time.Second
+const StatsInterval = time.Second
 
 // taskStatuses is the copy of the loop's per-task status that other
 // goroutines read (Loop.Tasks); the loop's goroutine writes it.
