@@ -251,7 +251,7 @@ func (e *explainer) explain(s *Stage) Explanation {
 			break
 		}
 		x.Stuck = true
-		c.say("%s has not moved for %s (watermark %s)", id(s.Name), dur(unmoved), when(s.Watermark))
+		c.say("%s has not moved for %s (its watermark is at %s)", id(s.Name), dur(unmoved), when(s.Watermark))
 		e.why(s, &c, map[string]bool{})
 	}
 	x.Chain, x.Cause, x.RootStage, x.Partition = c.sentences, c.cause, c.root, c.partition

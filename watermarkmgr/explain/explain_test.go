@@ -73,7 +73,7 @@ func TestExplain(t *testing.T) {
 			},
 			wantStuck: true, wantCause: CauseAttemptOpen, wantRoot: "s1", wantPart: 2,
 			wantText: []string{
-				"s3 has not moved for 1 min 50 s (watermark 2026-11-30T11:00:00.000Z)",
+				"s3 has not moved for 1 min 50 s (its watermark is at 2026-11-30T11:00:00.000Z)",
 				"s3 is held by its input from s1 (at 2026-11-30T11:00:00.000Z)",
 				"s1 task 2 has not reported since 12:00:07",
 				"task 2 is owned by this instance (vm-1), whose attempt (bundles and transaction) has been open for 14 s",

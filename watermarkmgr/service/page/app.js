@@ -146,13 +146,15 @@ function render(s) {
       `<div class="plot">${plot(st, s.nowMs, 600e3)}<div class="cap">${plotCaption(st, s.nowMs)}</div></div>` +
       `<div class="figs">${figs.map((f) => "<span>" + f + "</span>").join("")}</div>` +
       `<div class="why ${st.explanation.stuck ? "stuck" : ""}">${esc(st.explanation.text)}</div>` +
-      `<details${opened.has(st.info.name) ? " open" : ""}><summary>${(w ? Object.keys(w.partitions).length : 0)} tasks${w && w.minimumPartition && cls !== "done" ? ", minimum: task " + esc(w.minimumPartition.split(":").pop()) : ""} · ${tr.length} fused transforms</summary>${partitions(st)}` +
+      `<details${opened.has(st.info.name) ? " open" : ""}><summary>${plural(w ? Object.keys(w.partitions).length : 0, "task")}${w && w.minimumPartition && cls !== "done" ? ", minimum: task " + esc(w.minimumPartition.split(":").pop()) : ""} · ${plural(tr.length, "fused transform")}</summary>${partitions(st)}` +
       `<p class="figs">${tr.map(esc).join(" → ") || "no SDK transforms"}</p></details></div>`;
   }
   $("stages").innerHTML = html;
   recent.push(s);
   while (recent.length > 1 && s.nowMs - recent[0].nowMs > RATE_WINDOW) recent.shift();
 }
+
+function plural(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }
 
 function plotCaption(st, nowMs) {
   const h = st.history || [];
