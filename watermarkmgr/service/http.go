@@ -61,6 +61,9 @@ type PartitionJSON struct {
 	// of the partition, in ms since the Unix epoch; absent if none.
 	LastReportMs  *int64  `json:"lastReportMs,omitempty"`
 	LastReportIso *string `json:"lastReportIso,omitempty"`
+	// Owner is the instance whose transaction carried the partition's last
+	// report naming one (WatermarkReport.instance): the task's owner then.
+	Owner *string `json:"owner,omitempty"`
 	// The fields of seed 002's endpoint for a partition of a user's topic
 	// (Kafka source stages), as of the partition's last report: the event
 	// time of its latest record (null before one), the idleness timeout
@@ -126,6 +129,9 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 			}
 			pj.AlignmentHeld = src.GetAlignmentHeld()
 			pj.DriftFromGroupMinMs = src.GetDriftFromGroupMinMillis()
+		}
+		if o, ok := v.Owner[p.Partition]; ok {
+			pj.Owner = &o
 		}
 		if at, ok := v.LastReport[p.Partition]; ok {
 			ms, iso := at.UnixMilli(), at.UTC().Format(time.RFC3339Nano)

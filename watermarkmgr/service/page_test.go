@@ -102,6 +102,7 @@ func TestExplainEndpointAndPage(t *testing.T) {
 	tr := NewTracker(c.now)
 	r := rep("s1", 0, 1000, 2, false)
 	r.Source = &pb.SourcePartition{Topic: "orders", HasLastEventTime: true, LastEventTimeMillis: 9000}
+	r.Instance = "vm-7"
 	must(t, tr.Apply([]*pb.WatermarkReport{r}))
 	c.add(20 * time.Second)
 	info := Info{Application: "app", StuckAfter: 10 * time.Second, Stages: []StageInfo{{Name: "s1", Head: "kafka_source", InputTopic: "orders", Partitions: 2, Transforms: []string{"Parse"}}, {Name: "s2", Upstreams: []string{"s1"}, KafkaSinks: []string{"out"}}}}
@@ -139,6 +140,9 @@ func TestExplainEndpointAndPage(t *testing.T) {
 	getJSON(t, srv.URL+"/state", &ps)
 	if ps.Application != "app" || len(ps.Stages) != 2 || ps.Stages[0].Watermark == nil || ps.Stages[1].Watermark != nil {
 		t.Fatalf("state: %+v", ps)
+	}
+	if o := ps.Stages[0].Watermark.Partitions["s1:0"].Owner; o == nil || *o != "vm-7" {
+		t.Errorf("owner of s1:0: %v, want vm-7 (from its report)", o)
 	}
 	if n := ps.Stages[0].NewestEventMs; n == nil || *n != 9000 || ps.Stages[1].NewestEventMs == nil {
 		t.Errorf("newest event time: s1 %v, s2 %v; want 9000 for both (s2 is downstream)", n, ps.Stages[1].NewestEventMs)

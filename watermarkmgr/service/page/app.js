@@ -97,7 +97,7 @@ function partitions(st) {
   let rows = "";
   for (const k of keys) {
     const p = w.partitions[k], n = +k.split(":").pop(), t = tasks[n];
-    const owner = t ? "this instance" : "–";
+    const owner = t ? "this instance" : (p.owner ? p.owner : "–");
     const lag = t && t.lagRecords >= 0 ? t.lagRecords : "–";
     const last = p.lastReportMs ? dur(cur.nowMs - p.lastReportMs) + " ago" : "never";
     const min = p.minimum && w.state !== "end of time";
