@@ -114,6 +114,7 @@ func look(t *testing.T, bctx context.Context) pageLook {
 // marked, and under "Why is it stuck" the stuck source stage explained
 // with partition 1 of topic b, with --watermark_stuck_threshold=2s.
 func TestLivePage(t *testing.T) {
+	chromiumPath(t) // first: skipping (or failing) for want of a browser needs no broker
 	b := needBroker(t)
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
