@@ -153,7 +153,8 @@ func TestLivePage(t *testing.T) {
 	defer func() { *runner.WatermarkStuckThreshold = oldStuck }()
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
-	done := startJob(sctx, bs, uniqueName(t, "app"), p)
+	app := uniqueName(t, "app")
+	done := startJob(sctx, bs, app, p)
 	defer func() { jcancel(); <-done }()
 	addr := servingAddr(t, addrOf)
 
@@ -227,6 +228,20 @@ func TestLivePage(t *testing.T) {
 		}
 	}
 	t.Logf("first look: stages %v; stuck: %q", first.Stages, first.Stuck[stuckStage])
+	// cmd/watermarkmgr's page draws the graph from the plan topic: the
+	// same stages as the instance's.
+	pl, err := service.ReadPlan(ctx, bs, nil, app)
+	if err != nil || pl == nil {
+		t.Fatalf("service.ReadPlan(%s): %v, %v", app, pl, err)
+	}
+	var fromPlan []string
+	for _, si := range service.StageInfos(pl) {
+		fromPlan = append(fromPlan, si.Name)
+	}
+	sort.Strings(fromPlan)
+	if strings.Join(fromPlan, ",") != strings.Join(want, ",") {
+		t.Errorf("stages from the plan topic %v, want %v", fromPlan, want)
+	}
 	if first.MinRows == 0 {
 		t.Errorf("no partition row is marked as the minimum")
 	}
