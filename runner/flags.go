@@ -72,6 +72,12 @@ var (
 	// (librdkafka issue 3437); the 3-broker failover scenario
 	// (TestScenarioBrokerFailover) stopped every stage consumer so.
 	StaticMembership = flag.Bool("static_membership", false, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (librdkafka fences a static member whose session timed out: a broker failover stops it)")
+	// WatermarkStuckThreshold is how long a stage's output watermark may
+	// stay where it is before the instance explains it as stuck: in its
+	// progress lines (a warning per stuck stage, with the chain of causes),
+	// on its page at / and in GET /watermarks/explain. A Go duration;
+	// default 1 minute (service.DefaultStuckAfter); must be positive.
+	WatermarkStuckThreshold = flag.Duration("watermark_stuck_threshold", time.Minute, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
 	// KafkaProperties are extra librdkafka properties for every client
 	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
 	KafkaProperties = properties{}
@@ -107,6 +113,9 @@ func validateFlags() error {
 		bad("commit_interval", v.String(), "must be positive")
 	}
 	positiveInt("max_bundle_size", *MaxBundleSize)
+	if v := *WatermarkStuckThreshold; v <= 0 {
+		bad("watermark_stuck_threshold", v.String(), "must be positive")
+	}
 	if v := *SessionTimeout; v < time.Millisecond {
 		bad("session_timeout", v.String(), "must be positive (in whole milliseconds)")
 	}

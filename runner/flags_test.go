@@ -19,6 +19,8 @@ func TestValidateFlags(t *testing.T) {
 		{"commit_interval", "0", "kafkastreams: --commit_interval=0s: must be positive"},
 		{"commit_interval", "-5ms", "kafkastreams: --commit_interval=-5ms: must be positive"},
 		{"commit_interval", "250ms", ""},
+		{"watermark_stuck_threshold", "0", "kafkastreams: --watermark_stuck_threshold=0s: must be positive"},
+		{"watermark_stuck_threshold", "5s", ""},
 		{"commit_interval", "1ns", ""},
 		{"max_bundle_size", "0", "kafkastreams: --max_bundle_size=0: must be positive"},
 		{"max_bundle_size", "-3", "kafkastreams: --max_bundle_size=-3: must be positive"},

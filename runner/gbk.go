@@ -88,7 +88,7 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 
 // newGBKHead builds the head of GroupByKey stage s, its task stores under
 // storeDir (the instance slot's).
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*gbk.Head, error) {
+func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*gbk.Head, error) {
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
@@ -100,6 +100,7 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 	if err != nil {
 		return nil, err
 	}
+	opened[s.Name] = stores
 	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String())
 	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log})
 }

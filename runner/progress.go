@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/explain"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -57,5 +58,22 @@ func logProgress(log *slog.Logger, t *service.Tracker, pl *plan.Plan, loops map[
 			st = l.Stats()
 		}
 		log.Info("kafkastreams: progress", "stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts)
+	}
+}
+
+// logStuck logs a warning for every stuck stage among xs (its watermark has
+// not moved for --watermark_stuck_threshold; explain.Explanation.Stuck)
+// with the chain of causes in plain sentences, the same text as GET
+// /watermarks/explain and the page show.
+func logStuck(log *slog.Logger, xs []explain.Explanation) {
+	for _, x := range xs {
+		if !x.Stuck {
+			continue
+		}
+		attrs := []any{"stage", x.Stage, "unmoved", (time.Duration(x.UnmovedMs) * time.Millisecond).Round(time.Second).String(), "cause", string(x.Cause), "why", x.Text}
+		if x.Partition != nil {
+			attrs = append(attrs, "root_stage", x.RootStage, "partition", *x.Partition)
+		}
+		log.Warn("kafkastreams: watermark stuck", attrs...)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
+	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -341,7 +342,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	var wmURL string
 	if a := wm.HTTPAddr(); a != "" {
 		wmURL = "http://" + a + "/watermarks"
-		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL)
+		log.Info("kafkastreams: watch the watermarks: curl -s " + wmURL + ", or open the live page: http://" + a + "/")
 		if f, ok := parent.Value(servingKey{}).(func(string)); ok {
 			f(a)
 		}
@@ -365,6 +366,8 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	for _, s := range pl.Stages {
 		jobClock = jobClock || s.Head == plan.HeadTestStream
 	}
+	metrics := newStageMetrics(wm.Registry)
+	stores := map[string]*state.Manager{}
 	loops := map[string]*stage.Loop{}
 	gbkHeads := map[string]*gbk.Head{}
 	var cfgs []stage.Config
@@ -392,6 +395,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			Producer:         producers[s.Name],
 			Logger:           log,
 			JobClock:         jobClock,
+			Observer:         metrics.observer(s.Name),
 		}
 		var sides *sideinput.Set
 		if len(s.SideInputs) > 0 {
@@ -414,7 +418,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
 			if s.Head == plan.HeadStateful {
-				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, sides, inst.Stores, bootstrap, props, log)
+				sh, err := newStatefulHead(pipe.GetComponents(), pl, s, fs, sides, inst.Stores, bootstrap, props, log, stores)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -423,7 +427,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 				cfg.Head = sh
 			}
 			if s.Head == plan.HeadSplittable {
-				sh, err := newSplittableHead(pl, s, inst.Stores, bootstrap, props, log)
+				sh, err := newSplittableHead(pl, s, inst.Stores, bootstrap, props, log, stores)
 				if err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
@@ -469,7 +473,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
-			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log)
+			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
@@ -545,6 +549,29 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	}
 	tl.mark("clients and InitTransactions")
 	go watchStartup(ctx, log, tl, loops)
+	wm.Registry.MustRegister(taskCollector{
+		tasks: func() map[string][]stage.TaskStatus {
+			out := map[string][]stage.TaskStatus{}
+			for name, l := range loops {
+				out[name] = l.Tasks()
+			}
+			return out
+		},
+		stores: func() map[string][]state.StoreStats {
+			out := map[string][]state.StoreStats{}
+			for name, m := range stores {
+				out[name] = m.Stats()
+			}
+			return out
+		},
+	})
+	wm.SetInfo(service.Info{
+		Instance:    inst.ID,
+		Application: pl.ApplicationID,
+		Stages:      service.StageInfos(pl),
+		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads) },
+		StuckAfter:  *WatermarkStuckThreshold,
+	})
 
 	// Drain (drain.go): a request in the control topic, from any instance,
 	// --drain or runner.Drain; SIGUSR1 here writes one.
@@ -589,6 +616,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	}
 	err = waitDone(ctx, log, wm.Tracker, pl, errc, h, func(running time.Duration) {
 		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
+		logStuck(log, service.Explain(wm.Tracker, wm.Info()))
 	})
 	cancel()
 	wg.Wait()

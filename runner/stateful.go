@@ -21,8 +21,9 @@ import (
 // changelog, the input's window coder and allowed lateness (for state
 // garbage collection), and the ParDo's timer families; sides, the stage's
 // side inputs (nil without), hold back timers of windows they are not
-// ready for. The stores live under storeDir (the instance slot's).
-func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*userstate.Head, error) {
+// ready for. The stores live under storeDir (the instance slot's); the
+// stage's state.Manager is added to opened (the metrics read its stores).
+func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*userstate.Head, error) {
 	col, ok := comps.GetPcollections()[s.HeadOutput]
 	if !ok {
 		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
@@ -44,6 +45,7 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 	if sides != nil {
 		gate = sides
 	}
+	opened[s.Name] = stores
 	h, err := userstate.NewHead(userstate.Config{
 		Stage:           s.Name,
 		Transform:       s.HeadTransform,
@@ -66,7 +68,7 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 // newSplittableHead builds the head of splittable stage s: a task store per
 // input partition with the stage's changelog, holding the residuals of its
 // splittable DoFn (stage/splittable). The stores live under storeDir.
-func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger) (*splittable.Head, error) {
+func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*splittable.Head, error) {
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
@@ -78,6 +80,7 @@ func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string,
 	if err != nil {
 		return nil, err
 	}
+	opened[s.Name] = stores
 	h, err := splittable.NewHead(splittable.Config{Stage: s.Name, Stores: stores, Logger: log})
 	if err != nil {
 		stores.Close()

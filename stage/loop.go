@@ -115,6 +115,9 @@ type Config struct {
 	// its InitTransactions and takes it over (Close closes it). Nil: New
 	// creates and initialises one itself.
 	Producer *Producer
+	// Observer is told of commits, aborts and rebalances (metrics); its
+	// nil fields are skipped.
+	Observer Observer
 }
 
 // Sentinel errors.
@@ -186,6 +189,8 @@ type Loop struct {
 	checked   time.Time
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
+	// status is what Tasks returns: written here, read by any goroutine.
+	status taskStatuses
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
@@ -215,7 +220,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, JobClock: cfg.JobClock})
+	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, Instance: cfg.InstanceID, JobClock: cfg.JobClock})
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +261,8 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	cc["enable.auto.commit"] = false
 	cc["enable.auto.offset.store"] = false
 	cc["auto.offset.reset"] = "earliest"
+	// Statistics events give each task's consumer lag (TaskStatus).
+	cc["statistics.interval.ms"] = int(StatsInterval.Milliseconds())
 	for k, v := range cfg.Consumer {
 		cc[k] = v
 	}
@@ -275,6 +282,13 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	l.producer = pr.p
 	return nil
 }
+
+// Tasks returns the status of the tasks this instance is assigned, sorted
+// by partition. Safe from any goroutine.
+func (l *Loop) Tasks() []TaskStatus { return l.status.snapshot() }
+
+// InstanceID is the instance id the loop was configured with.
+func (l *Loop) InstanceID() string { return l.cfg.InstanceID }
 
 // Stats returns the committed counters.
 func (l *Loop) Stats() Stats {
@@ -339,6 +353,11 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 				return fmt.Errorf("stage %s: task %d: %w", l.cfg.Spec.Name, tp.Partition, err)
 			}
 			l.tasks[tp.Partition] = t
+			now := time.Now()
+			l.status.update(tp.Partition, func(s *TaskStatus) { *s = TaskStatus{Partition: s.Partition, AssignedAt: now, LagRecords: -1} })
+		}
+		if f := l.cfg.Observer.Rebalanced; f != nil {
+			f(partitionsOf(e.Partitions), nil)
 		}
 		if err := l.startAt(c, committed, e.Partitions); err != nil {
 			return err
@@ -357,6 +376,10 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			delete(l.side.paused, tp.Partition)
 			delete(l.aligned, tp.Partition)
 			l.head.Revoke(tp.Partition)
+			l.status.remove(tp.Partition)
+		}
+		if f := l.cfg.Observer.Rebalanced; f != nil {
+			f(nil, partitionsOf(e.Partitions))
 		}
 		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
 		return c.IncrementalUnassign(e.Partitions)
@@ -500,6 +523,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	l.producer.Close()
 	for p := range l.tasks {
 		l.head.Revoke(p)
+		l.status.remove(p)
 	}
 	l.tasks = map[int32]*task{}
 	l.side.paused = map[int32]time.Time{}
@@ -561,6 +585,9 @@ func (l *Loop) run(ctx context.Context) error {
 		default:
 			attempts++
 			l.stats.aborts.Add(1)
+			if f := l.cfg.Observer.Aborted; f != nil {
+				f()
+			}
 			l.log.Warn("stage: transaction aborted, rewinding", "attempt", attempts, "err", err)
 			if rerr := l.rewind(batch); rerr != nil {
 				return rerr
@@ -651,6 +678,14 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 				return nil, fmt.Errorf("stage %s: consumer: %w", l.cfg.Spec.Name, e)
 			}
 			l.log.Warn("stage: consumer error", "err", e)
+		case *kafka.Stats:
+			if lag, err := ConsumerLag(e.String(), l.cfg.Spec.InputTopic); err == nil {
+				for p, n := range lag {
+					if l.tasks[p] != nil {
+						l.status.update(p, func(s *TaskStatus) { s.LagRecords = n })
+					}
+				}
+			}
 		}
 		if l.rebalanceErr != nil {
 			return nil, l.rebalanceErr
@@ -684,6 +719,17 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		}
 		touched[m.TopicPartition.Partition] = true
 	}
+	began := time.Now()
+	for p := range touched {
+		l.status.update(p, func(s *TaskStatus) { s.AttemptSince = began })
+	}
+	defer func() {
+		for p := range touched {
+			if l.tasks[p] != nil {
+				l.status.update(p, func(s *TaskStatus) { s.AttemptSince = time.Time{} })
+			}
+		}
+	}()
 	l.woken = nil
 	if len(wake) > 0 {
 		if l.woken, err = l.positions(wake); err != nil {
@@ -711,6 +757,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	if len(r.Offsets) == 0 && len(r.Records) == 0 {
 		return r.Blocked, nil // nothing to commit
 	}
+	decided := time.Now()
 	if err := l.producer.BeginTransaction(); err != nil {
 		return nil, l.classify(ctx, "begin transaction", err)
 	}
@@ -748,7 +795,16 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, fmt.Errorf("%w: stage %s: head state after commit: %w", ErrLocalState, l.cfg.Spec.Name, err)
 	}
 	l.stats.commits.Add(1)
-	now := time.Now().UnixNano()
+	end := time.Now()
+	for p := range touched {
+		if l.tasks[p] != nil {
+			l.status.update(p, func(s *TaskStatus) { s.LastCommit = end })
+		}
+	}
+	if f := l.cfg.Observer.Committed; f != nil {
+		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1}})
+	}
+	now := end.UnixNano()
 	l.stats.firstCommit.CompareAndSwap(0, now)
 	l.stats.lastCommit.Store(now)
 	l.stats.recordsIn.Add(uint64(len(batch)))
@@ -896,6 +952,10 @@ func (l *Loop) align() error {
 			return fmt.Errorf("stage %s: resume aligned partitions: %w", l.cfg.Spec.Name, err)
 		}
 		l.log.Info("stage: resumed partitions back within their watermark alignment group", "partitions", partitionsOf(resume))
+	}
+	for p := range l.tasks {
+		paused := want[p]
+		l.status.update(p, func(s *TaskStatus) { s.Paused = paused })
 	}
 	l.aligned = want
 	return nil

@@ -191,7 +191,9 @@ type Step struct {
 	keyOf   map[string]func([]byte) ([]byte, error)
 	gate    SideInputGate
 	report  string
-	rounds  int
+	// instance goes into every report (StepConfig.Instance).
+	instance string
+	rounds   int
 	// jobClock is StepConfig.JobClock.
 	jobClock bool
 	// rr is the round-robin cursor of each unkeyed output topic.
@@ -214,6 +216,9 @@ type StepConfig struct {
 	SideInputs SideInputGate
 	// ReportTopic receives a copy of every report. Required.
 	ReportTopic string
+	// Instance is written into every report (WatermarkReport.instance):
+	// the id of the runner instance owning the tasks. Optional.
+	Instance string
 	// MaxRounds bounds the bundles run at one point because earlier
 	// bundles' results made work due. Default 1000.
 	MaxRounds int
@@ -254,7 +259,7 @@ func NewStep(cfg StepConfig) (*Step, error) {
 			return nil, fmt.Errorf("stage %s: sink of %s to %q: needs a Decode and a positive partition count (%d)", cfg.Spec.Name, k.PCollection, k.Topic, k.Partitions)
 		}
 	}
-	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}}, nil
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}}, nil
 }
 
 // attempt is the state of one Decide call.
@@ -669,6 +674,7 @@ func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 		TotalSourcePartitions:    a.s.spec.Partitions,
 		Idle:                     idle,
 		Source:                   a.s.head.Source(p),
+		Instance:                 a.s.instance,
 	}
 	if ms, ok := a.clock(p, t); ok {
 		r.ProcessingTimeMillis = proto.Int64(ms)

@@ -16,7 +16,9 @@
 #     check does;
 #  4. prints how long the job took, and stops the broker it started.
 #
-# Environment: LOG_DIR for every process's full log [bin/run-logs]. Run from
+# Environment: LOG_DIR for every process's full log [bin/run-logs];
+# WATERMARKS_PORT, the job's --watermarks_addr port (GET /watermarks, the
+# live page at /) [0: a free one, logged]. Run from
 # the repository's root, after building bin/localkafka and bin/commitactivity
 # (the Makefile does both).
 set -euo pipefail
@@ -43,7 +45,7 @@ t2=$(now_ms)
 # Its log (stderr) filtered as it comes, then its report (stdout).
 set +e
 bin/commitactivity --stream --runner=kafkastreams --bootstrap_servers="$bootstrap" --application_id="$app" \
-	--input_topic="$in" --output_topic="$out" --watermarks_addr=127.0.0.1:0 \
+	--input_topic="$in" --output_topic="$out" --watermarks_addr="127.0.0.1:${WATERMARKS_PORT:-0}" \
 	2>&1 >"$LOG_DIR/stream.out" | tee "$LOG_DIR/stream.log" | filter ""
 status=${PIPESTATUS[0]}
 set -e

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
@@ -35,6 +36,7 @@ func main() {
 		topic     = flag.String("report_topic", "", "report topic to read (default <application_id>-watermarks)")
 		httpAddr  = flag.String("http_addr", "127.0.0.1:8089", "HTTP listen address for /watermarks, /healthz, /metrics; empty disables")
 		grpcAddr  = flag.String("grpc_addr", "127.0.0.1:8090", "gRPC listen address for kafkastreams.v1.WatermarkService; empty disables")
+		stuck     = flag.Duration("watermark_stuck_threshold", service.DefaultStuckAfter, "how long a stage's watermark may stay put before the page and GET /watermarks/explain explain it as stuck")
 	)
 	flag.Var(props, "kafka_property", "extra librdkafka property key=value (repeatable), e.g. security.protocol=SASL_SSL")
 	flag.Parse()
@@ -58,12 +60,42 @@ func main() {
 		os.Exit(1)
 	}
 	slog.Info("watermarkmgr: serving", "topic", *topic, "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr())
+	srv.SetInfo(service.Info{Application: *appID, StuckAfter: *stuck})
 	if srv.HTTPAddr() != "" {
-		slog.Info("watermarkmgr: try: curl -s http://" + srv.HTTPAddr() + "/watermarks")
+		slog.Info("watermarkmgr: try: curl -s http://" + srv.HTTPAddr() + "/watermarks, or open the live page: http://" + srv.HTTPAddr() + "/")
+	}
+	if *appID != "" {
+		go watchPlan(ctx, srv, *bootstrap, props, *appID, *stuck)
 	}
 	<-ctx.Done()
 	if err := srv.Stop(); err != nil {
 		slog.Error("watermarkmgr: stopped with an error", "err", err)
 		os.Exit(1)
+	}
+}
+
+// planRetry is how often watchPlan asks the plan topic again while it holds
+// no plan (the application has not started yet).
+const planRetry = 5 * time.Second
+
+// watchPlan reads the application's plan (the stage graph) from its plan
+// topic, asking again every planRetry until there is one, and gives it to
+// the service's page and explanations.
+func watchPlan(ctx context.Context, srv *service.Server, bootstrap string, props map[string]string, appID string, stuck time.Duration) {
+	for {
+		pl, err := service.ReadPlan(ctx, bootstrap, props, appID)
+		switch {
+		case err != nil:
+			slog.Warn("watermarkmgr: cannot read the plan yet; the page shows no stage graph until it can", "err", err)
+		case pl != nil:
+			srv.SetInfo(service.Info{Application: appID, Stages: service.StageInfos(pl), StuckAfter: stuck})
+			slog.Info("watermarkmgr: read the application's plan", "stages", len(pl.Stages))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(planRetry):
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -77,6 +79,13 @@ type Manager struct {
 	closed bool
 	// cache is the block cache the tasks' databases share.
 	cache *pebble.Cache
+
+	// pub is what Stats reads from other goroutines: the loop's goroutine
+	// writes it in Restore and Drop, holding mu.
+	pub struct {
+		sync.Mutex
+		tasks map[int32]*published
+	}
 }
 
 // blockCacheBytes is the size of the block cache one Manager's task
@@ -98,6 +107,43 @@ func (m *Manager) pebbleOptions() *pebble.Options {
 		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
 	return o
+}
+
+// published is one task store as Stats sees it.
+type published struct {
+	db        *pebble.DB
+	restoring bool
+	restored  atomic.Int64
+}
+
+// StoreStats is one task store's size and restore progress, for metrics.
+type StoreStats struct {
+	Partition int32
+	// SizeBytes is the store's disk space (Pebble's DiskSpaceUsage: SSTs,
+	// WAL, manifests), in bytes.
+	SizeBytes uint64
+	// Restoring is true while the store is being filled from its changelog
+	// partition; RestoredRecords counts the records applied so far.
+	Restoring       bool
+	RestoredRecords int64
+}
+
+// Stats returns the size and restore progress of every task store of the
+// stage, sorted by partition. Unlike the rest of Manager it is safe to call
+// from any goroutine.
+func (m *Manager) Stats() []StoreStats {
+	m.pub.Lock()
+	defer m.pub.Unlock()
+	out := make([]StoreStats, 0, len(m.pub.tasks))
+	for p, t := range m.pub.tasks {
+		st := StoreStats{Partition: p, Restoring: t.restoring, RestoredRecords: t.restored.Load()}
+		if t.db != nil {
+			st.SizeBytes = t.db.Metrics().DiskSpaceUsage()
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
 }
 
 // Task is the store of one task: its Pebble database with the current
@@ -152,8 +198,21 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 		return nil, fmt.Errorf("%w: task %d: open %s: %w", ErrRestore, p, dir, err)
 	}
 	t := &Task{p: p, dir: dir, db: db}
+	pub := &published{db: db, restoring: true}
+	m.pub.Lock()
+	if m.pub.tasks == nil {
+		m.pub.tasks = map[int32]*published{}
+	}
+	m.pub.tasks[p] = pub
+	m.pub.Unlock()
 	start := time.Now()
-	n, size, err := m.restore(ctx, t)
+	n, size, err := m.restore(ctx, t, &pub.restored)
+	m.pub.Lock()
+	pub.restoring = false
+	if err != nil {
+		delete(m.pub.tasks, p)
+	}
+	m.pub.Unlock()
 	if err != nil {
 		t.close()
 		return nil, fmt.Errorf("%w: task %d from %s[%d]: %w", ErrRestore, p, m.opts.Topic, p, err)
@@ -175,7 +234,7 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 // committed a moment ago has not passed until its commit marker is written,
 // and stopping there would restore a store one commit behind the offsets
 // committed with it.
-func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, err error) {
+func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) (records, size int64, err error) {
 	if m.opts.NoRestore {
 		return 0, 0, nil
 	}
@@ -205,6 +264,7 @@ func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, er
 	}
 	n, err := logend.Read(ctx, c, m.opts.Topic, t.p, func(e *kafka.Message) error {
 		size += int64(len(e.Key) + len(e.Value))
+		progress.Add(1)
 		var err error
 		if e.Value == nil {
 			err = b.Delete(e.Key, nil)
@@ -228,7 +288,10 @@ func (m *Manager) restore(ctx context.Context, t *Task) (records, size int64, er
 // Drop closes task p's store and removes its directory (on revocation).
 func (m *Manager) Drop(p int32) {
 	if t := m.tasks[p]; t != nil {
+		m.pub.Lock()
+		delete(m.pub.tasks, p)
 		t.close()
+		m.pub.Unlock()
 		delete(m.tasks, p)
 	}
 }

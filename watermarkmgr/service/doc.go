@@ -5,9 +5,17 @@
 // runs it as a process; every runner instance embeds it to know when a bounded
 // job is done.
 //
-// It may import watermarkmgr (the pure core), proto/kafkastreams/v1,
-// confluent-kafka-go, gRPC and the Prometheus client. Nothing in watermarkmgr
-// imports it.
+// It also serves the live page at / (page/, embedded; pagehttp.go), the
+// page's state (GET /state, server-sent events at GET /events) and why each
+// stage's watermark is where it is (GET /watermarks/explain, through the
+// pure watermarkmgr/explain). What the report topic does not say comes from
+// Info (Server.SetInfo): the stage graph (from the plan: StageInfos, and
+// ReadPlan for cmd/watermarkmgr) and the serving instance's own tasks.
+//
+// It may import watermarkmgr and watermarkmgr/explain (the pure cores),
+// proto/kafkastreams/v1, runner/plan (the plan's types only),
+// stage/logend, confluent-kafka-go, gRPC and the Prometheus client.
+// Nothing in watermarkmgr imports it.
 //
 // Goroutines and locks: Tracker is safe for concurrent use; its state is
 // guarded by Tracker.mu, taken for the whole of a batch so a reader never sees

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/explain"
 )
 
 // WatermarksJSON is the body of GET /watermarks: every stage by name.
@@ -59,6 +61,9 @@ type PartitionJSON struct {
 	// of the partition, in ms since the Unix epoch; absent if none.
 	LastReportMs  *int64  `json:"lastReportMs,omitempty"`
 	LastReportIso *string `json:"lastReportIso,omitempty"`
+	// Owner is the instance whose transaction carried the partition's last
+	// report naming one (WatermarkReport.instance): the task's owner then.
+	Owner *string `json:"owner,omitempty"`
 	// The fields of seed 002's endpoint for a partition of a user's topic
 	// (Kafka source stages), as of the partition's last report: the event
 	// time of its latest record (null before one), the idleness timeout
@@ -125,6 +130,9 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 			pj.AlignmentHeld = src.GetAlignmentHeld()
 			pj.DriftFromGroupMinMs = src.GetDriftFromGroupMinMillis()
 		}
+		if o, ok := v.Owner[p.Partition]; ok {
+			pj.Owner = &o
+		}
 		if at, ok := v.LastReport[p.Partition]; ok {
 			ms, iso := at.UnixMilli(), at.UTC().Format(time.RFC3339Nano)
 			pj.LastReportMs, pj.LastReportIso = &ms, &iso
@@ -161,6 +169,20 @@ type Health func() error
 //   - GET /metrics: the Prometheus registry reg (nil: a fresh one holding the
 //     tracker's collector only).
 func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Handler {
+	return NewHTTPHandlerWith(t, health, reg, nil)
+}
+
+// NewHTTPHandlerWith is NewHTTPHandler that also serves what info (called
+// on every request; nil: an empty Info) adds to the reports:
+//   - GET /watermarks/explain: ExplainJSON, why each stage's watermark is
+//     where it is (watermarkmgr/explain);
+//   - GET /: the live page (page/index.html, embedded), with GET /state
+//     (PageState as JSON) and GET /events (server-sent events: a "state"
+//     event a second and on every change, at most four a second).
+func NewHTTPHandlerWith(t *Tracker, health Health, reg *prometheus.Registry, info func() Info) http.Handler {
+	if info == nil {
+		info = func() Info { return Info{} }
+	}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(NewCollector(t))
@@ -196,5 +218,21 @@ func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Ha
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /watermarks/explain", func(w http.ResponseWriter, r *http.Request) {
+		i := info()
+		body := ExplainJSON{StuckAfterMs: i.stuckAfter().Milliseconds(), Stages: Explain(t, i)}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(body)
+	})
+	registerPage(mux, t, info)
 	return mux
+}
+
+// ExplainJSON is the body of GET /watermarks/explain.
+type ExplainJSON struct {
+	// StuckAfterMs is the threshold in force (Info.StuckAfter), in ms.
+	StuckAfterMs int64                 `json:"stuckAfterMs"`
+	Stages       []explain.Explanation `json:"stages"`
 }

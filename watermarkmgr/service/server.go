@@ -45,7 +45,16 @@ type Server struct {
 	cancel           context.CancelFunc
 	wg               sync.WaitGroup
 	runErr           error
+	info             infoBox
 }
+
+// SetInfo gives the service the stage graph and this instance's tasks
+// (Info): the page, GET /watermarks/explain and the explanations use it
+// from then on. Safe at any time.
+func (s *Server) SetInfo(i Info) { s.info.set(i) }
+
+// Info returns what SetInfo last set.
+func (s *Server) Info() Info { return s.info.get() }
 
 // Start opens the listeners and starts reading the report topic. It returns
 // an error naming the address if a listener cannot be opened (e.g. the port
@@ -72,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				Name: "kafkastreams_watermark_undecodable_records_total",
 				Help: "Records on the report topic that did not decode as a WatermarkReport and were skipped.",
 			}, func() float64 { return float64(c.Undecodable()) }))
-		s.httpSrv = &http.Server{Handler: NewHTTPHandler(s.Tracker, c.Health, reg), ReadHeaderTimeout: 10 * time.Second}
+		s.httpSrv = &http.Server{Handler: NewHTTPHandlerWith(s.Tracker, c.Health, reg, s.info.get), ReadHeaderTimeout: 10 * time.Second}
 	}
 	if cfg.GRPCAddr != "" {
 		if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {

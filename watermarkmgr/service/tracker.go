@@ -22,6 +22,8 @@ type Tracker struct {
 	// now is the wall clock, injected for tests; it stamps when a partition's
 	// last report was applied and gives the lag behind wall-clock.
 	now func() time.Time
+	// started is when NewTracker was called (by now).
+	started time.Time
 
 	mu struct {
 		sync.Mutex
@@ -43,14 +45,35 @@ type stageState struct {
 	// source[p] is the source details of partition p's last applied report
 	// (a Kafka source stage's; absent for other stages).
 	source map[int32]*pb.SourcePartition
+	// owner[p] is the instance named by partition p's last report that
+	// named one (WatermarkReport.instance).
+	owner map[int32]string
+	// firstSeen is when the stage's first report was applied; movedAt when
+	// its emitted watermark (or held state) last changed, firstSeen before.
+	firstSeen, movedAt time.Time
+	// history holds the stage's watermark after each change, oldest first,
+	// at most HistoryLen points.
+	history []HistoryPoint
 }
+
+// HistoryPoint is a stage's emitted watermark (mtime.Time, ms) from wall
+// clock time At on.
+type HistoryPoint struct {
+	At        time.Time
+	Watermark mtime.Time
+	Held      bool
+}
+
+// HistoryLen bounds the points a Tracker keeps per stage (HistoryPoint):
+// the oldest is dropped first.
+const HistoryLen = 600
 
 // NewTracker returns an empty Tracker. now is the wall clock; nil means time.Now.
 func NewTracker(now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	t := &Tracker{now: now}
+	t := &Tracker{now: now, started: now()}
 	t.mu.stages = make(map[string]*stageState)
 	t.mu.changed = make(chan struct{})
 	return t
@@ -76,7 +99,7 @@ func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
 		}
 		st := t.mu.stages[r.GetStage()]
 		if st == nil {
-			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time), source: make(map[int32]*pb.SourcePartition)}
+			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time), source: make(map[int32]*pb.SourcePartition), owner: make(map[int32]string), firstSeen: at, movedAt: at}
 			t.mu.stages[r.GetStage()] = st
 		}
 		err := st.mgr.Observe(r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle())
@@ -92,11 +115,24 @@ func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
 		if src := r.GetSource(); src != nil {
 			st.source[r.GetSourcePartition()] = src
 		}
+		if in := r.GetInstance(); in != "" {
+			st.owner[r.GetSourcePartition()] = in
+		}
 		touched[st] = true
 	}
 	for st := range touched {
 		st.mgr.Advance()
 		st.version++
+		snap := st.mgr.Snapshot()
+		if n := len(st.history); n == 0 || st.history[n-1].Watermark != snap.Watermark || st.history[n-1].Held != snap.Held {
+			if n > 0 {
+				st.movedAt = at
+			}
+			st.history = append(st.history, HistoryPoint{At: at, Watermark: snap.Watermark, Held: snap.Held})
+			if len(st.history) > HistoryLen {
+				st.history = append(st.history[:0], st.history[len(st.history)-HistoryLen:]...)
+			}
+		}
 	}
 	if len(touched) > 0 {
 		close(t.mu.changed)
@@ -120,6 +156,16 @@ type StageView struct {
 	// user's topic partition it reads (Kafka source stages only; treat as
 	// read-only).
 	Source map[int32]*pb.SourcePartition
+	// Owner[p] is the instance that wrote source partition p's last report
+	// naming one (the task's owner then); absent if none did.
+	Owner map[int32]string
+	// FirstSeen is when this process applied the stage's first report;
+	// MovedAt when the stage's watermark or held state last changed
+	// (FirstSeen if never since).
+	FirstSeen, MovedAt time.Time
+	// History is the stage's watermark after each change, oldest first
+	// (at most HistoryLen points).
+	History []HistoryPoint
 }
 
 // Stage returns the view of one stage, or ErrUnknownStage.
@@ -152,6 +198,10 @@ func (t *Tracker) Changed() <-chan struct{} {
 	return t.mu.changed
 }
 
+// Started is when the Tracker was created, by its clock: the explanations
+// count a stage without a report as stuck from Started + the threshold on.
+func (t *Tracker) Started() time.Time { return t.started }
+
 // Now is the Tracker's wall clock.
 func (t *Tracker) Now() time.Time { return t.now() }
 
@@ -165,5 +215,10 @@ func (st *stageState) viewLocked(name string) StageView {
 	for p, s := range st.source {
 		src[p] = s
 	}
-	return StageView{Stage: name, Version: st.version, Snapshot: st.mgr.Snapshot(), LastReport: lr, Rejected: st.rejected, Source: src}
+	own := make(map[int32]string, len(st.owner))
+	for p, o := range st.owner {
+		own[p] = o
+	}
+	return StageView{Stage: name, Version: st.version, Snapshot: st.mgr.Snapshot(), LastReport: lr, Rejected: st.rejected, Source: src,
+		Owner: own, FirstSeen: st.firstSeen, MovedAt: st.movedAt, History: append([]HistoryPoint(nil), st.history...)}
 }

@@ -57,8 +57,12 @@ type WatermarkReport struct {
 	// Downstream processing-time triggers and timers read it instead of the
 	// wall clock, so they fire where the stream says, whatever the batching.
 	ProcessingTimeMillis *int64 `protobuf:"varint,7,opt,name=processing_time_millis,json=processingTimeMillis,proto3,oneof" json:"processing_time_millis,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// instance is the runner instance whose transaction carried the report
+	// (its --state_dir slot id, the suffix of its transactional ids): the
+	// task's owner when it reported. Empty from writers before it existed.
+	Instance      string `protobuf:"bytes,8,opt,name=instance,proto3" json:"instance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatermarkReport) Reset() {
@@ -138,6 +142,13 @@ func (x *WatermarkReport) GetProcessingTimeMillis() int64 {
 		return *x.ProcessingTimeMillis
 	}
 	return 0
+}
+
+func (x *WatermarkReport) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
 }
 
 // SourcePartition is one partition of a user's topic as the source task
@@ -712,7 +723,7 @@ var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\xec\x02\n" +
+	"\x1fkafkastreams/v1/watermark.proto\x12\x0fkafkastreams.v1\"\x88\x03\n" +
 	"\x0fWatermarkReport\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12)\n" +
 	"\x10source_partition\x18\x02 \x01(\x05R\x0fsourcePartition\x12<\n" +
@@ -720,7 +731,8 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x17total_source_partitions\x18\x04 \x01(\x05R\x15totalSourcePartitions\x12\x12\n" +
 	"\x04idle\x18\x05 \x01(\bR\x04idle\x128\n" +
 	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\x129\n" +
-	"\x16processing_time_millis\x18\a \x01(\x03H\x00R\x14processingTimeMillis\x88\x01\x01B\x19\n" +
+	"\x16processing_time_millis\x18\a \x01(\x03H\x00R\x14processingTimeMillis\x88\x01\x01\x12\x1a\n" +
+	"\binstance\x18\b \x01(\tR\binstanceB\x19\n" +
 	"\x17_processing_time_millis\"\xd1\x02\n" +
 	"\x0fSourcePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +

@@ -1,0 +1,25 @@
+package runner
+
+import (
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+// localStages is this instance's share of every stage for the page and the
+// explanations: committed counters and assigned tasks per stage.
+func localStages(loops map[string]*stage.Loop, gbkHeads map[string]*gbk.Head) map[string]service.LocalStage {
+	out := make(map[string]service.LocalStage, len(loops))
+	for name, l := range loops {
+		st := l.Stats()
+		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, LateDropped: -1}
+		if h := gbkHeads[name]; h != nil {
+			ls.LateDropped = h.Dropped()
+		}
+		for _, t := range l.Tasks() {
+			ls.Tasks = append(ls.Tasks, service.LocalTask{Partition: t.Partition, AssignedAt: t.AssignedAt, AttemptSince: t.AttemptSince, LastCommit: t.LastCommit, Paused: t.Paused, LagRecords: t.LagRecords})
+		}
+		out[name] = ls
+	}
+	return out
+}
