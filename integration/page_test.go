@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -78,13 +79,16 @@ type pageLook struct {
 	Stuck map[string]string `json:"stuck"`
 	// MinRows are the partition rows marked as the minimum.
 	MinRows int `json:"minRows"`
+	// Texts are the stage cards' whole texts: name -> text.
+	Texts map[string]string `json:"texts"`
 }
 
 const lookJS = `(() => {
-  const out = {live: document.getElementById("conn").textContent === "live", stages: {}, nodes: [], stuck: {}, minRows: 0};
+  const out = {live: document.getElementById("conn").textContent === "live", stages: {}, nodes: [], stuck: {}, minRows: 0, texts: {}};
   for (const e of document.querySelectorAll("#stages .stage")) {
     const wm = e.querySelector(".wm");
     out.stages[e.dataset.stage] = wm ? wm.textContent : "";
+    out.texts[e.dataset.stage] = e.textContent;
   }
   for (const g of document.querySelectorAll("#graph g.node")) out.nodes.push(g.dataset.stage);
   if (!document.getElementById("stuck").hidden)
@@ -244,6 +248,16 @@ func TestLivePage(t *testing.T) {
 	}
 	if first.MinRows == 0 {
 		t.Errorf("no partition row is marked as the minimum")
+	}
+	// The GroupByKey stage says what state it holds (its open panes).
+	heldShown := false
+	for n, text := range first.Texts {
+		if strings.Contains(n, "GroupByKey") || strings.Contains(n, "SumPerKey") {
+			heldShown = heldShown || regexp.MustCompile(`state held \d+ panes? \(key, window\)`).MatchString(text)
+		}
+	}
+	if !heldShown {
+		t.Errorf("no GroupByKey stage card says what state it holds (\"state held N panes (key, window)\"): %v", first.Texts)
 	}
 	for _, w := range []string{"never received a record", "no idleness"} {
 		if !strings.Contains(first.Stuck[stuckStage], w) {

@@ -8,13 +8,19 @@ import (
 
 // localStages is this instance's share of every stage for the page and the
 // explanations: committed counters and assigned tasks per stage.
-func localStages(loops map[string]*stage.Loop, gbkHeads map[string]*gbk.Head) map[string]service.LocalStage {
+func localStages(loops map[string]*stage.Loop, gbkHeads map[string]*gbk.Head, heads map[string]stage.Head) map[string]service.LocalStage {
 	out := make(map[string]service.LocalStage, len(loops))
 	for name, l := range loops {
 		st := l.Stats()
-		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, LateDropped: -1}
+		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, LateDropped: -1, WindowsHeld: -1, TimersPending: -1}
 		if h := gbkHeads[name]; h != nil {
 			ls.LateDropped = h.Dropped()
+		}
+		if h, ok := heads[name].(interface{ WindowsHeld() int64 }); ok {
+			ls.WindowsHeld = h.WindowsHeld()
+		}
+		if h, ok := heads[name].(interface{ PendingTimers() int64 }); ok {
+			ls.TimersPending = h.PendingTimers()
 		}
 		for _, t := range l.Tasks() {
 			ls.Tasks = append(ls.Tasks, service.LocalTask{Partition: t.Partition, AssignedAt: t.AssignedAt, AttemptSince: t.AttemptSince, LastCommit: t.LastCommit, Paused: t.Paused, LagRecords: t.LagRecords})

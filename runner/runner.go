@@ -544,8 +544,10 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		}
 		return nil, err
 	}
+	heads := map[string]stage.Head{}
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
+		heads[cfg.Spec.Name] = cfg.Head
 	}
 	tl.mark("clients and InitTransactions")
 	go watchStartup(ctx, log, tl, loops)
@@ -569,7 +571,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		Instance:    inst.ID,
 		Application: pl.ApplicationID,
 		Stages:      service.StageInfos(pl),
-		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads) },
+		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads, heads) },
 		StuckAfter:  *WatermarkStuckThreshold,
 	})
 

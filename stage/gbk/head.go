@@ -62,6 +62,8 @@ type Head struct {
 	// jobClock[p] is task p's job clock (SetProcessingTime), ms; absent:
 	// the wall clock (cfg.Clock).
 	jobClock map[int32]int64
+	// windowsHeld is WindowsHeld.
+	windowsHeld atomic.Int64
 }
 
 var (
@@ -99,6 +101,7 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 		return fmt.Errorf("gbk: stage %s task %d: load: %w", h.cfg.Stage, p, err)
 	}
 	h.cores[p] = c
+	h.publishWindows()
 	h.log.Info("gbk: task ready", "task", p, "watermark", int64(c.Watermark()), "hold", int64(c.Hold()), "windows", len(c.windows))
 	return nil
 }
@@ -109,6 +112,7 @@ func (h *Head) Revoke(p int32) {
 	delete(h.woken, p)
 	delete(h.jobClock, p)
 	h.cfg.Stores.Drop(p)
+	h.publishWindows()
 }
 
 func (h *Head) core(p int32) (*Core, error) {
@@ -256,7 +260,24 @@ func (h *Head) Committed() error {
 		h.log.Warn("gbk: dropped values of closed windows (their trigger had finished)", "dropped", n, "dropped_total", total)
 	}
 	h.closedAttempt = 0
+	h.publishWindows()
 	return h.cfg.Stores.Committed()
+}
+
+// WindowsHeld is the number of open (key, window) panes the head's tasks
+// hold, as of the last commit, assignment or revocation: the state a
+// GroupByKey stage holds, for the live page. Safe from any goroutine.
+func (h *Head) WindowsHeld() int64 { return h.windowsHeld.Load() }
+
+// publishWindows stores the windows the cores hold for WindowsHeld.
+func (h *Head) publishWindows() {
+	var n int64
+	for _, c := range h.cores {
+		for _, ws := range c.windows {
+			n += int64(len(ws.entries))
+		}
+	}
+	h.windowsHeld.Store(n)
 }
 
 // Aborted drops the attempt's state changes of tasks ps and reloads their

@@ -403,6 +403,19 @@ func (h *Head) Committed() error {
 	return h.cfg.Stores.Committed()
 }
 
+// PendingTimers is the number of timers the head's tasks have set and not
+// fired or cleared: the state a stateful stage holds besides its user
+// state, for the live page. Safe from any goroutine.
+func (h *Head) PendingTimers() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for _, t := range h.mu.tasks {
+		n += int64(t.Timers())
+	}
+	return n
+}
+
 // Aborted drops the attempt's changes of tasks ps and reloads their timers
 // from the committed store.
 func (h *Head) Aborted(ps []int32) error {

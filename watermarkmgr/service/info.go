@@ -65,8 +65,13 @@ type LocalStage struct {
 	Aborts      uint64 `json:"aborts"`
 	// LateDropped counts elements the stage's GroupByKey dropped as too
 	// late (-1: not a GroupByKey stage).
-	LateDropped int64       `json:"lateDropped"`
-	Tasks       []LocalTask `json:"tasks"`
+	LateDropped int64 `json:"lateDropped"`
+	// WindowsHeld is the (key, window) panes a GroupByKey stage's tasks
+	// here hold open; TimersPending the timers a stateful stage's tasks
+	// here have set and not fired or cleared (-1: not that kind of stage).
+	WindowsHeld   int64       `json:"windowsHeld"`
+	TimersPending int64       `json:"timersPending"`
+	Tasks         []LocalTask `json:"tasks"`
 }
 
 // LocalTask is one task this instance is assigned (stage.TaskStatus).

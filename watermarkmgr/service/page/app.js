@@ -135,6 +135,8 @@ function render(s) {
       figs.push(`elements out <b>${l.elementsOut}</b>${eo === null ? "" : " (" + eo.toFixed(0) + "/s)"}`);
       figs.push(`commits <b>${l.commits}</b>`, `aborts <b>${l.aborts}</b>`);
       if (l.lateDropped >= 0) figs.push(`late dropped <b>${l.lateDropped}</b>`);
+      if (l.windowsHeld >= 0) figs.push(`state held <b>${l.windowsHeld} ${l.windowsHeld === 1 ? "pane" : "panes"}</b> (key, window)`);
+      if (l.timersPending >= 0) figs.push(`state held <b>${l.timersPending} ${l.timersPending === 1 ? "timer" : "timers"}</b>`);
       const here = (l.tasks || []).map((t) => t.partition);
       figs.push(`assigned here <b>${here.length === 0 ? "no task" : (here.length === 1 ? "task " : "tasks ") + here.join(", ")}</b>`);
     } else {
