@@ -1,0 +1,202 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+
+	"github.com/kafkastreams/kafkastreams/integration/difftest"
+	"github.com/kafkastreams/kafkastreams/runner"
+)
+
+// difftestSeeds are the seeds `make test` runs (about two minutes).
+var difftestSeeds = []int64{1, 2, 3, 4, 5, 6}
+
+// TestDifferential runs random pipelines (integration/difftest.Generate)
+// on Prism, in process, and on this runner against the real broker, and
+// compares their outputs (difftest.Observe). Which seeds:
+//
+//   - KAFKASTREAMS_DIFFTEST_SEED=s: seed s alone (replays a difference);
+//   - KAFKASTREAMS_DIFFTEST_N=n: n seeds from a random start (logged),
+//     KAFKASTREAMS_DIFFTEST_MINUTES=m: as many as fit in m minutes
+//     (`make difftest`);
+//   - else difftestSeeds.
+//
+// A difference fails the test with the seed, the pipeline, the lines in
+// one output only, and a minimal pipeline that still differs (shrunk by
+// difftest.Shrink, at most KAFKASTREAMS_DIFFTEST_SHRINK_MINUTES, default
+// 10). The exclusions (what the generator never builds, what the
+// comparison leaves out, and why) are difftest.Exclusions.
+func TestDifferential(t *testing.T) {
+	needBroker(t)
+	seeds, deadline := difftestPlan(t)
+	o := difftest.Options{}
+	for i := 0; ; i++ {
+		var seed int64
+		if seeds != nil {
+			if i >= len(seeds) {
+				break
+			}
+			seed = seeds[i]
+		} else {
+			if time.Now().After(deadline) {
+				break
+			}
+			seed = difftestStart + int64(i)
+		}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			sp := difftest.Generate(seed, o)
+			diff, err := difftestRun(t, sp)
+			if err != nil {
+				t.Fatalf("seed %d: %v\n%s", seed, err, sp)
+			}
+			if len(diff) == 0 {
+				return
+			}
+			t.Errorf("DIFFERENCE seed %d: Prism (-) and kafkastreams (+) differ:\n  %s\npipeline:\n%s", seed, strings.Join(diff, "\n  "), sp)
+			min, mdiff := difftestShrink(t, sp)
+			t.Errorf("DIFFERENCE seed %d, minimal pipeline:\n%s  differences:\n  %s", seed, min, strings.Join(mdiff, "\n  "))
+		})
+	}
+}
+
+// difftestStart is the first seed of a random run (logged).
+var difftestStart int64
+
+func difftestPlan(t *testing.T) ([]int64, time.Time) {
+	if s := os.Getenv("KAFKASTREAMS_DIFFTEST_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KAFKASTREAMS_DIFFTEST_SEED=%q: not an integer", s)
+		}
+		return []int64{seed}, time.Time{}
+	}
+	n, mins := os.Getenv("KAFKASTREAMS_DIFFTEST_N"), os.Getenv("KAFKASTREAMS_DIFFTEST_MINUTES")
+	if n == "" && mins == "" {
+		return difftestSeeds, time.Time{}
+	}
+	difftestStart = time.Now().UnixNano() % 1_000_000_000
+	t.Logf("difftest: random seeds from %d (KAFKASTREAMS_DIFFTEST_SEED=<seed> replays one)", difftestStart)
+	if mins != "" {
+		m, err := strconv.ParseFloat(mins, 64)
+		if err != nil || m <= 0 {
+			t.Fatalf("KAFKASTREAMS_DIFFTEST_MINUTES=%q: want a positive number", mins)
+		}
+		return nil, time.Now().Add(time.Duration(m * float64(time.Minute)))
+	}
+	k, err := strconv.Atoi(n)
+	if err != nil || k <= 0 {
+		t.Fatalf("KAFKASTREAMS_DIFFTEST_N=%q: want a positive integer", n)
+	}
+	var seeds []int64
+	for i := 0; i < k; i++ {
+		seeds = append(seeds, difftestStart+int64(i))
+	}
+	return seeds, time.Time{}
+}
+
+// difftestRun runs sp on both runners and returns the difference of their
+// observations; an error if either cannot run it.
+func difftestRun(t *testing.T, sp difftest.Spec) ([]string, error) {
+	prismLines, err := difftestPrism(sp)
+	if err != nil {
+		return nil, fmt.Errorf("on Prism: %w", err)
+	}
+	ksLines, err := difftestKafkaStreams(t, sp)
+	if err != nil {
+		return nil, fmt.Errorf("on kafkastreams: %w", err)
+	}
+	a, err := difftest.Observe(sp, prismLines)
+	if err != nil {
+		return nil, fmt.Errorf("Prism's output: %w", err)
+	}
+	b, err := difftest.Observe(sp, ksLines)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams' output: %w", err)
+	}
+	t.Logf("seed %d: %d lines observed on Prism, %d on kafkastreams", sp.Seed, len(a), len(b))
+	return difftest.Diff(a, b), nil
+}
+
+var difftestRunID int
+
+func difftestPrism(sp difftest.Spec) ([]string, error) {
+	difftestRunID++
+	id := fmt.Sprintf("run%d", difftestRunID)
+	p, err := difftest.Build(sp, id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := prism.Execute(ctx, p); err != nil {
+		return nil, err
+	}
+	return difftest.Collected(id), nil
+}
+
+func difftestKafkaStreams(t *testing.T, sp difftest.Spec) ([]string, error) {
+	p, err := difftest.Build(sp, "")
+	if err != nil {
+		return nil, err
+	}
+	oldP := *runner.InternalTopicPartitions
+	defer func() { *runner.InternalTopicPartitions = oldP }()
+	if sp.OnePartition {
+		*runner.InternalTopicPartitions = 1
+	}
+	b := needBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	*runner.BootstrapServers = b.BootstrapServers()
+	*runner.ApplicationID = uniqueName(t, "app")
+	start := time.Now()
+	res, err := beam.Run(ctx, runner.Name, p)
+	if err != nil {
+		return nil, err
+	}
+	r := res.(*runner.Result)
+	t.Logf("seed %d ran on kafkastreams in %v", sp.Seed, time.Since(start).Round(time.Millisecond))
+	return sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), nil
+}
+
+// difftestShrink looks for a smaller pipeline than sp whose outputs still
+// differ (any difference, or an error on one runner), one change at a
+// time, until no change keeps a difference or the time is up.
+func difftestShrink(t *testing.T, sp difftest.Spec) (difftest.Spec, []string) {
+	mins := 10.0
+	if s := os.Getenv("KAFKASTREAMS_DIFFTEST_SHRINK_MINUTES"); s != "" {
+		if m, err := strconv.ParseFloat(s, 64); err == nil {
+			mins = m
+		}
+	}
+	deadline := time.Now().Add(time.Duration(mins * float64(time.Minute)))
+	cur, curDiff := sp, []string(nil)
+	for {
+		better := false
+		for _, c := range difftest.Shrink(cur) {
+			if time.Now().After(deadline) {
+				t.Logf("shrinking stopped: %v minutes are up", mins)
+				return cur, curDiff
+			}
+			d, err := difftestRun(t, c)
+			if err != nil {
+				d = []string{"error: " + err.Error()}
+			}
+			if len(d) > 0 {
+				cur, curDiff, better = c, d, true
+				break
+			}
+		}
+		if !better {
+			return cur, curDiff
+		}
+	}
+}
