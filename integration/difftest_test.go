@@ -38,6 +38,10 @@ func TestDifferential(t *testing.T) {
 	needBroker(t)
 	seeds, deadline := difftestPlan(t)
 	o := difftest.Options{}
+	if os.Getenv("KAFKASTREAMS_DIFFTEST_REFUSED") != "" {
+		// what this runner refuses today (issue 14): for when it no longer does
+		o = difftest.Options{StatefulSideInputs: true, SessionTriggers: true}
+	}
 	for i := 0; ; i++ {
 		var seed int64
 		if seeds != nil {

@@ -73,7 +73,7 @@ func Build(sp Spec, collect string) (*beam.Pipeline, error) {
 		}
 		need := 1
 		switch st.Kind {
-		case StepFlatten, StepCoGBK, StepSide:
+		case StepFlatten, StepCoGBK, StepSide, StepStateSide:
 			need = 2
 		}
 		if len(ins) != need {
@@ -114,6 +114,10 @@ func Build(sp Spec, collect string) (*beam.Pipeline, error) {
 			out = beam.ParDo(ss, &dtSide{Mod: st.A}, ins[0], beam.SideInput{Input: ins[1]})
 		case StepState:
 			out = beam.ParDo(ss, newState(st), ins[0])
+		case StepStateSide:
+			f := newState(st)
+			out = beam.ParDo(ss, &dtStateSide{DelayMs: f.DelayMs, ClearMod: f.ClearMod, ClearRem: f.ClearRem, Mod: st.D,
+				Bag: f.Bag, Next: f.Next, Cleared: f.Cleared, Fire: f.Fire}, ins[0], beam.SideInput{Input: ins[1]})
 		default:
 			return nil, fmt.Errorf("difftest: step %d: unknown kind %q", j, st.Kind)
 		}

@@ -15,8 +15,8 @@ func init() { beam.Init() }
 func TestGenerateDeterministicAndBuilds(t *testing.T) {
 	kinds := map[string]int{}
 	for seed := int64(0); seed < 2000; seed++ {
-		sp := Generate(seed, Options{})
-		if !reflect.DeepEqual(sp, Generate(seed, Options{})) {
+		sp := Generate(seed, Options{StatefulSideInputs: seed%2 == 0, SessionTriggers: seed%3 == 0})
+		if !reflect.DeepEqual(sp, Generate(seed, Options{StatefulSideInputs: seed%2 == 0, SessionTriggers: seed%3 == 0})) {
 			t.Fatalf("seed %d: two different Specs", seed)
 		}
 		if _, err := Build(sp, ""); err != nil {

@@ -168,18 +168,34 @@ type dtState struct {
 }
 
 func (f *dtState) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, v int, _ func(string, int)) error {
+	return stateElement(f.cells(), f.DelayMs, f.ClearMod, f.ClearRem, w, ts, sp, tp, v)
+}
+
+func (f *dtState) cells() *stateCells     { return &stateCells{f.Bag, f.Next, f.Cleared, f.Fire} }
+func (f *dtStateSide) cells() *stateCells { return &stateCells{f.Bag, f.Next, f.Cleared, f.Fire} }
+
+// stateCells are the state and timer of dtState and dtStateSide (copies
+// of their handles: a handle is its state id).
+type stateCells struct {
+	Bag     state.Bag[string]
+	Next    state.Value[int64]
+	Cleared state.Value[bool]
+	Fire    timers.EventTime
+}
+
+func stateElement(f *stateCells, delayMs int64, clearMod, clearRem int, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, v int) error {
 	cleared, _, err := f.Cleared.Read(sp)
 	if err != nil || cleared {
 		return err
 	}
-	if f.ClearMod > 0 && v%f.ClearMod == f.ClearRem {
+	if clearMod > 0 && v%clearMod == clearRem {
 		f.Fire.Clear(tp)
 		if err := f.Next.Clear(sp); err != nil {
 			return err
 		}
 		return f.Cleared.Write(sp, true)
 	}
-	d := int64(ts) + f.DelayMs
+	d := int64(ts) + delayMs
 	if m := int64(w.MaxTimestamp()); d > m {
 		d = m
 	}
@@ -198,6 +214,38 @@ func (f *dtState) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 }
 
 func (f *dtState) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, _ timers.Context, emit func(string, int)) error {
+	return stateTimer(f.cells(), ts, sp, tp, k, emit)
+}
+
+// dtStateSide is dtState with a side input: each main input value gets
+// the sum of the side input's values mod Mod added first (Mod positive).
+// A stateful DoFn with side inputs is refused by this runner today (issue
+// 14): the generator builds it only with Options.StatefulSideInputs.
+type dtStateSide struct {
+	DelayMs  int64
+	ClearMod int
+	ClearRem int
+	Mod      int
+
+	Bag     state.Bag[string]
+	Next    state.Value[int64]
+	Cleared state.Value[bool]
+	Fire    timers.EventTime
+}
+
+func (f *dtStateSide) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, v int, side func(*string, *int) bool, _ func(string, int)) error {
+	sum, sk, sv := 0, "", 0
+	for side(&sk, &sv) {
+		sum += sv
+	}
+	return stateElement(f.cells(), f.DelayMs, f.ClearMod, f.ClearRem, w, ts, sp, tp, v+sum%f.Mod)
+}
+
+func (f *dtStateSide) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, _ timers.Context, emit func(string, int)) error {
+	return stateTimer(f.cells(), ts, sp, tp, k, emit)
+}
+
+func stateTimer(f *stateCells, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, emit func(string, int)) error {
 	entries, _, err := f.Bag.Read(sp)
 	if err != nil {
 		return err
@@ -314,6 +362,7 @@ func init() {
 	register.Combiner1[int](&dtSumFn{})
 	register.Function2x1(dtAdd)
 	register.DoFn3x2[string, int, func(*string, *int) bool, string, int](&dtSide{})
+	register.DoFn8x1[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, int, func(*string, *int) bool, func(string, int), error](&dtStateSide{})
 	register.DoFn7x1[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, int, func(string, int), error](&dtState{})
 	register.DoFn5x1[typex.PaneInfo, beam.Window, beam.EventTime, string, int, string](&dtFormat{})
 	register.DoFn1x0[string](&dtCollect{})

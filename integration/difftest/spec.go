@@ -56,6 +56,9 @@ const (
 	StepCombineF  = "combine-f" // CombinePerKey(dtAdd)
 	StepSide      = "side"      // dtSide{A} over In[0] with In[1] as side input
 	StepState     = "state"     // dtState{DelayMs: A, ClearMod: B, ClearRem: C}
+	// StepStateSide is dtStateSide{DelayMs: A, ClearMod: B, ClearRem: C,
+	// Mod: D} over In[0] with In[1] as side input (Options.StatefulSideInputs).
+	StepStateSide = "state-side"
 )
 
 // Step is one transform of a Spec over the PCollections In.
@@ -340,6 +343,9 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options) (Step, pcInfo, bool) {
 	}
 	pc := pcs[in]
 	kinds := []string{StepMap, StepFilter, StepDup, StepFlatten, StepReshuffle, StepWindow, StepWindow, StepGBKSum, StepGBKMax, StepCoGBK, StepCombine, StepCombineF, StepSide, StepState}
+	if o.StatefulSideInputs {
+		kinds = append(kinds, StepStateSide)
+	}
 	st := Step{Kind: kinds[r.Intn(len(kinds))], In: []int{in}}
 	out := pc
 	switch st.Kind {
@@ -385,7 +391,7 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options) (Step, pcInfo, bool) {
 		if o2.mode != ModeExact {
 			out.mode = o2.mode
 		}
-	case StepSide:
+	case StepSide, StepStateSide:
 		if pc.late || pc.afterAgg && pc.win.Kind == "sessions" {
 			return Step{}, pcInfo{}, false
 		}
@@ -406,6 +412,16 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options) (Step, pcInfo, bool) {
 		st.In = append(st.In, side)
 		st.A = 5 + r.Intn(50)
 		out.oneSeg = false
+		if st.Kind == StepStateSide {
+			if pc.win.Trigger.Kind != "default" || pc.mode != ModeExact {
+				return Step{}, pcInfo{}, false
+			}
+			// a side input's contents arrive while the watermark moves:
+			// no sticky clear (see dtState)
+			st.D = st.A
+			st.A = []int{0, 1_000, 5_000, 30_000}[r.Intn(4)]
+			out.afterAgg = true
+		}
 	case StepState:
 		// Not on merging windows (the Beam model has no state there), not
 		// behind the watermark, not after a trigger other than the default.
@@ -565,6 +581,8 @@ func (st Step) String() string {
 		return fmt.Sprintf("CombinePerKey(dtAdd, %s)", in(0))
 	case StepSide:
 		return fmt.Sprintf("ParDo(dtSide{Mod:%d}, %s, SideInput(%s))", st.A, in(0), in(1))
+	case StepStateSide:
+		return fmt.Sprintf("ParDo(dtStateSide{DelayMs:%d ClearMod:%d ClearRem:%d Mod:%d}, %s, SideInput(%s))", st.A, st.B, st.C, st.D, in(0), in(1))
 	case StepState:
 		return fmt.Sprintf("ParDo(dtState{DelayMs:%d ClearMod:%d ClearRem:%d}, %s)", st.A, st.B, st.C, in(0))
 	}
