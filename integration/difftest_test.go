@@ -138,6 +138,9 @@ func difftestPrism(sp difftest.Spec) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !beam.Initialized() {
+		beam.Init() // Prism's universal runner insists; kafkastreams does it itself
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := prism.Execute(ctx, p); err != nil {
