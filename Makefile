@@ -71,7 +71,7 @@ N ?=
 MINUTES ?=
 DIFFTEST_TIMEOUT ?= 300m
 difftest: kafka-jars
-	@if [[ -z "$(N)$(MINUTES)$${KAFKASTREAMS_DIFFTEST_SEED:-}" ]]; then echo "make: difftest needs N=<seeds> or MINUTES=<minutes> (or KAFKASTREAMS_DIFFTEST_SEED=<seed>)" >&2; exit 2; fi
+	@if [[ -z "$(N)$(MINUTES)$${KAFKASTREAMS_DIFFTEST_SEED:-}$${KAFKASTREAMS_DIFFTEST_SPEC:-}" ]]; then echo "make: difftest needs N=<seeds> or MINUTES=<minutes> (or KAFKASTREAMS_DIFFTEST_SEED=<seed>, KAFKASTREAMS_DIFFTEST_SPEC=<json>)" >&2; exit 2; fi
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_DIFFTEST_N=$(N) KAFKASTREAMS_DIFFTEST_MINUTES=$(MINUTES) $(GO) test -count=1 -timeout $(DIFFTEST_TIMEOUT) -run '^TestDifferential$$' -v ./integration/ 2>&1 | tee .cache/difftest.log \

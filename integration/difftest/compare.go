@@ -38,6 +38,10 @@ func Observe(sp Spec, lines []string) ([]string, error) {
 		k := kw{f[0], f[1], f[3]}
 		switch sk.Mode {
 		case ModeExact:
+			if sk.OpenLast && strings.HasPrefix(f[5], "ON_TIME/") {
+				l = strings.Replace(l, "/last=true", "/last=?", 1)
+				l = strings.Replace(l, "/last=false", "/last=?", 1)
+			}
 			out = append(out, l)
 		case ModeTotal:
 			if sk.Accumulate {

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -122,7 +121,7 @@ func dtCoSum(k string, a, b func(*int) bool) (string, int) {
 // dtSumFn is a liftable CombineFn: the sum, with an accumulator.
 type dtSumFn struct{}
 
-func (dtSumFn) CreateAccumulator() int        { return 0 }
+func (dtSumFn) CreateAccumulator() int         { return 0 }
 func (dtSumFn) AddInput(a, v int) int          { return a + v }
 func (dtSumFn) MergeAccumulators(a, b int) int { return a + b }
 func (dtSumFn) ExtractOutput(a int) int        { return a }
@@ -348,7 +347,6 @@ func Collected(id string) []string {
 	return out
 }
 
-var _ = time.Second
 
 func init() {
 	register.Function2x1(dtParse)
