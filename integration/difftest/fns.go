@@ -347,7 +347,6 @@ func Collected(id string) []string {
 	return out
 }
 
-
 func init() {
 	register.Function2x1(dtParse)
 	register.Function1x3(dtSplit)
