@@ -19,7 +19,14 @@ import (
 // under that run id follows the Reshuffle (how a test reads a Prism run;
 // see Collected). It fails on a Spec that names a PCollection that does not
 // exist (yet) or a kind it does not know.
-func Build(sp Spec, collect string) (*beam.Pipeline, error) {
+func Build(sp Spec, collect string) (p *beam.Pipeline, err error) {
+	defer func() {
+		// the SDK's construction functions panic on what they refuse (a
+		// shrunk Spec may flatten two windowing strategies)
+		if x := recover(); x != nil {
+			p, err = nil, fmt.Errorf("difftest: the Go SDK refuses the pipeline: %v", x)
+		}
+	}()
 	p, s := beam.NewPipelineWithRoot()
 	var pcs []beam.PCollection
 	get := func(i int) (beam.PCollection, error) {

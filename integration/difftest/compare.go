@@ -95,8 +95,9 @@ func Diff(a, b []string) []string {
 }
 
 // Shrink returns Specs smaller than sp, each one change away: a sink
-// dropped, a step (and what reads it) dropped, a source's element or
-// watermark advance dropped, a source (and what reads it) dropped. A
+// dropped, a step or source (and what reads it) dropped, a step bypassed
+// (its readers read its input), a source's element or watermark advance
+// dropped. A
 // shrinker keeps the first whose difference persists and shrinks again.
 // Each returned Spec builds if sp does.
 func Shrink(sp Spec) []Spec {
@@ -114,6 +115,11 @@ func Shrink(sp Spec) []Spec {
 			out = append(out, c)
 		}
 	}
+	for j := len(sp.Steps) - 1; j >= 0; j-- {
+		if c, ok := bypass(sp, j); ok {
+			out = append(out, c)
+		}
+	}
 	for i, src := range sp.Sources {
 		for j := range src.Events {
 			c := clone(sp)
@@ -125,6 +131,46 @@ func Shrink(sp Spec) []Spec {
 		}
 	}
 	return out
+}
+
+// bypass removes step j, its readers (and sinks) reading its first input
+// instead; false for a step whose removal would leave no sink.
+func bypass(sp Spec, j int) (Spec, bool) {
+	nSrc := len(sp.Sources)
+	pc := nSrc + j
+	from := sp.Steps[j].In[0]
+	re := func(i int) int {
+		switch {
+		case i == pc:
+			return from
+		case i > pc:
+			return i - 1
+		}
+		return i
+	}
+	c := clone(sp)
+	c.Steps = nil
+	for k, st := range sp.Steps {
+		if k == j {
+			continue
+		}
+		st2 := st
+		st2.In = nil
+		for _, in := range st.In {
+			st2.In = append(st2.In, re(in))
+		}
+		c.Steps = append(c.Steps, st2)
+	}
+	c.Sinks = nil
+	seen := map[int]bool{}
+	for _, s := range sp.Sinks {
+		s.PC = re(s.PC)
+		if !seen[s.PC] {
+			seen[s.PC] = true
+			c.Sinks = append(c.Sinks, s)
+		}
+	}
+	return c, len(c.Sinks) > 0
 }
 
 func hasElement(evs []Event) bool {

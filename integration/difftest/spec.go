@@ -178,12 +178,21 @@ func Generate(seed int64, o Options) Spec {
 	}
 	nSteps := 1 + r.Intn(8)
 	for tries := 0; len(sp.Steps) < nSteps && tries < 100; tries++ {
-		st, info, ok := genStep(r, pcs, o)
+		st, info, ok := genStep(r, pcs, o, -1, "")
 		if !ok {
 			continue
 		}
 		sp.Steps = append(sp.Steps, st)
 		pcs = append(pcs, info)
+		if st.Kind == StepWindow && r.Intn(3) != 0 {
+			// a window is mostly there for an aggregation: the panes
+			// under its trigger are what this test is about
+			agg := []string{StepGBKSum, StepGBKMax, StepCombine, StepCombineF, StepCoGBK}[r.Intn(5)]
+			if st, info, ok := genStep(r, pcs, o, len(pcs)-1, agg); ok {
+				sp.Steps = append(sp.Steps, st)
+				pcs = append(pcs, info)
+			}
+		}
 	}
 	used := make([]bool, len(pcs))
 	for _, st := range sp.Steps {
@@ -238,7 +247,7 @@ func genWindow(r *rand.Rand, o Options) WindowSpec {
 	if w.Kind != "global" && r.Intn(2) == 0 {
 		w.LatenessMs = []int64{5_000, 30_000}[r.Intn(2)]
 	}
-	if r.Intn(2) == 0 && (w.Kind != "sessions" || o.SessionTriggers) {
+	if r.Intn(3) != 0 && (w.Kind != "sessions" || o.SessionTriggers) {
 		w.Trigger = genTrigger(r, 2)
 	}
 	w.Accumulate = r.Intn(2) == 0
@@ -329,8 +338,9 @@ func aggregates(kind string) bool {
 }
 
 // genStep returns a random step over pcs and what it makes, or false when
-// the pick falls outside the exclusions.
-func genStep(r *rand.Rand, pcs []pcInfo, o Options) (Step, pcInfo, bool) {
+// the pick falls outside the exclusions; of kind kind over PCollection in
+// when they are not "" and -1.
+func genStep(r *rand.Rand, pcs []pcInfo, o Options, in int, kind string) (Step, pcInfo, bool) {
 	pick := func() (int, bool) {
 		var c []int
 		for i, pc := range pcs {
@@ -343,16 +353,21 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options) (Step, pcInfo, bool) {
 		}
 		return c[r.Intn(len(c))], true
 	}
-	in, ok := pick()
-	if !ok {
-		return Step{}, pcInfo{}, false
+	if in < 0 {
+		var ok bool
+		if in, ok = pick(); !ok {
+			return Step{}, pcInfo{}, false
+		}
 	}
 	pc := pcs[in]
 	kinds := []string{StepMap, StepFilter, StepDup, StepFlatten, StepReshuffle, StepWindow, StepWindow, StepGBKSum, StepGBKMax, StepCoGBK, StepCombine, StepCombineF, StepSide, StepState}
 	if o.StatefulSideInputs {
 		kinds = append(kinds, StepStateSide)
 	}
-	st := Step{Kind: kinds[r.Intn(len(kinds))], In: []int{in}}
+	if kind == "" {
+		kind = kinds[r.Intn(len(kinds))]
+	}
+	st := Step{Kind: kind, In: []int{in}}
 	out := pc
 	switch st.Kind {
 	case StepMap:
