@@ -73,8 +73,9 @@ var difftestSeeds = []int64{1, 2, 3, 4, 5, 6}
 //     refuses it); Flatten and CoGroupByKey over one windowing strategy;
 //     one TestStream per pipeline; timers at most at the window's end;
 //   - Prism's closing LATE pane without late data (default trigger,
-//     accumulating, allowed lateness > 0; the Java runner emits none):
-//     such an aggregation is compared by total;
+//     accumulating, allowed lateness > 0; the Java runner emits none), and
+//     its extra EARLY pane on session windows with a lifted Combine under
+//     the same strategy: such an aggregation is compared by total;
 //   - the IsLast flag of an ON_TIME pane under allowed lateness > 0 (this
 //     runner: true when the watermark passes the window's lateness at once;
 //     Java and Prism: false).
