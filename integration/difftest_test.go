@@ -78,8 +78,10 @@ var difftestSeeds = []int64{61, 37, 76, 78, 294, 5, 131}
 //     one TestStream per pipeline; timers at most at the window's end;
 //   - Prism's closing LATE pane without late data (default trigger,
 //     accumulating, allowed lateness > 0; the Java runner emits none), and
-//     its extra EARLY pane on session windows with a lifted Combine under
-//     the same strategy: such an aggregation is compared by total;
+//     its EARLY panes on session windows with allowed lateness > 0 (an
+//     extra one with a lifted Combine; the one pane of a merged session,
+//     where Java and this runner say ON_TIME): such an aggregation is
+//     compared by total;
 //   - the IsLast flag of an ON_TIME pane under allowed lateness > 0 (this
 //     runner: true when the watermark passes the window's lateness at once;
 //     Java and Prism: false).
