@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/kafkastreams/kafkastreams/integration/difftest"
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 )
 
@@ -231,7 +232,8 @@ func difftestKafkaStreams(t *testing.T, sp difftest.Spec) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = uniqueName(t, "app")
+	app := uniqueName(t, "app")
+	*runner.ApplicationID = app
 	start := time.Now()
 	res, err := beam.Run(ctx, runner.Name, p)
 	if err != nil {
@@ -239,7 +241,13 @@ func difftestKafkaStreams(t *testing.T, sp difftest.Spec) ([]string, error) {
 	}
 	r := res.(*runner.Result)
 	t.Logf("seed %d ran on kafkastreams in %v", sp.Seed, time.Since(start).Round(time.Millisecond))
-	return sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), nil
+	lines := sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false)
+	// Hundreds of applications on one broker: without this its heap ran
+	// out after 38 minutes of `make difftest` (-Xmx512m, 340 seeds).
+	if _, err := kafkaenv.DeleteTopicsWithPrefix(ctx, b.BootstrapServers(), app+"-"); err != nil {
+		return nil, err
+	}
+	return lines, nil
 }
 
 // difftestShrink looks for a smaller pipeline than sp whose outputs still
