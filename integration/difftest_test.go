@@ -77,6 +77,8 @@ var difftestSeeds = []int64{61, 111, 260, 308, 539, 71, 332, 254}
 //   - no CoGroupByKey of a bounded and an unbounded PCollection (the SDK
 //     refuses it); Flatten and CoGroupByKey over one windowing strategy;
 //     one TestStream per pipeline; timers at most at the window's end;
+//   - no re-windowing after an aggregation in the global window (its
+//     output's new windows would end after the global window's end);
 //   - Prism's closing LATE pane without late data (default trigger,
 //     accumulating, allowed lateness > 0; the Java runner emits none), and
 //     its EARLY panes on session windows with allowed lateness > 0 (an
