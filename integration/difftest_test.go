@@ -81,10 +81,10 @@ var difftestSeeds = []int64{61, 111, 260, 308, 539, 71, 332, 254}
 //     output's new windows would end after the global window's end);
 //   - Prism's closing LATE pane without late data (default trigger,
 //     accumulating, allowed lateness > 0; the Java runner emits none), and
-//     its EARLY panes on session windows with allowed lateness > 0 (an
-//     extra one with a lifted Combine; the one pane of a merged session,
-//     where Java and this runner say ON_TIME): such an aggregation is
-//     compared by total;
+//     its panes on session windows with allowed lateness > 0 (an extra
+//     EARLY one with a lifted Combine; the zero PaneInfo on the pane of a
+//     merged session, where Java and this runner say ON_TIME): such an
+//     aggregation is compared by total;
 //   - the IsLast flag of an ON_TIME pane under allowed lateness > 0 (this
 //     runner: true when the watermark passes the window's lateness at once;
 //     Java and Prism: false).
