@@ -18,7 +18,7 @@ INTEGRATION_TIMEOUT ?= 30m
 # INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
 INTEGRATION_RUN     ?=
 
-.PHONY: all test unit integration scenarios bench chaos kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
+.PHONY: all test unit integration scenarios bench chaos difftest kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
 
 all: test
 
@@ -60,6 +60,23 @@ CHAOS_COUNT ?= 1
 chaos: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	KAFKASTREAMS_CHAOS=1 $(GO) test -count=$(CHAOS_COUNT) -run '^TestChaos$$' -v -timeout 60m ./integration/ 2>&1 | grep -v -E '^(kafkaenv|time=|[0-9]{4}/)'
+
+## difftest: the randomized differential test against Prism
+## (integration/difftest_test.go) on more seeds than make test's: N=n runs
+## n random seeds, MINUTES=m as many as fit in m minutes (one of them is
+## needed); the first seed is logged, KAFKASTREAMS_DIFFTEST_SEED=s replays
+## one. Full log in .cache/difftest.log; each difference is printed with its
+## seed and a minimal pipeline (lines "DIFFERENCE seed …").
+N ?=
+MINUTES ?=
+DIFFTEST_TIMEOUT ?= 300m
+difftest: kafka-jars
+	@if [[ -z "$(N)$(MINUTES)$${KAFKASTREAMS_DIFFTEST_SEED:-}$${KAFKASTREAMS_DIFFTEST_SPEC:-}" ]]; then echo "make: difftest needs N=<seeds> or MINUTES=<minutes> (or KAFKASTREAMS_DIFFTEST_SEED=<seed>, KAFKASTREAMS_DIFFTEST_SPEC=<json>)" >&2; exit 2; fi
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
+	@mkdir -p .cache
+	@set +e; KAFKASTREAMS_DIFFTEST_N=$(N) KAFKASTREAMS_DIFFTEST_MINUTES=$(MINUTES) $(GO) test -count=1 -timeout $(DIFFTEST_TIMEOUT) -run '^TestDifferential$$' -v ./integration/ 2>&1 | tee .cache/difftest.log \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+difftest_test\.go:[0-9]+: (difftest|DIFFERENCE|seed [0-9]+: [^0-9])|\s{4,}\S)' | cut -c1-400; \
+	  exit $${PIPESTATUS[0]}
 
 ## scenarios: the six scenarios of an unbounded job (steady, scale-out,
 ## clean scale-in, SIGKILL, reassignment, broker failover on a 3-node

@@ -108,6 +108,45 @@ func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) er
 	return nil
 }
 
+// DeleteTopicsWithPrefix deletes every topic whose name starts with
+// prefix and returns how many it asked the broker to delete (a test that
+// runs many applications on one broker, as the differential test does,
+// would otherwise grow the broker's metadata until its heap runs out).
+// prefix must not be empty.
+func DeleteTopicsWithPrefix(ctx context.Context, bootstrap, prefix string) (int, error) {
+	if prefix == "" {
+		return 0, fmt.Errorf("kafkaenv: delete topics: an empty prefix would delete every topic")
+	}
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
+	if err != nil {
+		return 0, fmt.Errorf("kafkaenv: admin client: %w", err)
+	}
+	defer admin.Close()
+	md, err := admin.GetMetadata(nil, true, 10_000)
+	if err != nil {
+		return 0, fmt.Errorf("kafkaenv: delete topics: metadata: %w", err)
+	}
+	var names []string
+	for name := range md.Topics {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	res, err := admin.DeleteTopics(ctx, names, kafka.SetAdminOperationTimeout(30*time.Second))
+	if err != nil {
+		return 0, fmt.Errorf("kafkaenv: delete topics: %w", err)
+	}
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrUnknownTopicOrPart {
+			return 0, fmt.Errorf("kafkaenv: delete topic %s: %w", r.Topic, r.Error)
+		}
+	}
+	return len(names), nil
+}
+
 func allLed(ps []kafka.PartitionMetadata) bool {
 	for _, p := range ps {
 		if p.Leader < 0 || p.Error.Code() != kafka.ErrNoError {

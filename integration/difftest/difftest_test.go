@@ -1,0 +1,95 @@
+package difftest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+func init() { beam.Init() }
+
+// TestGenerateDeterministicAndBuilds: a seed gives the same Spec twice,
+// and every Spec of the first 2000 seeds builds into a Beam pipeline; every
+// shrink of the first 100 builds or is refused by the SDK (the shrinker
+// skips those), and most build.
+func TestGenerateDeterministicAndBuilds(t *testing.T) {
+	kinds := map[string]int{}
+	shrinks, refused := 0, 0
+	for seed := int64(0); seed < 2000; seed++ {
+		sp := Generate(seed, Options{StatefulSideInputs: seed%2 == 0, SessionTriggers: seed%3 == 0})
+		if !reflect.DeepEqual(sp, Generate(seed, Options{StatefulSideInputs: seed%2 == 0, SessionTriggers: seed%3 == 0})) {
+			t.Fatalf("seed %d: two different Specs", seed)
+		}
+		if _, err := Build(sp, ""); err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, sp)
+		}
+		for _, st := range sp.Steps {
+			kinds[st.Kind]++
+		}
+		if seed < 100 {
+			for _, c := range Shrink(sp) {
+				shrinks++
+				if _, err := Build(c, ""); err != nil {
+					if !strings.Contains(err.Error(), "the Go SDK refuses") {
+						t.Fatalf("seed %d shrunk: %v\n%s\nfrom\n%s", seed, err, c, sp)
+					}
+					refused++
+				}
+			}
+		}
+	}
+	t.Logf("steps by kind over 2000 seeds: %v; shrinks of the first 100: %d, %d refused by the SDK", kinds, shrinks, refused)
+	if refused*2 > shrinks {
+		t.Errorf("%d of %d shrinks refused by the SDK: the shrinker would be mostly useless", refused, shrinks)
+	}
+}
+
+// TestObserve: each mode keeps what it says. Two panes of one key and
+// window: exact keeps both lines, total sums them (discarding) or keeps
+// the greater (accumulating), windows keeps one line; OpenLast blanks the
+// IsLast of ON_TIME panes only; a malformed line is an error.
+func TestObserve(t *testing.T) {
+	lines := []string{
+		"s1|k0|3|[0,10000)|9999|EARLY/0/-1/first=true/last=false",
+		"s1|k0|5|[0,10000)|9999|ON_TIME/1/0/first=false/last=true",
+	}
+	for _, c := range []struct {
+		sink Sink
+		want []string
+	}{
+		{Sink{PC: 1, Mode: ModeExact}, lines},
+		{Sink{PC: 1, Mode: ModeTotal}, []string{"s1|k0|[0,10000) total=8"}},
+		{Sink{PC: 1, Mode: ModeTotal, Accumulate: true}, []string{"s1|k0|[0,10000) total=5"}},
+		{Sink{PC: 1, Mode: ModeWindows}, []string{"s1|k0|[0,10000) has output"}},
+		{Sink{PC: 1, Mode: ModeExact, OpenLast: true}, []string{lines[0], "s1|k0|5|[0,10000)|9999|ON_TIME/1/0/first=false/last=?"}},
+	} {
+		got, err := Observe(Spec{Sinks: []Sink{c.sink}}, lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%+v: got %q, want %q", c.sink, got, c.want)
+		}
+	}
+	if _, err := Observe(Spec{Sinks: []Sink{{PC: 1, Mode: ModeExact}}}, []string{"s2|k0|1|global|eogw|ON_TIME/0/0/first=true/last=true"}); err == nil {
+		t.Error("a line of a sink the Spec does not have: no error")
+	}
+	if _, err := Observe(Spec{Sinks: []Sink{{PC: 1, Mode: ModeExact}}}, []string{"s1|k0"}); err == nil {
+		t.Error("a line of two fields: no error")
+	}
+}
+
+// TestDiff: multisets, so a line twice on one side and once on the other
+// is a difference.
+func TestDiff(t *testing.T) {
+	got := Diff([]string{"a", "a", "b"}, []string{"a", "c"})
+	want := []string{"-a", "-b", "+c"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if d := Diff([]string{"x", "y"}, []string{"y", "x"}); len(d) != 0 {
+		t.Errorf("same multiset: %q", d)
+	}
+}
