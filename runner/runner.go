@@ -757,8 +757,16 @@ func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *pla
 		select {
 		case <-changed:
 		case err := <-errc:
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping: what failed as it stopped is its consequence
+			}
 			return err
 		case <-h.Done():
+			if ctx.Err() != nil {
+				// Stopping: the harness ends with the context, and the
+				// select may see it first.
+				return ctx.Err()
+			}
 			if err := h.Err(); err != nil {
 				return err
 			}
