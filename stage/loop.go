@@ -200,6 +200,9 @@ type Loop struct {
 		assigned, firstRecord atomic.Int64
 	}
 	closeOnce sync.Once
+	// abandoned says a transaction call of the producer did not return
+	// (callWithin): the producer is left as it is, never closed.
+	abandoned bool
 }
 
 // New creates the consumer and producer and initialises transactions. It
@@ -318,7 +321,9 @@ func unixNanos(n int64) time.Time {
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
 		_ = l.consumer.Close()
-		l.producer.Close()
+		if !l.abandoned {
+			l.producer.Close()
+		}
 	})
 }
 
@@ -520,7 +525,10 @@ func restartable(err error) bool {
 // second, or until ctx is done).
 func (l *Loop) reopen(ctx context.Context) error {
 	_ = l.consumer.Close()
-	l.producer.Close()
+	if !l.abandoned {
+		l.producer.Close()
+	}
+	l.abandoned = false
 	for p := range l.tasks {
 		l.head.Revoke(p)
 		l.status.remove(p)
@@ -782,10 +790,10 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	}
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
-	if err := l.producer.SendOffsetsToTransaction(tctx, offsets, gm); err != nil {
+	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
 		return nil, l.classify(ctx, "send offsets", err)
 	}
-	if err := l.producer.CommitTransaction(tctx); err != nil {
+	if err := l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) }); err != nil {
 		return nil, l.classify(ctx, "commit", err)
 	}
 	inTxn = false
@@ -864,6 +872,33 @@ func (l *Loop) abort(ctx context.Context, cause error) error {
 	}
 	return cause
 }
+
+// callWithin runs f, a blocking transaction call given txnCallTimeout, and
+// returns its error; if f has not returned txnCallGrace after that timeout,
+// it returns an ErrFenced error and marks the producer abandoned: librdkafka
+// was seen to ignore the timeout while its transaction coordinator's broker
+// was down (in the broker failover scenario a SendOffsetsToTransaction given
+// 30 s blocked for minutes). An abandoned producer is never closed (closing
+// would wait for the call): Run restarts the clients, and the new producer's
+// InitTransactions fences it and aborts its transaction, unless the call
+// completed meanwhile; either way the tasks are restored from what Kafka
+// committed.
+func (l *Loop) callWithin(what string, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	t := time.NewTimer(txnCallTimeout + txnCallGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		l.abandoned = true
+		return fmt.Errorf("%w: stage %s: %s did not return within %v (the Kafka client ignored its timeout): the producer is abandoned", ErrFenced, l.cfg.Spec.Name, what, txnCallTimeout+txnCallGrace)
+	}
+}
+
+// txnCallGrace is how long callWithin waits past txnCallTimeout.
+const txnCallGrace = 15 * time.Second
 
 // txnCallTimeout bounds each blocking transaction call (sending the
 // offsets, commit, abort). Without a deadline confluent-kafka-go waits for
