@@ -203,6 +203,11 @@ type Loop struct {
 	// abandoned says a transaction call of the producer did not return
 	// (callWithin): the producer is left as it is, never closed.
 	abandoned bool
+	// closing is set while the consumer closes: an assignment that arrives
+	// then (a rebalance in the middle of leaving) is taken without
+	// restoring its tasks (no committed-offset wait, which could block the
+	// close for minutes behind an abandoned transaction).
+	closing bool
 }
 
 // New creates the consumer and producer and initialises transactions. It
@@ -320,6 +325,7 @@ func unixNanos(n int64) time.Time {
 // Close leaves the group and closes the clients. Safe to call twice.
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
+		l.closing = true
 		_ = l.consumer.Close()
 		if !l.abandoned {
 			l.producer.Close()
@@ -341,6 +347,9 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
+		if l.closing {
+			return c.IncrementalAssign(e.Partitions)
+		}
 		committed, err := l.committed(c, e.Partitions)
 		if err != nil {
 			return fmt.Errorf("stage %s: committed offsets: %w", l.cfg.Spec.Name, err)
@@ -524,7 +533,9 @@ func restartable(err error) bool {
 // forgets the loop's per-task state, then opens new clients (after a
 // second, or until ctx is done).
 func (l *Loop) reopen(ctx context.Context) error {
+	l.closing = true
 	_ = l.consumer.Close()
+	l.closing = false
 	if !l.abandoned {
 		l.producer.Close()
 	}
