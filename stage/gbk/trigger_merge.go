@@ -203,20 +203,9 @@ func (c *Core) addFireMerging(e Element) (panes []Pane, dropped, closed bool, er
 		return nil, false, false, err
 	}
 	ctx := triggerCtx{eow: win.MaxTimestamp() < c.wm, now: c.now, element: true, merging: true}
-	ent.m.LateIn = ent.m.LateIn || ctx.eow
-	c.trigState(ent)
-	c.strat.Trigger.onElement(ent.m.Trig, ctx)
-	p, ok, err := c.evaluate(ent, ctx, c.wm, false)
+	panes, err = c.fireOnElement(ent, ctx, panes)
 	if err != nil {
 		return nil, false, false, err
 	}
-	if ok {
-		panes = append(panes, p)
-	}
-	if err := c.save(ent); err != nil {
-		return nil, false, false, err
-	}
-	c.recomputeHold(c.windows[ent.win])
-	c.track(ent)
 	return panes, false, false, nil
 }

@@ -39,22 +39,35 @@ func (c *Core) AddFire(e Element) (panes []Pane, dropped, closed bool, err error
 	}
 	ent := c.lookup(e.Window, e.Key)
 	ctx := triggerCtx{eow: e.Window.MaxTimestamp() < c.wm, now: c.now, element: true}
+	if panes, err = c.fireOnElement(ent, ctx, panes); err != nil {
+		return nil, false, false, err
+	}
+	return panes, false, false, nil
+}
+
+// fireOnElement runs the part of adding an element that follows storing it in
+// ent, for merging windows as for the others: the trigger sees the element
+// (ctx.eow: it arrived with the input watermark past the window's end, which
+// makes the pane LATE), fires if it should (its pane appended to panes), and
+// ent's state, the window's hold and the deadline indexes are brought up to
+// date. It returns panes; errors are the store's.
+func (c *Core) fireOnElement(ent *entry, ctx triggerCtx, panes []Pane) ([]Pane, error) {
 	ent.m.LateIn = ent.m.LateIn || ctx.eow
 	c.trigState(ent)
-	t.onElement(ent.m.Trig, ctx)
+	c.strat.Trigger.onElement(ent.m.Trig, ctx)
 	p, ok, err := c.evaluate(ent, ctx, c.wm, false)
 	if err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
 	if ok {
 		panes = append(panes, p)
 	}
 	if err := c.save(ent); err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
 	c.recomputeHold(c.windows[ent.win])
 	c.track(ent)
-	return panes, false, false, nil
+	return panes, nil
 }
 
 func (c *Core) trigState(e *entry) {
