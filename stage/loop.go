@@ -208,6 +208,17 @@ type Loop struct {
 	// restoring its tasks (no committed-offset wait, which could block the
 	// close for minutes behind an abandoned transaction).
 	closing bool
+	// consumerFatal says the consumer reported a fatal error (a static
+	// member fenced, KIP-345): it is abandoned, never closed (see
+	// closeConsumer).
+	consumerFatal bool
+	// cbMu orders the rebalance callbacks, which a closing consumer runs
+	// on closeConsumer's goroutine, with closeConsumer giving that
+	// consumer up; live (guarded by cbMu) is the consumer whose callbacks
+	// change the loop's state: a callback of any other consumer (one given
+	// up) does nothing.
+	cbMu sync.Mutex
+	live *kafka.Consumer
 }
 
 // New creates the consumer and producer and initialises transactions. It
@@ -281,6 +292,9 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 		pr.Close()
 		return fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
 	}
+	l.cbMu.Lock()
+	l.live, l.consumerFatal = l.consumer, false
+	l.cbMu.Unlock()
 	if err := pr.wait(ctx); err != nil {
 		pr.Close()
 		l.consumer.Close()
@@ -325,8 +339,7 @@ func unixNanos(n int64) time.Time {
 // Close leaves the group and closes the clients. Safe to call twice.
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
-		l.closing = true
-		_ = l.consumer.Close()
+		l.closeConsumer()
 		if !l.abandoned {
 			l.producer.Close()
 		}
@@ -337,6 +350,11 @@ func (l *Loop) Close() {
 // restores every new task from its committed offset's metadata, before the
 // partition is consumed.
 func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	l.cbMu.Lock()
+	defer l.cbMu.Unlock()
+	if c != l.live {
+		return nil // a consumer given up by closeConsumer
+	}
 	if err := l.applyRebalance(c, ev); err != nil {
 		l.rebalanceErr = err
 		return err
@@ -533,9 +551,7 @@ func restartable(err error) bool {
 // forgets the loop's per-task state, then opens new clients (after a
 // second, or until ctx is done).
 func (l *Loop) reopen(ctx context.Context) error {
-	l.closing = true
-	_ = l.consumer.Close()
-	l.closing = false
+	l.closeConsumer()
 	if !l.abandoned {
 		l.producer.Close()
 	}
@@ -561,6 +577,75 @@ func (l *Loop) reopen(ctx context.Context) error {
 	}
 	return nil
 }
+
+// closeConsumer closes the loop's consumer (its rebalance callbacks run
+// with closing set), or gives it up: a consumer that reported a fatal error
+// is never closed, and one whose Close has not returned after
+// consumerCloseTimeout is left to it. confluent-kafka-go v2.11.1 (the newest
+// the module proxy serves) loops for ever in Close when the consumer has a
+// fatal error, e.g. a static member fenced by its own rejoin after a broker
+// failover (librdkafka issue 3437): rd_kafka_consumer_close_queue refuses to
+// start and Close waits for a close that never comes (fixed upstream by
+// confluent-kafka-go PR 1588). In the broker failover scenario with static
+// membership an instance could not restart its clients, nor stop. A consumer
+// given up keeps its librdkafka handle (a leak bounded by Run's restart
+// budget); its callbacks no longer touch the loop (live), and a new consumer
+// takes its place in the group (with static membership at once: the same
+// group.instance.id fences it; otherwise at its session timeout).
+func (l *Loop) closeConsumer() {
+	c := l.consumer
+	l.cbMu.Lock()
+	l.closing = true
+	l.cbMu.Unlock()
+	// A fatal error may wait in the queue unread (the loop restarts after a
+	// producer error as well): look for one first. Records read here are
+	// dropped: every task is revoked and rewinds to its committed offset.
+	for i := 0; i < closeDrainMax; i++ {
+		ev := c.Poll(0)
+		if ev == nil {
+			break
+		}
+		if e, ok := ev.(kafka.Error); ok && e.IsFatal() {
+			l.cbMu.Lock()
+			l.consumerFatal = true
+			l.cbMu.Unlock()
+		}
+	}
+	l.cbMu.Lock()
+	fatal := l.consumerFatal
+	l.cbMu.Unlock()
+	reason := ""
+	if fatal {
+		reason = "it reported a fatal error (confluent-kafka-go v2.11.1's Close never returns then)"
+	} else {
+		done := make(chan struct{})
+		go func() {
+			_ = c.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(consumerCloseTimeout):
+			reason = fmt.Sprintf("its Close did not return within %v", consumerCloseTimeout)
+		}
+	}
+	l.cbMu.Lock()
+	if reason != "" {
+		l.live = nil
+		l.log.Warn("stage: the consumer is given up, not closed: its librdkafka handle stays allocated", "reason", reason)
+	}
+	l.closing = false
+	l.cbMu.Unlock()
+}
+
+// consumerCloseTimeout bounds closeConsumer's wait for a consumer's Close
+// (a revocation callback and leaving the group: well under a second on a
+// healthy cluster).
+const consumerCloseTimeout = 20 * time.Second
+
+// closeDrainMax bounds the events closeConsumer reads looking for a fatal
+// error before it closes the consumer (one fetch's records at most).
+const closeDrainMax = 100_000
 
 // run is one life of the loop's clients (see Run).
 func (l *Loop) run(ctx context.Context) error {
@@ -694,6 +779,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 		case kafka.Error:
 			if e.IsFatal() {
+				l.cbMu.Lock()
+				l.consumerFatal = true
+				l.cbMu.Unlock()
 				return nil, fmt.Errorf("stage %s: consumer: %w", l.cfg.Spec.Name, e)
 			}
 			l.log.Warn("stage: consumer error", "err", e)
