@@ -24,47 +24,6 @@ func ptSum(key []byte, n int) []byte { return []byte(fmt.Sprintf("%s %d", key, n
 
 func init() { register.Function2x1(ptSum) }
 
-// TestProcessingTimeTriggerOnQuietInput: three records, then nothing: an
-// unbounded Kafka read (idleness off, so no report follows the first) in
-// the global window with Repeatedly(AfterProcessingTime(+1 s)), discarding.
-// The GroupByKey's task is woken when the trigger's deadline passes (its
-// head's Wake) and fires the pane [3] on the wall clock, though no record
-// or report arrives after the three; before, a processing-time trigger
-// fired only at the task's next record or report, so on a quiet input
-// never.
-func TestProcessingTimeTriggerOnQuietInput(t *testing.T) {
-	b := needBroker(t)
-	bs := b.BootstrapServers()
-	in, out := uniqueName(t, "in"), uniqueName(t, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
-		t.Fatal(err)
-	}
-	produceAt(t, bs, in, 0,
-		kioRec{key: []byte("k"), value: []byte("a"), ts: 1_700_000_000_000},
-		kioRec{key: []byte("k"), value: []byte("b"), ts: 1_700_000_001_000},
-		kioRec{key: []byte("k"), value: []byte("c"), ts: 1_700_000_002_000})
-	p, s := beam.NewPipelineWithRoot()
-	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(-1))
-	ones := beam.ParDo(s, kioConst, kvs)
-	win := beam.WindowInto(s, window.NewGlobalWindows(), ones,
-		beam.Trigger(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(time.Second))), beam.PanesDiscard())
-	kafkaio.Write(s, out, beam.ParDo(s, ptSum, stats.SumPerKey(s, win)))
-	jctx, jcancel := context.WithCancel(ctx)
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
-	defer func() { jcancel(); <-done }()
-	start := time.Now()
-	got := readValues(t, bs, out, 1, 30*time.Second)
-	if strings.Join(got, "|") != "all 3" {
-		t.Fatalf("output %q after %v, want the one pane \"all 3\" fired by processing time", got, time.Since(start).Round(time.Millisecond))
-	}
-	t.Logf("the pane fired on a quiet input %v after the job started", time.Since(start).Round(time.Millisecond))
-	if got := readValues(t, bs, out, 2, 3*time.Second); len(got) != 1 {
-		t.Errorf("output %q, want one pane only (no new value, no new pane)", got)
-	}
-}
-
 // ptTimerFn counts a key's values in state; the first sets a
 // processing-time timer 1 s ahead, which emits "<key> <count>" (the Go SDK
 // wants the same emitters on ProcessElement and OnTimer).
@@ -97,40 +56,64 @@ func init() {
 	register.DoFn5x1[state.Provider, timers.Provider, []byte, int, func([]byte), error](&ptTimerFn{})
 }
 
-// TestProcessingTimeTimerOnQuietInput: the stateful head's twin of
-// TestProcessingTimeTriggerOnQuietInput. Three records, then nothing (an
-// unbounded Kafka read, idleness off); a stateful DoFn sets a
-// processing-time timer 1 s after its first element. The stateful task is
-// woken when the timer is due (userstate.Head.Wake) and fires it on the
-// wall clock, though no record or report arrives after the three: the
-// output is "all 3", once.
-func TestProcessingTimeTimerOnQuietInput(t *testing.T) {
-	b := needBroker(t)
-	bs := b.BootstrapServers()
-	in, out := uniqueName(t, "in"), uniqueName(t, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
-		t.Fatal(err)
-	}
-	produceAt(t, bs, in, 0,
-		kioRec{key: []byte("k"), value: []byte("a"), ts: 1_700_000_000_000},
-		kioRec{key: []byte("k"), value: []byte("b"), ts: 1_700_000_001_000},
-		kioRec{key: []byte("k"), value: []byte("c"), ts: 1_700_000_002_000})
-	p, s := beam.NewPipelineWithRoot()
-	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(-1))
-	fired := beam.ParDo(s, &ptTimerFn{Count: state.MakeValueState[int]("count"), Fire: timers.InProcessingTime("fire")}, beam.ParDo(s, kioConst, kvs))
-	kafkaio.Write(s, out, fired)
-	jctx, jcancel := context.WithCancel(ctx)
-	done := startJob(jctx, bs, uniqueName(t, "app"), p)
-	defer func() { jcancel(); <-done }()
-	start := time.Now()
-	got := readValues(t, bs, out, 1, 30*time.Second)
-	if strings.Join(got, "|") != "all 3" {
-		t.Fatalf("output %q after %v, want \"all 3\" from the processing-time timer", got, time.Since(start).Round(time.Millisecond))
-	}
-	t.Logf("the timer fired on a quiet input %v after the job started", time.Since(start).Round(time.Millisecond))
-	if got := readValues(t, bs, out, 2, 3*time.Second); len(got) != 1 {
-		t.Errorf("output %q, want one line only", got)
+// TestProcessingTimeOnQuietInput: three records, then nothing: an unbounded
+// Kafka read (idleness off, so no report follows the first) whose output
+// only processing time can bring, on the wall clock, though no record or
+// report arrives after the three. Before, both fired only at the task's
+// next record or report, so on a quiet input never.
+//
+//   - trigger: the global window with Repeatedly(AfterProcessingTime(+1 s)),
+//     discarding: the GroupByKey's task is woken when the trigger's
+//     deadline passes (its head's Wake) and fires the pane [3].
+//   - timer: a stateful DoFn sets a processing-time timer 1 s after its
+//     first element: the stateful task is woken when the timer is due
+//     (userstate.Head.Wake) and fires it.
+//
+// Either way the output is "all 3", once.
+func TestProcessingTimeOnQuietInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// build adds the part under test to s: ones are (key, 1) pairs read
+		// from the input; it returns the lines to write.
+		build func(s beam.Scope, ones beam.PCollection) beam.PCollection
+	}{
+		{"trigger", func(s beam.Scope, ones beam.PCollection) beam.PCollection {
+			win := beam.WindowInto(s, window.NewGlobalWindows(), ones,
+				beam.Trigger(trigger.Repeat(trigger.AfterProcessingTime().PlusDelay(time.Second))), beam.PanesDiscard())
+			return beam.ParDo(s, ptSum, stats.SumPerKey(s, win))
+		}},
+		{"timer", func(s beam.Scope, ones beam.PCollection) beam.PCollection {
+			return beam.ParDo(s, &ptTimerFn{Count: state.MakeValueState[int]("count"), Fire: timers.InProcessingTime("fire")}, ones)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := needBroker(t)
+			bs := b.BootstrapServers()
+			in, out := uniqueName(t, "in"), uniqueName(t, "out")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
+				t.Fatal(err)
+			}
+			produceAt(t, bs, in, 0,
+				kioRec{key: []byte("k"), value: []byte("a"), ts: 1_700_000_000_000},
+				kioRec{key: []byte("k"), value: []byte("b"), ts: 1_700_000_001_000},
+				kioRec{key: []byte("k"), value: []byte("c"), ts: 1_700_000_002_000})
+			p, s := beam.NewPipelineWithRoot()
+			kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(-1))
+			kafkaio.Write(s, out, tc.build(s, beam.ParDo(s, kioConst, kvs)))
+			jctx, jcancel := context.WithCancel(ctx)
+			done := startJob(jctx, bs, uniqueName(t, "app"), p)
+			defer func() { jcancel(); <-done }()
+			start := time.Now()
+			got := readValues(t, bs, out, 1, 30*time.Second)
+			if strings.Join(got, "|") != "all 3" {
+				t.Fatalf("output %q after %v, want \"all 3\" fired by processing time", got, time.Since(start).Round(time.Millisecond))
+			}
+			t.Logf("fired on a quiet input %v after the job started", time.Since(start).Round(time.Millisecond))
+			if got := readValues(t, bs, out, 2, 3*time.Second); len(got) != 1 {
+				t.Errorf("output %q, want one line only (no new value, no new output)", got)
+			}
+		})
 	}
 }

@@ -243,7 +243,7 @@ func (h *Head) Hold(p int32) mtime.Time {
 // Wake returns the tasks with a processing-time timer due now, or with a
 // timer side inputs held back that is ready now (Task.Held), sorted: the
 // step advances them, so a processing-time timer fires on the wall clock
-// on a quiet input too (integration TestProcessingTimeTimerOnQuietInput).
+// on a quiet input too (integration TestProcessingTimeOnQuietInput/timer).
 // A side input error is logged and leaves the task to its next record,
 // whose Element returns it.
 func (h *Head) Wake() []int32 {
