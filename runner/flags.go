@@ -65,13 +65,23 @@ var (
 	// stage consumers: group.instance.id is the instance slot's identity,
 	// so a copy restarted in a killed one's slot (same --state_dir) gets
 	// its tasks back at once (measured 0.6-1.6 s) instead of after the
-	// dead member's session timeout. Default off: with librdkafka a static
-	// member whose session times out (its group coordinator's broker died,
-	// or the process starved for longer than --session_timeout) rejoins
-	// and is fenced by its own earlier membership, a fatal consumer error
-	// (librdkafka issue 3437); the 3-broker failover scenario
-	// (TestScenarioBrokerFailover) stopped every stage consumer so.
-	StaticMembership = flag.Bool("static_membership", false, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (librdkafka fences a static member whose session timed out: a broker failover stops it)")
+	// dead member's session timeout (6.1 s). Default off, for what it
+	// costs, both measured:
+	//   - a static member replaced while a cooperative rebalance is half
+	//     done takes over its predecessor's assignment as it stood, which
+	//     can be empty (the first, revoking round), and no rebalance
+	//     follows: partitions stay held by no member until the rebalance
+	//     timeout (max.poll.interval.ms, 300 s). make chaos with the seed
+	//     1796070440989778515 took 323.5 s so (the consumer groups logged
+	//     at 90 s: Stable, two members, partitions 0 and 1 of a stage
+	//     held by none), 63.6 s with dynamic members.
+	//   - librdkafka rejoins a static member whose session timed out (its
+	//     coordinator's broker died) and is fenced by its own earlier
+	//     membership, a fatal error (librdkafka issue 3437). The stage
+	//     restarts its clients and goes on (TestStaticMemberFencedRestarts,
+	//     and the 3-broker failover scenario passes exact with it), at the
+	//     cost of an abort and a restore.
+	StaticMembership = flag.Bool("static_membership", false, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
 	// WatermarkStuckThreshold is how long a stage's output watermark may
 	// stay where it is before the instance explains it as stuck: in its
 	// progress lines (a warning per stuck stage, with the chain of causes),
