@@ -519,6 +519,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
 		}
+		cfg.CommitRecords = commitMetricsRecords(MetricsTopic(pl.ApplicationID), s.Name, inst.ID, cfg.Head)
 		cfgs = append(cfgs, cfg)
 	}
 	tl.mark("stages and stores")
