@@ -14,6 +14,7 @@ import (
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // The metrics of the application, not of one instance.
@@ -37,7 +38,7 @@ import (
 // transaction, one URNStageCommit info with the transaction's counts
 // (commitMetricsRecords), which cmd/watermarkmgr's page sums
 // (watermarkmgr/service.AppCounts).
-func MetricsTopic(applicationID string) string { return applicationID + "-metrics" }
+func MetricsTopic(applicationID string) string { return service.MetricsTopic(applicationID) }
 
 // metricsRecord returns the metrics-topic record of one bundle of stage
 // stageName, or false if none of infos is aggregated (committedMetrics.add).
@@ -62,7 +63,7 @@ func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (sta
 // kafkastreams.v1.StageCommitMetrics: the counts of one committed
 // transaction of a stage (commitMetricsRecords). Beam's readers, and
 // committedMetrics, skip a URN they do not know.
-const URNStageCommit = "kafkastreams:metric:stage_commit:v1"
+const URNStageCommit = service.URNStageCommit
 
 // commitMetricsRecords is stage stageName's stage.Config.CommitRecords on
 // instance instance: one metrics-topic record per transaction, holding a

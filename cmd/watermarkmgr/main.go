@@ -50,10 +50,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	metricsTopic := ""
+	if *appID != "" {
+		metricsTopic = service.MetricsTopic(*appID) // the page's counts
+	}
 	srv, err := service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
-		HTTPAddr: *httpAddr,
-		GRPCAddr: *grpcAddr,
+		Consumer:     service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
+		HTTPAddr:     *httpAddr,
+		GRPCAddr:     *grpcAddr,
+		MetricsTopic: metricsTopic,
 	})
 	if err != nil {
 		slog.Error("watermarkmgr: cannot start", "err", err)
