@@ -81,7 +81,9 @@ func main() {
 
 // planRetry is how often watchPlan asks the plan topic again while it holds
 // no plan (the application has not started yet).
-const planRetry = 5 * time.Second
+// One second: the page draws no graph until then, and a job like make
+// run-stream's is half done in 5 s.
+const planRetry = time.Second
 
 // watchPlan reads the application's plan (the stage graph) from its plan
 // topic, asking again every planRetry until there is one, and gives it to

@@ -262,7 +262,7 @@ func StageGraphSVG(stages []PageStage) string {
 		}
 		head := s.Info.Head
 		if head == "" {
-			head = "?"
+			head = "plan not read yet"
 		}
 		if len(s.Info.KafkaSinks) > 0 {
 			head += " → " + strings.Join(s.Info.KafkaSinks, ", ")
