@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	fnpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/fnexecution_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +20,22 @@ import (
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
+
+// commitMetricsValue is a metrics-topic value for one committed
+// transaction of stage that read recordsIn records, as the runner writes
+// it (runner.commitMetricsRecords).
+func commitMetricsValue(t *testing.T, stage string, recordsIn uint64) []byte {
+	t.Helper()
+	payload, err := proto.Marshal(&pb.StageCommitMetrics{Stage: stage, Instance: "vm-1", RecordsIn: recordsIn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(&fnpb.ProcessBundleResponse{MonitoringInfos: []*pipepb.MonitoringInfo{{Urn: service.URNStageCommit, Payload: payload}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func reportValue(t *testing.T, stage string, p int32, wm int64, total int32) []byte {
 	t.Helper()
@@ -96,10 +114,15 @@ func TestWatermarkServiceOnRealBroker(t *testing.T) {
 	if err := kafkaenv.CreateTopics(ctx, b.BootstrapServers(), kafkaenv.TopicSpec{Name: topic, Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
+	metricsTopic := uniqueName(t, "metrics")
+	if err := kafkaenv.CreateTopics(ctx, b.BootstrapServers(), kafkaenv.TopicSpec{Name: metricsTopic, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: b.BootstrapServers(), Topic: topic},
-		HTTPAddr: "127.0.0.1:0",
-		GRPCAddr: "127.0.0.1:0",
+		Consumer:     service.ConsumerConfig{BootstrapServers: b.BootstrapServers(), Topic: topic},
+		HTTPAddr:     "127.0.0.1:0",
+		GRPCAddr:     "127.0.0.1:0",
+		MetricsTopic: metricsTopic,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +189,24 @@ func TestWatermarkServiceOnRealBroker(t *testing.T) {
 	got, err := cl.GetWatermarks(ctx, &pb.GetWatermarksRequest{Stage: "s1"})
 	if err != nil || got.Stages[0].WatermarkMillis != 800 {
 		t.Fatalf("GetWatermarks: %v, %v", got, err)
+	}
+
+	// The page's counts come from the metrics topic, read_committed: an
+	// aborted transaction's commit record never counts.
+	produceTxn(t, ctx, b.BootstrapServers(), metricsTopic, txn, false, commitMetricsValue(t, "s1", 1000))
+	produceTxn(t, ctx, b.BootstrapServers(), metricsTopic, txn, true, commitMetricsValue(t, "s1", 40), commitMetricsValue(t, "s1", 2))
+	var ps service.PageState
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ps = service.PageState{}
+		if getJSONErr("http://"+srv.HTTPAddr()+"/state", &ps) == nil && len(ps.Stages) == 1 && ps.Stages[0].App != nil && ps.Stages[0].App.Commits >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never counted s1's two committed transactions: %+v", ps)
+		}
+	}
+	if a := ps.Stages[0].App; a.RecordsIn != 42 || a.Commits != 2 {
+		t.Fatalf("s1 counts %+v, want 42 records in over 2 commits (the aborted 1000 must not count)", a)
 	}
 
 	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")

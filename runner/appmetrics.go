@@ -11,8 +11,10 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/protobuf/proto"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // The metrics of the application, not of one instance.
@@ -31,9 +33,12 @@ import (
 
 // MetricsTopic is application applicationID's metrics topic,
 // "<application_id>-metrics", one partition. Key: the stage name; value: a
-// Beam fnexecution_v1.ProcessBundleResponse holding only the bundle's
-// aggregated monitoring infos.
-func MetricsTopic(applicationID string) string { return applicationID + "-metrics" }
+// Beam fnexecution_v1.ProcessBundleResponse holding either a bundle's
+// aggregated monitoring infos (metricsRecord) or, once per committed
+// transaction, one URNStageCommit info with the transaction's counts
+// (commitMetricsRecords), which cmd/watermarkmgr's page sums
+// (watermarkmgr/service.AppCounts).
+func MetricsTopic(applicationID string) string { return service.MetricsTopic(applicationID) }
 
 // metricsRecord returns the metrics-topic record of one bundle of stage
 // stageName, or false if none of infos is aggregated (committedMetrics.add).
@@ -52,6 +57,53 @@ func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (sta
 		return stage.Record{}, false // cannot happen for well-formed infos
 	}
 	return stage.Record{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}, true
+}
+
+// URNStageCommit is the URN of the MonitoringInfo whose payload is a
+// kafkastreams.v1.StageCommitMetrics: the counts of one committed
+// transaction of a stage (commitMetricsRecords). Beam's readers, and
+// committedMetrics, skip a URN they do not know.
+const URNStageCommit = service.URNStageCommit
+
+// commitMetricsRecords is stage stageName's stage.Config.CommitRecords on
+// instance instance: one metrics-topic record per transaction, holding a
+// StageCommitMetrics (URNStageCommit) with the transaction's counts, the
+// late drops of a GroupByKey head (gbk.Head) and the state its tasks hold
+// (a GroupByKey head's panes, a stateful head's timers: userstate.Head).
+// It runs on the loop's goroutine, where the head's attempt state may be
+// read.
+func commitMetricsRecords(topic, stageName, instance string, head stage.Head) func(stage.TxnSummary) []stage.Record {
+	dropped, _ := head.(interface{ AttemptDropped() int64 })
+	windows, _ := head.(interface{ TaskWindowsHeld(int32) int64 })
+	timers, _ := head.(interface{ TaskTimers(int32) int64 })
+	return func(t stage.TxnSummary) []stage.Record {
+		m := &pb.StageCommitMetrics{Stage: stageName, Instance: instance, RecordsIn: t.RecordsIn, ElementsIn: t.ElementsIn,
+			ElementsOut: t.ElementsOut, Bundles: t.Bundles, Aborts: t.AbortsBefore}
+		if dropped != nil {
+			m.LateDropped = proto.Int64(dropped.AttemptDropped())
+		}
+		if windows != nil || timers != nil {
+			for _, p := range t.Tasks {
+				ts := &pb.TaskStateHeld{Partition: p}
+				if windows != nil {
+					ts.WindowsHeld = proto.Int64(windows.TaskWindowsHeld(p))
+				}
+				if timers != nil {
+					ts.TimersPending = proto.Int64(timers.TaskTimers(p))
+				}
+				m.Tasks = append(m.Tasks, ts)
+			}
+		}
+		payload, err := proto.Marshal(m)
+		if err != nil {
+			return nil // cannot happen for a well-formed message
+		}
+		v, err := proto.Marshal(&fnpb.ProcessBundleResponse{MonitoringInfos: []*pipepb.MonitoringInfo{{Urn: URNStageCommit, Payload: payload}}})
+		if err != nil {
+			return nil
+		}
+		return []stage.Record{{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}}
+	}
 }
 
 // readApplicationMetrics reads the metrics topic read_committed from its

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -61,16 +62,120 @@ func logProgress(log *slog.Logger, t *service.Tracker, pl *plan.Plan, loops map[
 	}
 }
 
-// logStuck logs a warning for every stuck stage among xs (its watermark has
-// not moved for --watermark_stuck_threshold; explain.Explanation.Stuck)
-// with the chain of causes in plain sentences, the same text as GET
-// /watermarks/explain and the page show.
-func logStuck(log *slog.Logger, xs []explain.Explanation) {
+// stuckReminder is the longest the progress log stays silent about a stage
+// that stays stuck for the same root cause (stuckLog).
+const stuckReminder = 10 * time.Minute
+
+// stuckLine is one line stuckLog.Next decides to log.
+type stuckLine struct {
+	// Kind is what happened: stuckBecame, stuckCauseChanged,
+	// stuckReminded or stuckEnded.
+	Kind stuckKind
+	// X is the stage's explanation now.
+	X explain.Explanation
+	// Unmoved is how long the watermark had not moved: for stuckEnded,
+	// from its last move before it got stuck to the first look at which
+	// it was no longer stuck.
+	Unmoved time.Duration
+}
+
+type stuckKind string
+
+const (
+	stuckBecame       stuckKind = "became stuck"
+	stuckCauseChanged stuckKind = "root cause changed"
+	stuckReminded     stuckKind = "still stuck"
+	stuckEnded        stuckKind = "no longer stuck"
+)
+
+// stuckLog decides which stuck warnings the progress log writes, so that a
+// stuck (or all-idle) pipeline does not repeat the same warning every
+// progress tick: per stage, a warning when it becomes stuck, again when
+// its explanation's root cause (Cause, RootStage, Partition) changes, a
+// reminder when stuckReminder has passed since the last one, and an Info
+// line once it is no longer stuck (its watermark moved, or it is done).
+// Pure: time comes in as Next's now. Not safe for concurrent use (the
+// progress callback is called from one goroutine).
+type stuckLog struct {
+	stages map[string]*stuckStage
+}
+
+type stuckStage struct {
+	// root identifies the root cause last logged; saidAt is when a line
+	// was last logged; movedAt is when the watermark last moved before
+	// the stage got stuck (now - UnmovedMs at the first look).
+	root            string
+	saidAt, movedAt time.Time
+}
+
+// stuckRoot identifies an explanation's root cause: a change of any part
+// is news to the reader of the log.
+func stuckRoot(x explain.Explanation) string {
+	p := "-"
+	if x.Partition != nil {
+		p = fmt.Sprint(*x.Partition)
+	}
+	return fmt.Sprintf("%s/%s/%s", x.Cause, x.RootStage, p)
+}
+
+// Next takes every stage's explanation at now and returns the lines to
+// log, in xs's order, then the stuck stages xs no longer names, by name.
+func (l *stuckLog) Next(xs []explain.Explanation, now time.Time) []stuckLine {
+	if l.stages == nil {
+		l.stages = map[string]*stuckStage{}
+	}
+	var out []stuckLine
+	seen := map[string]bool{}
 	for _, x := range xs {
-		if !x.Stuck {
+		seen[x.Stage] = true
+		st := l.stages[x.Stage]
+		unmoved := time.Duration(x.UnmovedMs) * time.Millisecond
+		switch {
+		case !x.Stuck && st != nil:
+			out = append(out, stuckLine{Kind: stuckEnded, X: x, Unmoved: now.Sub(st.movedAt)})
+			delete(l.stages, x.Stage)
+		case !x.Stuck:
+		case st == nil:
+			l.stages[x.Stage] = &stuckStage{root: stuckRoot(x), saidAt: now, movedAt: now.Add(-unmoved)}
+			out = append(out, stuckLine{Kind: stuckBecame, X: x, Unmoved: unmoved})
+		case stuckRoot(x) != st.root:
+			st.root, st.saidAt = stuckRoot(x), now
+			out = append(out, stuckLine{Kind: stuckCauseChanged, X: x, Unmoved: unmoved})
+		case now.Sub(st.saidAt) >= stuckReminder:
+			st.saidAt = now
+			out = append(out, stuckLine{Kind: stuckReminded, X: x, Unmoved: unmoved})
+		}
+	}
+	var gone []string
+	for name := range l.stages {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	sort.Strings(gone)
+	for _, name := range gone {
+		out = append(out, stuckLine{Kind: stuckEnded, X: explain.Explanation{Stage: name}, Unmoved: now.Sub(l.stages[name].movedAt)})
+		delete(l.stages, name)
+	}
+	return out
+}
+
+// logStuck logs the lines of sl.Next for the explanations xs at now: a
+// warning for a stage that became stuck (its watermark has not moved for
+// --watermark_stuck_threshold; explain.Explanation.Stuck), whose root
+// cause changed, or still stuck after stuckReminder, with the chain of
+// causes in plain sentences (the same text as GET /watermarks/explain and
+// the page show); an Info line "no longer stuck" after=D (how long the
+// watermark stood still) when it moves again.
+func logStuck(log *slog.Logger, sl *stuckLog, xs []explain.Explanation, now time.Time) {
+	for _, ln := range sl.Next(xs, now) {
+		x := ln.X
+		unmoved := ln.Unmoved.Round(time.Second).String()
+		if ln.Kind == stuckEnded {
+			log.Info("kafkastreams: watermark no longer stuck", "stage", x.Stage, "after", unmoved)
 			continue
 		}
-		attrs := []any{"stage", x.Stage, "unmoved", (time.Duration(x.UnmovedMs) * time.Millisecond).Round(time.Second).String(), "cause", string(x.Cause), "why", x.Text}
+		attrs := []any{"stage", x.Stage, "event", string(ln.Kind), "unmoved", unmoved, "cause", string(x.Cause), "why", x.Text}
 		if x.Partition != nil {
 			attrs = append(attrs, "root_stage", x.RootStage, "partition", *x.Partition)
 		}

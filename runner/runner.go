@@ -519,6 +519,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
 		}
+		cfg.CommitRecords = commitMetricsRecords(MetricsTopic(pl.ApplicationID), s.Name, inst.ID, cfg.Head)
 		cfgs = append(cfgs, cfg)
 	}
 	tl.mark("stages and stores")
@@ -616,9 +617,10 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			}
 		}()
 	}
+	var stuck stuckLog
 	err = waitDone(ctx, log, wm.Tracker, pl, errc, h, func(running time.Duration) {
 		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
-		logStuck(log, service.Explain(wm.Tracker, wm.Info()))
+		logStuck(log, &stuck, service.Explain(wm.Tracker, wm.Info()), wm.Tracker.Now())
 	})
 	cancel()
 	wg.Wait()

@@ -118,6 +118,27 @@ type Config struct {
 	// Observer is told of commits, aborts and rebalances (metrics); its
 	// nil fields are skipped.
 	Observer Observer
+	// CommitRecords, if set, returns records to add to every transaction
+	// the loop commits, after the step's records (the runner's: the
+	// transaction's counts for the application's metrics topic). It is
+	// called on the loop's goroutine once the step has decided the attempt
+	// (the head's state is the attempt's) and before the transaction
+	// begins; the records are aborted with the attempt.
+	CommitRecords func(TxnSummary) []Record
+}
+
+// TxnSummary is what one transaction about to commit holds, for
+// Config.CommitRecords.
+type TxnSummary struct {
+	// RecordsIn, ElementsIn, ElementsOut and Bundles are the transaction's
+	// (Stats' fields of one commit).
+	RecordsIn, ElementsIn, ElementsOut, Bundles uint64
+	// AbortsBefore counts the attempts this loop aborted since its previous
+	// committed transaction (or its start).
+	AbortsBefore uint64
+	// Tasks are the tasks (input partitions) the transaction holds work
+	// or offsets of, ascending.
+	Tasks []int32
 }
 
 // Sentinel errors.
@@ -191,6 +212,9 @@ type Loop struct {
 	aligned map[int32]bool
 	// status is what Tasks returns: written here, read by any goroutine.
 	status taskStatuses
+	// abortsUncommitted counts the attempts aborted since the last commit
+	// (TxnSummary.AbortsBefore).
+	abortsUncommitted uint64
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
@@ -689,6 +713,7 @@ func (l *Loop) run(ctx context.Context) error {
 		default:
 			attempts++
 			l.stats.aborts.Add(1)
+			l.abortsUncommitted++
 			if f := l.cfg.Observer.Aborted; f != nil {
 				f()
 			}
@@ -874,6 +899,14 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 			return nil, err
 		}
 	}
+	if f := l.cfg.CommitRecords; f != nil {
+		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: sortedInt32Keys(touched)})
+		for i := range extra {
+			if err := l.produceRecord(&extra[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := l.head.Prepare(l.produce); err != nil {
 		return nil, fmt.Errorf("stage %s: head: %w", l.cfg.Spec.Name, err)
 	}
@@ -902,6 +935,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, fmt.Errorf("%w: stage %s: head state after commit: %w", ErrLocalState, l.cfg.Spec.Name, err)
 	}
 	l.stats.commits.Add(1)
+	l.abortsUncommitted = 0
 	end := time.Now()
 	for p := range touched {
 		if l.tasks[p] != nil {

@@ -8,6 +8,7 @@
 // /watermarks/explain (why each stage's watermark is where it is; stuck after
 // --watermark_stuck_threshold, default 1m), GET /healthz, GET /metrics, and
 // the live page at / (the stage graph from the application's plan topic,
-// read once it exists). gRPC (default 127.0.0.1:8090):
+// read once it exists; each stage's counts, summed over every instance's
+// committed transactions, from its metrics topic <application_id>-metrics). gRPC (default 127.0.0.1:8090):
 // kafkastreams.v1.WatermarkService.
 package main

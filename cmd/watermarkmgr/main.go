@@ -50,10 +50,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	metricsTopic := ""
+	if *appID != "" {
+		metricsTopic = service.MetricsTopic(*appID) // the page's counts
+	}
 	srv, err := service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
-		HTTPAddr: *httpAddr,
-		GRPCAddr: *grpcAddr,
+		Consumer:     service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
+		HTTPAddr:     *httpAddr,
+		GRPCAddr:     *grpcAddr,
+		MetricsTopic: metricsTopic,
 	})
 	if err != nil {
 		slog.Error("watermarkmgr: cannot start", "err", err)
@@ -76,7 +81,9 @@ func main() {
 
 // planRetry is how often watchPlan asks the plan topic again while it holds
 // no plan (the application has not started yet).
-const planRetry = 5 * time.Second
+// One second: the page draws no graph until then, and a job like make
+// run-stream's is half done in 5 s.
+const planRetry = time.Second
 
 // watchPlan reads the application's plan (the stage graph) from its plan
 // topic, asking again every planRetry until there is one, and gives it to

@@ -269,6 +269,24 @@ func (h *Head) Committed() error {
 // GroupByKey stage holds, for the live page. Safe from any goroutine.
 func (h *Head) WindowsHeld() int64 { return h.windowsHeld.Load() }
 
+// AttemptDropped is the number of expired values the current attempt
+// dropped so far (Dropped adds it once the attempt commits). Must be
+// called on the loop's goroutine (stage.Config.CommitRecords).
+func (h *Head) AttemptDropped() int64 { return h.droppedAttempt }
+
+// TaskWindowsHeld is the number of open (key, window) panes task p holds
+// in the current attempt's state (0 for a task not assigned here). Must be
+// called on the loop's goroutine (stage.Config.CommitRecords).
+func (h *Head) TaskWindowsHeld(p int32) int64 {
+	var n int64
+	if c := h.cores[p]; c != nil {
+		for _, ws := range c.windows {
+			n += int64(len(ws.entries))
+		}
+	}
+	return n
+}
+
 // publishWindows stores the windows the cores hold for WindowsHeld.
 func (h *Head) publishWindows() {
 	var n int64

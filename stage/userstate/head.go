@@ -416,6 +416,18 @@ func (h *Head) PendingTimers() int64 {
 	return n
 }
 
+// TaskTimers is the number of timers task p has set and not fired or
+// cleared, in the current attempt's state (0 for a task not assigned
+// here). Safe from any goroutine.
+func (h *Head) TaskTimers(p int32) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.mu.tasks[p]; t != nil {
+		return int64(t.Timers())
+	}
+	return 0
+}
+
 // Aborted drops the attempt's changes of tasks ps and reloads their timers
 // from the committed store.
 func (h *Head) Aborted(ps []int32) error {

@@ -28,6 +28,10 @@ type Info struct {
 	// Local returns, per stage name, what this instance knows of its tasks
 	// of the stage; nil in cmd/watermarkmgr. Called on every request.
 	Local func() map[string]LocalStage
+	// App returns, per stage name, the application's counts (AppStage,
+	// from its metrics topic); nil on an instance's page. Called on every
+	// request. Server sets it when it reads Config.MetricsTopic.
+	App func() map[string]AppStage
 	// StuckAfter is how long a watermark must not have moved for its stage
 	// to be explained as stuck; 0 means DefaultStuckAfter.
 	StuckAfter time.Duration

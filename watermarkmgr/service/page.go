@@ -45,6 +45,10 @@ type PageStage struct {
 	Explanation    explain.Explanation `json:"explanation"`
 	// Local is this instance's share of the stage; nil in cmd/watermarkmgr.
 	Local *LocalStage `json:"local"`
+	// App is the application's counts of the stage (every instance's
+	// committed transactions, from the metrics topic); nil on an
+	// instance's page and before the stage's first counted commit.
+	App *AppStage `json:"app"`
 	// History are [wall-clock ms, watermark ms] points of the last
 	// PageHistory, oldest first; a watermark at an end of Beam's range is
 	// sent as null.
@@ -52,9 +56,10 @@ type PageStage struct {
 }
 
 // BuildPageState assembles the page from the tracker's views, the graph,
-// the local tasks and the explanations, at now. Pure: the HTTP handler
-// reads the tracker and the clock.
-func BuildPageState(views []StageView, info Info, local map[string]LocalStage, since, now time.Time) PageState {
+// the local tasks, the application's counts (app, by stage name; may be
+// nil) and the explanations, at now. Pure: the HTTP handler reads the
+// tracker, the counts and the clock.
+func BuildPageState(views []StageView, info Info, local map[string]LocalStage, app map[string]AppStage, since, now time.Time) PageState {
 	in := ExplainInput(views, info, local, since, now)
 	xs := explain.Explain(in)
 	byName := map[string]StageView{}
@@ -99,6 +104,9 @@ func BuildPageState(views []StageView, info Info, local map[string]LocalStage, s
 		}
 		if l, ok := local[st.Name]; ok {
 			pg.Local = &l
+		}
+		if a, ok := app[st.Name]; ok {
+			pg.App = &a
 		}
 		ps.Stages = append(ps.Stages, pg)
 	}
@@ -254,7 +262,7 @@ func StageGraphSVG(stages []PageStage) string {
 		}
 		head := s.Info.Head
 		if head == "" {
-			head = "?"
+			head = "plan not read yet"
 		}
 		if len(s.Info.KafkaSinks) > 0 {
 			head += " → " + strings.Join(s.Info.KafkaSinks, ", ")

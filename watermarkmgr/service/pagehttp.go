@@ -15,14 +15,19 @@ import (
 //go:embed page
 var pageFS embed.FS
 
-// pageState reads the tracker, the info and the clock into a PageState.
+// pageState reads the tracker, the info (its local and application
+// counts) and the clock into a PageState.
 func pageState(t *Tracker, info func() Info) PageState {
 	i := info()
 	var local map[string]LocalStage
 	if i.Local != nil {
 		local = i.Local()
 	}
-	return BuildPageState(t.Stages(), i, local, t.Started(), t.Now())
+	var app map[string]AppStage
+	if i.App != nil {
+		app = i.App()
+	}
+	return BuildPageState(t.Stages(), i, local, app, t.Started(), t.Now())
 }
 
 // registerPage serves GET / (the page), its assets, GET /state and GET

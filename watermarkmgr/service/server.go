@@ -26,6 +26,12 @@ type Config struct {
 	HTTPAddr string
 	// GRPCAddr is where kafkastreams.v1.WatermarkService listens; empty disables gRPC.
 	GRPCAddr string
+	// MetricsTopic, if set, is the application's metrics topic
+	// (MetricsTopic), read read_committed with the Consumer's brokers and
+	// properties into Server.Counts: the page then shows the application's
+	// counts per stage (cmd/watermarkmgr). Empty: not read (an instance
+	// shows its own counts, Info.Local).
+	MetricsTopic string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -35,6 +41,9 @@ type Config struct {
 type Server struct {
 	Tracker  *Tracker
 	Consumer *Consumer
+	// Counts are the application's counts from Config.MetricsTopic; nil
+	// without one.
+	Counts *AppCounts
 	// Registry is what GET /metrics serves; an embedding process registers
 	// its own collectors on it (the runner: late elements dropped per stage).
 	Registry *prometheus.Registry
@@ -56,6 +65,16 @@ func (s *Server) SetInfo(i Info) { s.info.set(i) }
 // Info returns what SetInfo last set.
 func (s *Server) Info() Info { return s.info.get() }
 
+// infoWithCounts is Info with App set to the metrics topic's counts when
+// the server reads them and SetInfo did not set App.
+func (s *Server) infoWithCounts() Info {
+	i := s.info.get()
+	if i.App == nil && s.Counts != nil {
+		i.App = s.Counts.Stages
+	}
+	return i
+}
+
 // Start opens the listeners and starts reading the report topic. It returns
 // an error naming the address if a listener cannot be opened (e.g. the port
 // is in use). Stop releases everything.
@@ -65,6 +84,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg.Consumer.Logger = cfg.Logger
 	s := &Server{Tracker: NewTracker(nil), Registry: prometheus.NewRegistry()}
+	if cfg.MetricsTopic != "" {
+		s.Counts = NewAppCounts()
+	}
 	c, err := NewConsumer(cfg.Consumer, s.Tracker)
 	if err != nil {
 		return nil, err
@@ -81,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				Name: "kafkastreams_watermark_undecodable_records_total",
 				Help: "Records on the report topic that did not decode as a WatermarkReport and were skipped.",
 			}, func() float64 { return float64(c.Undecodable()) }))
-		s.httpSrv = &http.Server{Handler: NewHTTPHandlerWith(s.Tracker, c.Health, reg, s.info.get), ReadHeaderTimeout: 10 * time.Second}
+		s.httpSrv = &http.Server{Handler: NewHTTPHandlerWith(s.Tracker, c.Health, reg, s.infoWithCounts), ReadHeaderTimeout: 10 * time.Second}
 	}
 	if cfg.GRPCAddr != "" {
 		if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -100,6 +122,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer s.wg.Done()
 		s.runErr = c.Run(ctx)
 	}()
+	if cfg.MetricsTopic != "" {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := readMetrics(ctx, cfg.Logger, cfg.Consumer.BootstrapServers, cfg.Consumer.Properties, cfg.MetricsTopic, s.Counts); err != nil {
+				cfg.Logger.Error("watermarkmgr: stopped reading the metrics topic; the page shows no counts", "err", err)
+			}
+		}()
+	}
 	if s.httpSrv != nil {
 		go func() {
 			if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {

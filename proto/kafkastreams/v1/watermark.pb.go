@@ -719,6 +719,200 @@ func (x *TaskCheckpoint) GetOutputWatermarkMillis() int64 {
 	return 0
 }
 
+// StageCommitMetrics is what one committed transaction of one stage's loop
+// did, for the application's metrics topic ("<application_id>-metrics", see
+// runner.MetricsTopic): the payload of a Beam MonitoringInfo whose urn is
+// "kafkastreams:metric:stage_commit:v1", in the topic's
+// fnexecution_v1.ProcessBundleResponse value, written in the transaction it
+// describes. A read_committed reader sums them into the application's
+// counts (cmd/watermarkmgr's page); readers that only know Beam's URNs skip
+// the info. Every transaction the loop commits writes one, so the number of
+// them is the stage's commits.
+type StageCommitMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stage is the plan's stage name; instance the runner instance that
+	// committed (its --state_dir slot id).
+	Stage    string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	Instance string `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	// records_in, elements_in, elements_out and bundles are the
+	// transaction's (stage.Stats' fields of one commit).
+	RecordsIn   uint64 `protobuf:"varint,3,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	ElementsIn  uint64 `protobuf:"varint,4,opt,name=elements_in,json=elementsIn,proto3" json:"elements_in,omitempty"`
+	ElementsOut uint64 `protobuf:"varint,5,opt,name=elements_out,json=elementsOut,proto3" json:"elements_out,omitempty"`
+	Bundles     uint64 `protobuf:"varint,6,opt,name=bundles,proto3" json:"bundles,omitempty"`
+	// aborts counts the attempts the loop aborted since its previous
+	// committed transaction (an instance that dies loses its uncounted ones).
+	Aborts uint64 `protobuf:"varint,7,opt,name=aborts,proto3" json:"aborts,omitempty"`
+	// late_dropped is set by a GroupByKey stage: the values the transaction
+	// dropped as too late (behind the watermark by more than the allowed
+	// lateness).
+	LateDropped *int64 `protobuf:"varint,8,opt,name=late_dropped,json=lateDropped,proto3,oneof" json:"late_dropped,omitempty"`
+	// tasks are the state the transaction's tasks hold once it committed:
+	// a gauge per task, the latest one of a task wins.
+	Tasks         []*TaskStateHeld `protobuf:"bytes,9,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageCommitMetrics) Reset() {
+	*x = StageCommitMetrics{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageCommitMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageCommitMetrics) ProtoMessage() {}
+
+func (x *StageCommitMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageCommitMetrics.ProtoReflect.Descriptor instead.
+func (*StageCommitMetrics) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StageCommitMetrics) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *StageCommitMetrics) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *StageCommitMetrics) GetRecordsIn() uint64 {
+	if x != nil {
+		return x.RecordsIn
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetElementsIn() uint64 {
+	if x != nil {
+		return x.ElementsIn
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetElementsOut() uint64 {
+	if x != nil {
+		return x.ElementsOut
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetBundles() uint64 {
+	if x != nil {
+		return x.Bundles
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetAborts() uint64 {
+	if x != nil {
+		return x.Aborts
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetLateDropped() int64 {
+	if x != nil && x.LateDropped != nil {
+		return *x.LateDropped
+	}
+	return 0
+}
+
+func (x *StageCommitMetrics) GetTasks() []*TaskStateHeld {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// TaskStateHeld is the state one task holds after a committed transaction.
+type TaskStateHeld struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// partition is the task's input partition.
+	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// windows_held is set by a GroupByKey stage: the (key, window) panes the
+	// task holds open.
+	WindowsHeld *int64 `protobuf:"varint,2,opt,name=windows_held,json=windowsHeld,proto3,oneof" json:"windows_held,omitempty"`
+	// timers_pending is set by a stateful stage: the timers the task has set
+	// and not fired or cleared.
+	TimersPending *int64 `protobuf:"varint,3,opt,name=timers_pending,json=timersPending,proto3,oneof" json:"timers_pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStateHeld) Reset() {
+	*x = TaskStateHeld{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStateHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStateHeld) ProtoMessage() {}
+
+func (x *TaskStateHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStateHeld.ProtoReflect.Descriptor instead.
+func (*TaskStateHeld) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TaskStateHeld) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TaskStateHeld) GetWindowsHeld() int64 {
+	if x != nil && x.WindowsHeld != nil {
+		return *x.WindowsHeld
+	}
+	return 0
+}
+
+func (x *TaskStateHeld) GetTimersPending() int64 {
+	if x != nil && x.TimersPending != nil {
+		return *x.TimersPending
+	}
+	return 0
+}
+
 var File_kafkastreams_v1_watermark_proto protoreflect.FileDescriptor
 
 const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
@@ -771,7 +965,26 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\aminimum\x18\x05 \x01(\bR\aminimum\"\x84\x01\n" +
 	"\x0eTaskCheckpoint\x12:\n" +
 	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\x126\n" +
-	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis2\xd1\x01\n" +
+	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\"\xca\x02\n" +
+	"\x12StageCommitMetrics\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1a\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1d\n" +
+	"\n" +
+	"records_in\x18\x03 \x01(\x04R\trecordsIn\x12\x1f\n" +
+	"\velements_in\x18\x04 \x01(\x04R\n" +
+	"elementsIn\x12!\n" +
+	"\felements_out\x18\x05 \x01(\x04R\velementsOut\x12\x18\n" +
+	"\abundles\x18\x06 \x01(\x04R\abundles\x12\x16\n" +
+	"\x06aborts\x18\a \x01(\x04R\x06aborts\x12&\n" +
+	"\flate_dropped\x18\b \x01(\x03H\x00R\vlateDropped\x88\x01\x01\x124\n" +
+	"\x05tasks\x18\t \x03(\v2\x1e.kafkastreams.v1.TaskStateHeldR\x05tasksB\x0f\n" +
+	"\r_late_dropped\"\xa5\x01\n" +
+	"\rTaskStateHeld\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
+	"\fwindows_held\x18\x02 \x01(\x03H\x00R\vwindowsHeld\x88\x01\x01\x12*\n" +
+	"\x0etimers_pending\x18\x03 \x01(\x03H\x01R\rtimersPending\x88\x01\x01B\x0f\n" +
+	"\r_windows_heldB\x11\n" +
+	"\x0f_timers_pending2\xd1\x01\n" +
 	"\x10WatermarkService\x12^\n" +
 	"\rGetWatermarks\x12%.kafkastreams.v1.GetWatermarksRequest\x1a&.kafkastreams.v1.GetWatermarksResponse\x12]\n" +
 	"\x0fWatchWatermarks\x12'.kafkastreams.v1.WatchWatermarksRequest\x1a\x1f.kafkastreams.v1.StageWatermark0\x01BKZIgithub.com/kafkastreams/kafkastreams/proto/kafkastreams/v1;kafkastreamsv1b\x06proto3"
@@ -788,7 +1001,7 @@ func file_kafkastreams_v1_watermark_proto_rawDescGZIP() []byte {
 	return file_kafkastreams_v1_watermark_proto_rawDescData
 }
 
-var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatermarkReport)(nil),        // 0: kafkastreams.v1.WatermarkReport
 	(*SourcePartition)(nil),        // 1: kafkastreams.v1.SourcePartition
@@ -799,22 +1012,25 @@ var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*StageWatermark)(nil),         // 6: kafkastreams.v1.StageWatermark
 	(*PartitionWatermark)(nil),     // 7: kafkastreams.v1.PartitionWatermark
 	(*TaskCheckpoint)(nil),         // 8: kafkastreams.v1.TaskCheckpoint
+	(*StageCommitMetrics)(nil),     // 9: kafkastreams.v1.StageCommitMetrics
+	(*TaskStateHeld)(nil),          // 10: kafkastreams.v1.TaskStateHeld
 }
 var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
-	1, // 0: kafkastreams.v1.WatermarkReport.source:type_name -> kafkastreams.v1.SourcePartition
-	0, // 1: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
-	6, // 2: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
-	7, // 3: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
-	0, // 4: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
-	3, // 5: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	5, // 6: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	4, // 7: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	6, // 8: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1,  // 0: kafkastreams.v1.WatermarkReport.source:type_name -> kafkastreams.v1.SourcePartition
+	0,  // 1: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
+	6,  // 2: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
+	7,  // 3: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
+	0,  // 4: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
+	10, // 5: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
+	3,  // 6: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	5,  // 7: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	4,  // 8: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	6,  // 9: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	8,  // [8:10] is the sub-list for method output_type
+	6,  // [6:8] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -827,13 +1043,15 @@ func file_kafkastreams_v1_watermark_proto_init() {
 		(*Envelope_Element)(nil),
 		(*Envelope_Report)(nil),
 	}
+	file_kafkastreams_v1_watermark_proto_msgTypes[9].OneofWrappers = []any{}
+	file_kafkastreams_v1_watermark_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kafkastreams_v1_watermark_proto_rawDesc), len(file_kafkastreams_v1_watermark_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

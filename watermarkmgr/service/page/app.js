@@ -40,14 +40,21 @@ function state(st) {
   return "moving";
 }
 
+// counts are a stage's counts: this instance's share on an instance's
+// page, the application's (every instance, from its metrics topic) on
+// cmd/watermarkmgr's.
+const counts = (st) => st.local || st.app;
+
 function rate(name, field, st) {
-  if (recent.length === 0 || !st.local) return null;
+  const c = counts(st);
+  if (recent.length === 0 || !c) return null;
   const old = recent[0];
   const p = old.stages.find((s) => s.info.name === name);
-  if (!p || !p.local) return null;
+  const pc = p && counts(p);
+  if (!pc) return null;
   const dt = (cur.nowMs - old.nowMs) / 1000;
   if (dt < 0.9) return null;
-  return Math.max(0, (st.local[field] - p.local[field]) / dt);
+  return Math.max(0, (c[field] - pc[field]) / dt);
 }
 let cur = null;
 
@@ -122,7 +129,7 @@ function render(s) {
   $("stuck-list").innerHTML = stuck.map((st) => `<li data-stage="${esc(st.info.name)}"><b>${esc(st.info.name)}</b>: <span class="chain">${esc(st.explanation.text)}</span></li>`).join("");
   let html = "";
   for (const st of s.stages) {
-    const w = st.watermark, cls = state(st), l = st.local;
+    const w = st.watermark, cls = state(st), l = counts(st);
     const figs = [];
     if (w) {
       figs.push(`watermark <b class="wm">${esc(w.state === "running" ? w.globalIso : w.state)}</b>`);
@@ -137,10 +144,14 @@ function render(s) {
       if (l.lateDropped >= 0) figs.push(`late dropped <b>${l.lateDropped}</b>`);
       if (l.windowsHeld >= 0) figs.push(`state held <b>${l.windowsHeld} ${l.windowsHeld === 1 ? "pane" : "panes"}</b> (key, window)`);
       if (l.timersPending >= 0) figs.push(`state held <b>${l.timersPending} ${l.timersPending === 1 ? "timer" : "timers"}</b>`);
-      const here = (l.tasks || []).map((t) => t.partition);
-      figs.push(`assigned here <b>${here.length === 0 ? "no task" : (here.length === 1 ? "task " : "tasks ") + here.join(", ")}</b>`);
-    } else {
-      figs.push(`counts: on an instance's page only`);
+      if (st.local) {
+        const here = (l.tasks || []).map((t) => t.partition);
+        figs.push(`assigned here <b>${here.length === 0 ? "no task" : (here.length === 1 ? "task " : "tasks ") + here.join(", ")}</b>`);
+      } else {
+        figs.push(`counted over <b>${plural((l.instances || []).length, "instance")}</b>`);
+      }
+    } else if (!s.instance) {
+      figs.push(`counts: no committed transaction counted yet`);
     }
     const tr = st.info.transforms || [];
     html += `<div class="stage" data-stage="${esc(st.info.name)}">` +
