@@ -210,6 +210,16 @@ type InternalInput struct{}
 // upstreams (Step computes that).
 func (InternalInput) Idle(int32) bool { return false }
 
+// Reachability is implemented by heads whose idleness depends on whether
+// their partitions can be fetched (the Kafka source: a partition whose
+// leader is gone is not quiet, it is unreachable, and must not idle out).
+// The loop calls SetReachable for each assigned task at every statistics
+// event of its consumer (StatsInterval), with PartitionsReachable's answer;
+// a partition the statistics do not list is not reported.
+type Reachability interface {
+	SetReachable(p int32, reachable bool)
+}
+
 // ReachedEnd implements Head: an internal topic has no end to reach.
 func (InternalInput) ReachedEnd(int32, int64) {}
 

@@ -811,6 +811,15 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 			l.log.Warn("stage: consumer error", "err", e)
 		case *kafka.Stats:
+			if r, ok := l.head.(Reachability); ok {
+				if up, err := PartitionsReachable(e.String(), l.cfg.Spec.InputTopic); err == nil {
+					for p, ok := range up {
+						if l.tasks[p] != nil {
+							r.SetReachable(p, ok)
+						}
+					}
+				}
+			}
 			if lag, err := ConsumerLag(e.String(), l.cfg.Spec.InputTopic); err == nil {
 				for p, n := range lag {
 					if l.tasks[p] != nil {

@@ -106,6 +106,45 @@ func (s *taskStatuses) snapshot() []TaskStatus {
 	return out
 }
 
+// PartitionsReachable reads librdkafka's statistics JSON (its STATISTICS.md)
+// and says, per partition of topic the document lists, whether the consumer
+// can fetch it: the partition has a leader (leader >= 0) and the consumer's
+// connection to that broker is up (the broker whose nodeid is the leader
+// has state "UP"). A partition whose leader died, is being elected, or
+// cannot be reached is false. The internal partition -1 is left out; a
+// document that does not parse is an error.
+func PartitionsReachable(statsJSON, topic string) (map[int32]bool, error) {
+	var doc struct {
+		Brokers map[string]struct {
+			NodeID int32  `json:"nodeid"`
+			State  string `json:"state"`
+		} `json:"brokers"`
+		Topics map[string]struct {
+			Partitions map[string]struct {
+				Leader int32 `json:"leader"`
+			} `json:"partitions"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal([]byte(statsJSON), &doc); err != nil {
+		return nil, err
+	}
+	up := map[int32]bool{}
+	for _, b := range doc.Brokers {
+		if b.State == "UP" && b.NodeID >= 0 {
+			up[b.NodeID] = true
+		}
+	}
+	out := map[int32]bool{}
+	for key, p := range doc.Topics[topic].Partitions {
+		n, err := strconv.Atoi(key)
+		if err != nil || n < 0 {
+			continue
+		}
+		out[int32(n)] = p.Leader >= 0 && up[p.Leader]
+	}
+	return out, nil
+}
+
 // ConsumerLag reads librdkafka's statistics JSON (the statistics.interval.ms
 // event; its STATISTICS.md) and returns, per partition of topic, the records
 // not read yet: ls_offset (the last stable offset; hi_offset if it is

@@ -1,6 +1,9 @@
 package stage
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // ConsumerLag reads librdkafka's statistics (STATISTICS.md): per partition
 // of the topic, consumer_lag; the internal partition -1 and unknown lags
@@ -22,6 +25,34 @@ func TestConsumerLag(t *testing.T) {
 		t.Errorf("got %v, want map[0:12 1:0]", got)
 	}
 	if _, err := ConsumerLag("{not json", "in"); err == nil {
+		t.Error("a document that does not parse: want an error")
+	}
+}
+
+func TestPartitionsReachable(t *testing.T) {
+	doc := `{"name":"c#consumer-1","type":"consumer",
+	  "brokers":{
+	    "127.0.0.1:9092/1":{"name":"127.0.0.1:9092/1","nodeid":1,"state":"DOWN"},
+	    "127.0.0.1:9093/2":{"name":"127.0.0.1:9093/2","nodeid":2,"state":"UP"},
+	    "127.0.0.1:9094/3":{"name":"127.0.0.1:9094/3","nodeid":3,"state":"CONNECT"},
+	    "GroupCoordinator":{"name":"GroupCoordinator","nodeid":-1,"state":"UP"}},
+	  "topics":{"in":{"topic":"in","partitions":{
+	    "0":{"partition":0,"leader":1},
+	    "1":{"partition":1,"leader":2},
+	    "2":{"partition":2,"leader":-1},
+	    "3":{"partition":3,"leader":3},
+	    "4":{"partition":4,"leader":7},
+	    "-1":{"partition":-1,"leader":-1}}},
+	  "other":{"topic":"other","partitions":{"5":{"partition":5,"leader":2}}}}}`
+	got, err := PartitionsReachable(doc, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]bool{0: false, 1: true, 2: false, 3: false, 4: false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v (only a partition whose leader's broker is UP)", got, want)
+	}
+	if _, err := PartitionsReachable("{not json", "in"); err == nil {
 		t.Error("a document that does not parse: want an error")
 	}
 }

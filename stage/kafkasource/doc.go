@@ -74,7 +74,11 @@
 //     The Head (head.go) adds what the pure Partition cannot see: it
 //     reports a partition idle only once its consumer has reached the
 //     partition's end after its latest record, so a partition with a
-//     backlog never leaves the minimum.
+//     backlog never leaves the minimum, and never while the consumer cannot
+//     fetch it (its leader is gone: stage.Reachability, from the
+//     consumer's statistics); once it can again, its idleness clock starts
+//     afresh. A broker failover is not a quiet partition: the records its
+//     producers hold back meanwhile come later with their event times.
 //  3. Alignment: the group minimum is the min over the members that have
 //     had a record and are not idle; a member is held iff its watermark is
 //     more than its MaxDrift ahead of that minimum. With no member counting,

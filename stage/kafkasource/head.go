@@ -116,6 +116,9 @@ type Head struct {
 		// drained: the application is draining (Drain): every partition is
 		// done, as a bounded read's at its end.
 		drained bool
+		// unreachable are the partitions the consumer cannot fetch (their
+		// leader is gone: SetReachable): never idle.
+		unreachable map[int32]bool
 	}
 	futureLogged bool
 	// bad are the records of the current attempt Timestamp failed on, in
@@ -170,6 +173,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
+	h.mu.unreachable = map[int32]bool{}
 	return h, nil
 }
 
@@ -202,6 +206,7 @@ func (h *Head) forgetLocked(p int32) {
 	delete(h.mu.held, p)
 	delete(h.mu.drift, p)
 	delete(h.mu.changed, p)
+	delete(h.mu.unreachable, p)
 }
 
 // forgetProgressLocked drops what the head knows of partition p's
@@ -299,11 +304,46 @@ func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || h.mu.held[p] || !h.caughtUpLocked(p) || !part.Idle(h.cfg.Clock()) {
-		return false // a backlog, or records alignment holds back: never idle
+	if part == nil || h.mu.done[p] || h.mu.held[p] || h.mu.unreachable[p] || !h.caughtUpLocked(p) || !part.Idle(h.cfg.Clock()) {
+		return false // a backlog, records alignment holds back, or no leader: never idle
 	}
 	h.mu.announced[p] = true
 	return true
+}
+
+// SetReachable implements stage.Reachability: a partition whose leader is
+// gone (a broker died, a leader election runs) is not idle however long it
+// stays quiet: what its producers write meanwhile waits in their buffers
+// and comes with the event times it was written at, so a watermark moved
+// on by idling it out would drop it all as late. When it is reachable
+// again, its idleness clock starts afresh (Partition.Touch), giving the
+// held-back records an idleness timeout to arrive. (Kafka-aware
+// idleness: found by the 3-broker failover scenario at 1 000 records/s,
+// where 887 windows missed the records written while partition 0 had no
+// leader for 11 s, against an idleness of 5 s.)
+func (h *Head) SetReachable(p int32, reachable bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	part := h.mu.parts[p]
+	if part == nil {
+		return
+	}
+	if !reachable {
+		if !h.mu.unreachable[p] {
+			h.mu.unreachable[p] = true
+			if h.mu.announced[p] {
+				h.mu.changed[p] = true // its next report says it is not idle
+				delete(h.mu.announced, p)
+			}
+			h.log.Warn("kafkasource: a partition cannot be fetched (no leader, or its broker is down): it holds the watermark, never idle, until it can", "partition", p)
+		}
+		return
+	}
+	if h.mu.unreachable[p] {
+		delete(h.mu.unreachable, p)
+		part.Touch(h.cfg.Clock())
+		h.log.Info("kafkasource: a partition can be fetched again: its idleness clock starts afresh", "partition", p)
+	}
 }
 
 // ReachedEnd records that partition p's consumer has caught up (no
@@ -344,7 +384,7 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && h.caughtUpLocked(p) && !h.mu.held[p] && part.Idle(now) {
+		if !h.mu.announced[p] && h.caughtUpLocked(p) && !h.mu.held[p] && !h.mu.unreachable[p] && part.Idle(now) {
 			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, nothing left to read): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
 			out = append(out, p)
 		}

@@ -90,3 +90,44 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	step(3 * time.Second)
 	check("assigned again: nothing known of its end", "wake=[] idle=false")
 }
+
+// TestHeadUnreachableIsNotIdle: a caught-up partition whose leader is gone
+// (SetReachable false: a broker died) does not idle out however long it
+// stays quiet, an idle one stops being idle (its next report says so), and
+// once it can be fetched again it idles out only a whole idleness timeout
+// later: what its producers held back meanwhile arrives with old event
+// times and must find the watermark where it was (the broker failover
+// scenario at 1 000 records/s lost 887 windows' sums without this).
+func TestHeadUnreachableIsNotIdle(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := headAt(t, &now)
+	if err := h.Assign(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	step := func(d time.Duration) { now = now.Add(d) }
+	check := func(what, want string) {
+		t.Helper()
+		if got := idleState(h, 0); got != want {
+			t.Errorf("%s: %s, want %s", what, got, want)
+		}
+	}
+	if _, err := h.Element(0, stage.In{Task: 0, Offset: 0, Timestamp: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	h.ReachedEnd(0, 1)
+	step(time.Second)
+	h.SetReachable(0, false)
+	step(10 * time.Second)
+	check("caught up, its leader gone for 10 s (idleness 2 s)", "wake=[] idle=false")
+	h.SetReachable(0, false)
+	check("still gone", "wake=[] idle=false")
+	h.SetReachable(0, true)
+	check("reachable again: its idleness clock starts afresh", "wake=[] idle=false")
+	step(1500 * time.Millisecond)
+	check("1.5 s after", "wake=[] idle=false")
+	step(500 * time.Millisecond)
+	check("an idleness timeout after", "wake=[0] idle=true")
+	h.SetReachable(0, false)
+	check("idle, then its leader gone: not idle, and a report says so", "wake=[0] idle=false")
+	check("said once", "wake=[] idle=false")
+}

@@ -226,6 +226,15 @@ func (p *Partition) Observe(eventTime mtime.Time, now time.Time) {
 	}
 }
 
+// Touch moves the partition's idleness clock to now (activity' =
+// MAX(activity, now)) without a record: its partition became reachable
+// again after an outage, and records its producers held back may follow.
+func (p *Partition) Touch(now time.Time) {
+	if now.After(p.activity) {
+		p.activity = now
+	}
+}
+
 // Watermark returns the partition's watermark (mtime.Time, ms since the
 // Unix epoch; seed 002, "One minimum, N sources"):
 //
