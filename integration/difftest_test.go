@@ -85,6 +85,11 @@ var difftestSeeds = []int64{61, 111, 260, 308, 539, 71, 332, 254}
 //     EARLY one with a lifted Combine; the zero PaneInfo on the pane of a
 //     merged session, where Java and this runner say ON_TIME): such an
 //     aggregation is compared by total;
+//   - Prism keeps an element whose window had expired (max timestamp +
+//     allowed lateness before the aggregation's input watermark: Java's
+//     LateDataDroppingDoFnRunner and this runner drop it) while its
+//     aggregation's output watermark is held, e.g. by a window waiting for
+//     AfterCount (seed 492831498): such windows are not compared;
 //   - the IsLast flag of an ON_TIME pane under allowed lateness > 0 (this
 //     runner: true when the watermark passes the window's lateness at once;
 //     Java and Prism: false).
