@@ -157,3 +157,50 @@ func TestObserveExpired(t *testing.T) {
 		t.Errorf("sessions: got %q, want %q", got, want)
 	}
 }
+
+// TestGenerateManyPanes: a good share of seeds (at least 30 % of the
+// first 1000, DefaultOptions) has an aggregation under a repeating
+// data-driven trigger over a TestStream of 3 or more watermark segments,
+// half of them accumulating: where a key and window gets several panes and
+// accumulating differs from discarding (a GroupByKey that discarded
+// instead went unnoticed before Generate's focus).
+func TestGenerateManyPanes(t *testing.T) {
+	const n = 1000
+	many, acc := 0, 0
+	for seed := int64(0); seed < n; seed++ {
+		sp := Generate(seed, DefaultOptions())
+		found, accumulating := false, false
+		for j, st := range sp.Steps {
+			if !aggregates(st.Kind) {
+				continue
+			}
+			w := windowOf(sp, st.In[0])
+			if w.Trigger.Kind == "default" || w.Trigger.Kind == "never" || !repeats(w.Trigger) {
+				continue
+			}
+			for src := range sourcesOf(sp, len(sp.Sources)+j) {
+				segs := 0
+				for _, e := range sp.Sources[src].Events {
+					if e.Watermark {
+						segs++
+					}
+				}
+				if sp.Sources[src].TestStream && segs >= 3 {
+					found = true
+					accumulating = accumulating || w.Accumulate
+				}
+			}
+		}
+		if found {
+			many++
+		}
+		if accumulating {
+			acc++
+		}
+	}
+	t.Logf("%d of %d seeds have a repeating data-driven trigger over 3+ TestStream segments, %d accumulating", many, n, acc)
+	if many*100 < 30*n || acc*100 < 20*n {
+		t.Errorf("%d of %d seeds with several panes per key and window (want >= 30 %%), %d accumulating (want >= 20 %%)", many, n, acc)
+	}
+}
+
