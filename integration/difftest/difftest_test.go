@@ -204,3 +204,32 @@ func TestGenerateManyPanes(t *testing.T) {
 	}
 }
 
+// TestMakeTestSeedsCover: make test's seeds have, together, every feature
+// seeds 1-599 have (under DefaultOptions); when not (Generate changed), it
+// prints PickSeeds' choice.
+func TestMakeTestSeedsCover(t *testing.T) {
+	var cands []int64
+	for s := int64(1); s < 600; s++ {
+		cands = append(cands, s)
+	}
+	all, have := map[string]bool{}, map[string]bool{}
+	for _, s := range cands {
+		for _, f := range Features(Generate(s, DefaultOptions())) {
+			all[f] = true
+		}
+	}
+	for _, s := range MakeTestSeeds {
+		for _, f := range Features(Generate(s, DefaultOptions())) {
+			have[f] = true
+		}
+	}
+	var missing []string
+	for f := range all {
+		if !have[f] {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("MakeTestSeeds miss %q; PickSeeds gives %v", missing, PickSeeds(cands, DefaultOptions()))
+	}
+}

@@ -31,8 +31,6 @@ package difftest
 // the Go SDK or Prism cannot run it, or this runner refuses it today).
 var Exclusions = []string{
 	"processing-time triggers (AfterProcessingTime, AfterSynchronizedProcessingTime) and processing-time timers: their firings depend on the wall clock, not on the input",
-	"a non-default trigger on session windows: refused by this runner today (issue 14); built with Options.SessionTriggers (KAFKASTREAMS_DIFFTEST_REFUSED=1)",
-	"a stateful DoFn that reads a side input: refused by this runner today (issue 14); built with Options.StatefulSideInputs (KAFKASTREAMS_DIFFTEST_REFUSED=1)",
 	"the order of elements within a pane or a bundle: every aggregation (sum, max, sum(a) + 2 sum(b)) and the stateful DoFn's output are independent of it by construction",
 	"how a data-driven trigger (AfterCount, Always, AfterAny/All/Each, OrFinally, AfterEndOfWindow with early or late firings) cuts the elements into panes: it depends on bundling; a repeating one is compared by its per-key-and-window total over the panes (ModeTotal: each element in the panes once), a finishing one by which keys and windows have output at all (ModeWindows); only a sink may follow such an aggregation",
 	"late panes of the default trigger (allowed lateness > 0, elements behind the watermark): how many panes a key and window gets is up to how the late elements were bundled: compared by total (ModeTotal), and only a sink may follow",

@@ -218,8 +218,8 @@ func (f *dtState) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provide
 
 // dtStateSide is dtState with a side input: each main input value gets
 // the sum of the side input's values mod Mod added first (Mod positive).
-// A stateful DoFn with side inputs is refused by this runner today (issue
-// 14): the generator builds it only with Options.StatefulSideInputs.
+// The generator builds it with Options.StatefulSideInputs (on in
+// DefaultOptions; this runner refused it before issue 14).
 type dtStateSide struct {
 	DelayMs  int64
 	ClearMod int
