@@ -52,6 +52,9 @@ import (
 //   - triggers on session windows: Prism refuses those with an element
 //     count and does not merge the others' trigger state (Beam issue
 //     31438); built with difftest.Options.SessionTriggers;
+//   - session windows only over a Create or a one-segment TestStream:
+//     Prism merges sessions only within a bundle and gives a key
+//     overlapping sessions otherwise (seed 35022680);
 //   - the order within a pane or bundle: every aggregation and the
 //     stateful DoFn are order-independent by construction;
 //   - how data-driven triggers (AfterCount, Always, AfterAny/All/Each,
