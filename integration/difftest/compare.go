@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,13 +12,18 @@ import (
 // the Beam model fixes, per sink mode: ModeExact keeps each line;
 // ModeTotal keeps, per sink, key and window, the sum of the values
 // (discarding) or the greatest (accumulating), without timestamps or pane
-// infos; ModeWindows keeps which sinks, keys and windows had output. The
-// result is sorted: two runs agree when their observations are equal. A
-// line that does not parse, or names a sink sp does not have, is an error.
+// infos; ModeWindows keeps which sinks, keys and windows had output. In
+// every mode, a line whose window an element reached after the window
+// expired (expiredSpans: Prism may keep the element, the model drops it)
+// is left out. The result is sorted: two runs agree when their
+// observations are equal. A line that does not parse, or names a sink sp
+// does not have, is an error.
 func Observe(sp Spec, lines []string) ([]string, error) {
 	modes := map[string]Sink{}
+	expired := map[string][]span{}
 	for _, s := range sp.Sinks {
 		modes[fmt.Sprintf("s%d", s.PC)] = s
+		expired[fmt.Sprintf("s%d", s.PC)] = expiredSpans(sp, s.PC)
 	}
 	type kw struct{ sink, key, win string }
 	totals := map[kw]int{}
@@ -34,6 +40,9 @@ func Observe(sp Spec, lines []string) ([]string, error) {
 		v, err := strconv.Atoi(f[2])
 		if err != nil {
 			return nil, fmt.Errorf("difftest: output line %q: value: %v", l, err)
+		}
+		if slices.ContainsFunc(expired[f[0]], func(s span) bool { return s.covers(f[3]) }) {
+			continue
 		}
 		k := kw{f[0], f[1], f[3]}
 		switch sk.Mode {

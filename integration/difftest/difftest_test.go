@@ -93,3 +93,143 @@ func TestDiff(t *testing.T) {
 		t.Errorf("same multiset: %q", d)
 	}
 }
+
+// TestObserveExpired: seed 492831498's shape. k0:5@29669 arrives when the
+// watermark is at 38696: of its sliding windows, [10000,30000) expired at
+// 29999 + 5000 (Prism may keep the element there, the model drops it), so
+// that window's lines are left out on both sides; [20000,40000) and every
+// other window are compared. On sessions (gap 3000, lateness 0) the late
+// k1:1@1000 arrives after its proto-window [1000,4000) expired: every
+// window overlapping it is left out, the others kept.
+func TestObserveExpired(t *testing.T) {
+	events := []Event{
+		{Key: "k0", Value: 2, TsMillis: 7979},
+		{Watermark: true, TsMillis: 38696},
+		{Key: "k0", Value: 5, TsMillis: 29669},
+		{Watermark: true, TsMillis: 44926},
+	}
+	win := WindowSpec{Kind: "sliding", SizeMs: 20_000, PeriodMs: 10_000, LatenessMs: 5_000, Trigger: Trigger{Kind: "count", N: 3}, Accumulate: true}
+	sp := Spec{
+		Sources: []Source{{TestStream: true, Events: events}},
+		Steps:   []Step{{Kind: StepWindow, In: []int{0}, Window: &win}, {Kind: StepCombineF, In: []int{1}}},
+		Sinks:   []Sink{{PC: 2, Mode: ModeWindows, Accumulate: true}, {PC: 1, Mode: ModeExact}},
+	}
+	lines := []string{
+		"s2|k0|5|[10000,30000)|29999|EARLY/0/-1/first=true/last=true",
+		"s2|k0|5|[20000,40000)|39999|ON_TIME/0/0/first=true/last=true",
+		"s2|k0|2|[0,20000)|19999|ON_TIME/0/0/first=true/last=true",
+		// the window step's own output: no aggregation, nothing dropped
+		"s1|k0|5|[10000,30000)|29669|ON_TIME/0/0/first=true/last=true",
+	}
+	got, err := Observe(sp, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"s1|k0|5|[10000,30000)|29669|ON_TIME/0/0/first=true/last=true",
+		"s2|k0|[0,20000) has output",
+		"s2|k0|[20000,40000) has output",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sliding: got %q, want %q", got, want)
+	}
+
+	sess := WindowSpec{Kind: "sessions", SizeMs: 3_000, Trigger: Trigger{Kind: "default"}}
+	sp.Sources[0].Events = []Event{
+		{Key: "k1", Value: 4, TsMillis: 2500},
+		{Key: "k1", Value: 7, TsMillis: 9000},
+		{Watermark: true, TsMillis: 5000},
+		{Key: "k1", Value: 1, TsMillis: 1000},
+		{Watermark: true, TsMillis: 20000},
+	}
+	sp.Steps[0].Window = &sess
+	sp.Sinks = []Sink{{PC: 2, Mode: ModeExact}}
+	lines = []string{
+		"s2|k1|5|[1000,5500)|5499|ON_TIME/0/0/first=true/last=true",
+		"s2|k1|4|[2500,5500)|5499|ON_TIME/0/0/first=true/last=true",
+		"s2|k1|7|[9000,12000)|11999|ON_TIME/0/0/first=true/last=true",
+	}
+	got, err = Observe(sp, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lines[2:]; !reflect.DeepEqual(got, want) {
+		t.Errorf("sessions: got %q, want %q", got, want)
+	}
+}
+
+// TestGenerateManyPanes: a good share of seeds (at least 30 % of the
+// first 1000, DefaultOptions) has an aggregation under a repeating
+// data-driven trigger over a TestStream of 3 or more watermark segments,
+// half of them accumulating: where a key and window gets several panes and
+// accumulating differs from discarding (a GroupByKey that discarded
+// instead went unnoticed before Generate's focus).
+func TestGenerateManyPanes(t *testing.T) {
+	const n = 1000
+	many, acc := 0, 0
+	for seed := int64(0); seed < n; seed++ {
+		sp := Generate(seed, DefaultOptions())
+		found, accumulating := false, false
+		for j, st := range sp.Steps {
+			if !aggregates(st.Kind) {
+				continue
+			}
+			w := windowOf(sp, st.In[0])
+			if w.Trigger.Kind == "default" || w.Trigger.Kind == "never" || !repeats(w.Trigger) {
+				continue
+			}
+			for src := range sourcesOf(sp, len(sp.Sources)+j) {
+				segs := 0
+				for _, e := range sp.Sources[src].Events {
+					if e.Watermark {
+						segs++
+					}
+				}
+				if sp.Sources[src].TestStream && segs >= 3 {
+					found = true
+					accumulating = accumulating || w.Accumulate
+				}
+			}
+		}
+		if found {
+			many++
+		}
+		if accumulating {
+			acc++
+		}
+	}
+	t.Logf("%d of %d seeds have a repeating data-driven trigger over 3+ TestStream segments, %d accumulating", many, n, acc)
+	if many*100 < 30*n || acc*100 < 20*n {
+		t.Errorf("%d of %d seeds with several panes per key and window (want >= 30 %%), %d accumulating (want >= 20 %%)", many, n, acc)
+	}
+}
+
+// TestMakeTestSeedsCover: make test's seeds have, together, every feature
+// seeds 1-599 have (under DefaultOptions); when not (Generate changed), it
+// prints PickSeeds' choice.
+func TestMakeTestSeedsCover(t *testing.T) {
+	var cands []int64
+	for s := int64(1); s < 600; s++ {
+		cands = append(cands, s)
+	}
+	all, have := map[string]bool{}, map[string]bool{}
+	for _, s := range cands {
+		for _, f := range Features(Generate(s, DefaultOptions())) {
+			all[f] = true
+		}
+	}
+	for _, s := range MakeTestSeeds {
+		for _, f := range Features(Generate(s, DefaultOptions())) {
+			have[f] = true
+		}
+	}
+	var missing []string
+	for f := range all {
+		if !have[f] {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("MakeTestSeeds miss %q; PickSeeds gives %v", missing, PickSeeds(cands, DefaultOptions()))
+	}
+}

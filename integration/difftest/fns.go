@@ -218,8 +218,8 @@ func (f *dtState) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provide
 
 // dtStateSide is dtState with a side input: each main input value gets
 // the sum of the side input's values mod Mod added first (Mod positive).
-// A stateful DoFn with side inputs is refused by this runner today (issue
-// 14): the generator builds it only with Options.StatefulSideInputs.
+// The generator builds it with Options.StatefulSideInputs (on in
+// DefaultOptions; this runner refused it before issue 14).
 type dtStateSide struct {
 	DelayMs  int64
 	ClearMod int
@@ -240,7 +240,10 @@ func (f *dtStateSide) ProcessElement(w beam.Window, ts beam.EventTime, sp state.
 	return stateElement(f.cells(), f.DelayMs, f.ClearMod, f.ClearRem, w, ts, sp, tp, v+sum%f.Mod)
 }
 
-func (f *dtStateSide) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, _ timers.Context, emit func(string, int)) error {
+// OnTimer takes the side input too: the Go SDK passes OnTimer the same
+// side inputs and emitters as ProcessElement (without it, its invoker
+// panicked, index out of range, when the timer fired: seed 139).
+func (f *dtStateSide) OnTimer(_ context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, k string, _ timers.Context, _ func(*string, *int) bool, emit func(string, int)) error {
 	return stateTimer(f.cells(), ts, sp, tp, k, emit)
 }
 

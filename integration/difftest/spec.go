@@ -121,14 +121,26 @@ type Sink struct {
 	OpenLast bool `json:",omitempty"`
 }
 
-// Options switches parts of the generator on.
+// Options switches parts of the generator on. The zero Options leaves out
+// what this runner refused before issue 14; DefaultOptions builds what
+// Prism can referee of it.
 type Options struct {
 	// StatefulSideInputs lets a stateful DoFn read a side input (refused by
-	// the runner today: issue 14).
+	// the runner before issue 14).
 	StatefulSideInputs bool
 	// SessionTriggers lets a non-default trigger be set on session windows
-	// (refused by the runner today: issue 14).
+	// (refused by the runner before issue 14). Off in DefaultOptions: Prism
+	// refuses a trigger with an element count on merging windows, and does
+	// not merge the trigger state of the others (Beam issue 31438; see
+	// Exclusions).
 	SessionTriggers bool
+}
+
+// DefaultOptions is what TestDifferential runs unless
+// KAFKASTREAMS_DIFFTEST_REFUSED=0 (the zero Options):
+// StatefulSideInputs; not SessionTriggers (see Options).
+func DefaultOptions() Options {
+	return Options{StatefulSideInputs: true}
 }
 
 // pcInfo is what the generator knows of a PCollection.
@@ -143,6 +155,7 @@ type pcInfo struct {
 	afterAgg bool // downstream of an aggregation or a stateful DoFn
 	unbound  bool // derives from a TestStream (an unbounded PCollection)
 	openLast bool // an ON_TIME pane's IsLast is open (see Sink.OpenLast)
+	multiSeg bool // derives from a TestStream of more than one watermark segment
 }
 
 var defaultWin = WindowSpec{Kind: "global", Trigger: Trigger{Kind: "default"}}
@@ -150,20 +163,31 @@ var defaultWin = WindowSpec{Kind: "global", Trigger: Trigger{Kind: "default"}}
 // Generate returns the pipeline of seed: deterministic (the same seed and
 // options give the same Spec), small (1-3 sources of up to 10 elements, up
 // to 8 steps), within the exclusions of Exclusions.
+//
+// Two seeds in five (focus) aim at how panes follow one another: the
+// TestStream has 3-5 segments of 2-3 elements over the same keys, close in
+// time (so one key and window gets elements in several segments, each
+// segment its own bundle), and its first step is a WindowInto with a
+// repeating data-driven trigger (Always, Repeat(AfterCount), early
+// firings), accumulating two times in three, then an aggregation: the
+// panes' totals tell accumulating from discarding. Without it, a GroupByKey
+// that discarded where it should accumulate went unnoticed (few seeds had
+// several panes of one key and window).
 func Generate(seed int64, o Options) Spec {
 	r := rand.New(rand.NewSource(seed))
 	sp := Spec{Seed: seed}
 	var pcs []pcInfo
+	focus := r.Intn(5) < 2
 	nSrc := 1 + r.Intn(3)
 	ts := -1
-	if r.Intn(2) == 0 {
+	if focus || r.Intn(2) == 0 {
 		ts = r.Intn(nSrc)
 	}
 	for i := 0; i < nSrc; i++ {
 		src := Source{TestStream: i == ts}
 		late := false
 		if src.TestStream {
-			src.Events, late = genTestStream(r)
+			src.Events, late = genTestStream(r, focus)
 		} else {
 			n := 1 + r.Intn(10)
 			for j := 0; j < n; j++ {
@@ -174,9 +198,32 @@ func Generate(seed int64, o Options) Spec {
 			sp.OnePartition = true
 		}
 		sp.Sources = append(sp.Sources, src)
-		pcs = append(pcs, pcInfo{win: defaultWin, late: late, oneSeg: !src.TestStream, mode: ModeExact, srcs: 1 << i, sideOK: !late, unbound: src.TestStream})
+		segs := 0
+		for _, e := range src.Events {
+			if e.Watermark {
+				segs++
+			}
+		}
+		pcs = append(pcs, pcInfo{win: defaultWin, late: late, oneSeg: !src.TestStream, mode: ModeExact, srcs: 1 << i, sideOK: !late, unbound: src.TestStream, multiSeg: src.TestStream && segs > 1})
 	}
 	nSteps := 1 + r.Intn(8)
+	if focus {
+		w := genWindow(r, o)
+		for w.Kind == "sessions" && !o.SessionTriggers {
+			w = genWindow(r, o)
+		}
+		w.Trigger = genRepeatingTrigger(r)
+		w.Accumulate = r.Intn(3) != 0
+		if st, info, ok := windowStep(pcs[ts], ts, w); ok {
+			sp.Steps = append(sp.Steps, st)
+			pcs = append(pcs, info)
+			agg := []string{StepGBKSum, StepCombine, StepCombineF}[r.Intn(3)]
+			if st, info, ok := genStep(r, pcs, o, len(pcs)-1, agg); ok {
+				sp.Steps = append(sp.Steps, st)
+				pcs = append(pcs, info)
+			}
+		}
+	}
 	for tries := 0; len(sp.Steps) < nSteps && tries < 100; tries++ {
 		st, info, ok := genStep(r, pcs, o, -1, "")
 		if !ok {
@@ -210,23 +257,29 @@ func Generate(seed int64, o Options) Spec {
 
 // genTestStream returns random TestStream events: segments of 1-3
 // elements of distinct keys, each followed by a watermark advance; and
-// whether an element is behind the watermark (late).
-func genTestStream(r *rand.Rand) ([]Event, bool) {
+// whether an element is behind the watermark (late). With focus: 3-5
+// segments of 2-3 elements, each at most 8 s ahead of the watermark, the
+// watermark moving at most 6 s a segment.
+func genTestStream(r *rand.Rand, focus bool) ([]Event, bool) {
 	var evs []Event
 	wm := int64(0)
 	late := false
 	allowLate := r.Intn(2) == 0
-	for seg := 1 + r.Intn(4); seg > 0; seg-- {
-		keys := r.Perm(3)[:1+r.Intn(3)]
+	segs, minKeys, ahead, step := 1+r.Intn(4), 1, 20_000, 25_000
+	if focus {
+		segs, minKeys, ahead, step = 3+r.Intn(3), 2, 8_000, 6_000
+	}
+	for seg := segs; seg > 0; seg-- {
+		keys := r.Perm(3)[:minKeys+r.Intn(4-minKeys)]
 		for _, k := range keys {
-			t := wm + int64(r.Intn(20_000))
+			t := wm + int64(r.Intn(ahead))
 			if allowLate && wm > 0 && r.Intn(3) == 0 {
 				t = wm - 1 - int64(r.Intn(int(min(wm, 30_000))))
 				late = true
 			}
 			evs = append(evs, Event{Key: fmt.Sprintf("k%d", k), Value: 1 + r.Intn(20), TsMillis: t})
 		}
-		wm += 1 + int64(r.Intn(25_000))
+		wm += 1 + int64(r.Intn(step))
 		evs = append(evs, Event{Watermark: true, TsMillis: wm})
 	}
 	return evs, late
@@ -252,6 +305,35 @@ func genWindow(r *rand.Rand, o Options) WindowSpec {
 	}
 	w.Accumulate = r.Intn(2) == 0
 	return w
+}
+
+// genRepeatingTrigger returns a data-driven trigger that fires again and
+// again (repeats: the panes are compared by their total, ModeTotal):
+// Always, Repeat(AfterCount(1-3)), Repeat of a random trigger, or
+// AfterEndOfWindow with early firings (Always or Repeat(AfterCount)) and,
+// one time in two, the same as late firings.
+func genRepeatingTrigger(r *rand.Rand) Trigger {
+	leaf := func() Trigger {
+		if r.Intn(2) == 0 {
+			return Trigger{Kind: "always"}
+		}
+		return Trigger{Kind: "repeat", Subs: []Trigger{{Kind: "count", N: int32(1 + r.Intn(3))}}}
+	}
+	switch r.Intn(4) {
+	case 0:
+		return Trigger{Kind: "always"}
+	case 1:
+		return Trigger{Kind: "repeat", Subs: []Trigger{{Kind: "count", N: int32(1 + r.Intn(3))}}}
+	case 2:
+		return Trigger{Kind: "repeat", Subs: []Trigger{genTrigger(r, 1)}}
+	}
+	e := leaf()
+	t := Trigger{Kind: "eow", Early: &e}
+	if r.Intn(2) == 0 {
+		l := leaf()
+		t.Late = &l
+	}
+	return t
 }
 
 func genTrigger(r *rand.Rand, depth int) Trigger {
@@ -382,16 +464,7 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options, in int, kind string) (Step, 
 		st.A = r.Intn(3)
 	case StepReshuffle:
 	case StepWindow:
-		w := genWindow(r, o)
-		if pc.afterAgg && pc.win.Kind == "global" && w.Kind != "global" {
-			// elements at the end of the global window (an aggregation's
-			// output there) would get windows ending after it (seed
-			// 492831374, see Exclusions)
-			return Step{}, pcInfo{}, false
-		}
-		st.Window = &w
-		out.win = w
-		out.sideOK = pc.sideOK && w.Trigger.Kind == "default" && w.Kind != "sessions"
+		return windowStep(pc, in, genWindow(r, o))
 	case StepFlatten, StepCoGBK:
 		other, ok := pick()
 		if !ok || other == in || !sameWindowing(pcs[other].win, pc.win) {
@@ -416,6 +489,7 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options, in int, kind string) (Step, 
 		out.sideOK = pc.sideOK && o2.sideOK
 		out.afterAgg = pc.afterAgg || o2.afterAgg
 		out.openLast = pc.openLast || o2.openLast
+		out.multiSeg = pc.multiSeg || o2.multiSeg
 		if o2.mode != ModeExact {
 			out.mode = o2.mode
 		}
@@ -489,6 +563,27 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options, in int, kind string) (Step, 
 		}
 	}
 	return st, out, true
+}
+
+// windowStep returns WindowInto(w) over PCollection in (pc) and what it
+// makes, or false when that falls outside the exclusions.
+func windowStep(pc pcInfo, in int, w WindowSpec) (Step, pcInfo, bool) {
+	if pc.afterAgg && pc.win.Kind == "global" && w.Kind != "global" {
+		// elements at the end of the global window (an aggregation's
+		// output there) would get windows ending after it (seed
+		// 492831374, see Exclusions)
+		return Step{}, pcInfo{}, false
+	}
+	if w.Kind == "sessions" && pc.multiSeg {
+		// Prism merges a key's sessions only within a bundle: elements of
+		// one key in several segments give it overlapping sessions (seed
+		// 35022680, see Exclusions)
+		return Step{}, pcInfo{}, false
+	}
+	out := pc
+	out.win = w
+	out.sideOK = pc.sideOK && w.Trigger.Kind == "default" && w.Kind != "sessions"
+	return Step{Kind: StepWindow, In: []int{in}, Window: &w}, out, true
 }
 
 func sameWindowing(a, b WindowSpec) bool {
