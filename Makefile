@@ -41,7 +41,7 @@ integration: kafka-jars
 	@mkdir -p .cache
 	@echo "make: integration tests against a real Kafka broker (several minutes; full log in .cache/integration.log)"
 	@set +e; $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(INTEGRATION_RUN)' -v ./integration/ 2>&1 | tee .cache/integration.log \
-	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+[a-z_]+_test\.go:[0-9]+: )' | cut -c1-400; \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+[a-z_]+_test\.go:[0-9]+: )' | sed -u -E 's/^(.{400}).*/\1/'; \
 	  status=$${PIPESTATUS[0]}; set -e; \
 	  if [[ $$status -ne 0 ]]; then \
 	    echo; echo "make: integration tests FAILED; the failures (details in .cache/integration.log):"; \
@@ -75,7 +75,7 @@ difftest: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_DIFFTEST_N=$(N) KAFKASTREAMS_DIFFTEST_MINUTES=$(MINUTES) $(GO) test -count=1 -timeout $(DIFFTEST_TIMEOUT) -run '^TestDifferential$$' -v ./integration/ 2>&1 | tee .cache/difftest.log \
-	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+difftest_test\.go:[0-9]+: (difftest|DIFFERENCE|seed [0-9]+: [^0-9])|\s{4,}\S)' | cut -c1-400; \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+difftest_test\.go:[0-9]+: (difftest|DIFFERENCE|seed [0-9]+: [^0-9])|\s{4,}\S)' | sed -u -E 's/^(.{400}).*/\1/'; \
 	  exit $${PIPESTATUS[0]}
 
 ## scenarios: the six scenarios of an unbounded job (steady, scale-out,
