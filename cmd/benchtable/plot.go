@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -39,6 +40,7 @@ func PlotScale(path, title string, pts []ScalePoint) error {
 	p.X.Label.Text = "input size (events)"
 	p.Y.Label.Text = "wall time (s), start-up included"
 	p.X.Min, p.Y.Min = 0, 0
+	p.X.Tick.Marker = eventTicks{}
 	p.Add(plotter.NewGrid())
 	var series []any
 	if len(ours) > 0 {
@@ -58,8 +60,37 @@ func PlotScale(path, title string, pts []ScalePoint) error {
 		return fmt.Errorf("benchtable: %w", err)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
+	// Room above the highest point for the legend, right of the last for
+	// its tick label.
+	p.Y.Max *= 1.3
+	p.X.Max *= 1.06
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, path)
+	return p.Save(20*vg.Centimeter, 12*vg.Centimeter, path)
+}
+
+// eventTicks labels an axis of event counts as 500k, 1M, 2.5M.
+type eventTicks struct{}
+
+// Ticks returns gonum's default ticks between min and max, relabelled.
+func (eventTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i, t := range ts {
+		if t.Label != "" {
+			ts[i].Label = events(t.Value)
+		}
+	}
+	return ts
+}
+
+// events formats an event count briefly: 0, 999, 500k, 1M, 2.5M.
+func events(x float64) string {
+	switch {
+	case x >= 1e6:
+		return strconv.FormatFloat(x/1e6, 'f', -1, 64) + "M"
+	case x >= 1e3:
+		return strconv.FormatFloat(x/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(x, 'f', -1, 64)
 }

@@ -53,7 +53,7 @@ func TestNum(t *testing.T) {
 }
 
 // TestPlotScale writes the plot of testdata/bench.txt and checks it is a
-// PNG of the size asked (16 x 10 cm at gonum's default 96 dpi).
+// PNG of the size asked (20 x 12 cm at gonum's default 96 dpi).
 func TestPlotScale(t *testing.T) {
 	res, err := Parse(strings.NewReader(mustRead(t, "testdata/bench.txt")))
 	if err != nil {
@@ -72,8 +72,8 @@ func TestPlotScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() != 605 || b.Dy() != 378 {
-		t.Errorf("plot is %dx%d pixels, want 605x378", b.Dx(), b.Dy())
+	if b := img.Bounds(); b.Dx() != 756 || b.Dy() != 454 {
+		t.Errorf("plot is %dx%d pixels, want 756x454", b.Dx(), b.Dy())
 	}
 	if err := PlotScale(path, "test", nil); err == nil {
 		t.Error("PlotScale with no sizes did not fail")
@@ -87,4 +87,12 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestEvents(t *testing.T) {
+	for x, want := range map[float64]string{0: "0", 500: "500", 100_000: "100k", 1_000_000: "1M", 2_500_000: "2.5M", 10_000_000: "10M"} {
+		if got := events(x); got != want {
+			t.Errorf("events(%v) = %q, want %q", x, got, want)
+		}
+	}
 }
