@@ -100,16 +100,19 @@ scenarios: kafka-jars
 ## output in .cache/bench.log) and writes BENCH_PLOT, wall time against
 ## input size for both runners. The default sizes take an hour or more;
 ## `make bench SCALE=100000,300000` is a quick run. BENCH=Scale runs only
-## the benchmarks it names (a regexp of names without "Benchmark").
+## the benchmarks it names (a regexp of names without "Benchmark");
+## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
+## g GB (default: 80% of the machine's available memory).
 SCALE         ?= 1000000,3000000,10000000
 BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Scale
 BENCH_PLOT    ?= docs/bench-scale.png
 BENCH_TIMEOUT ?= 180m
+BENCH_MEMORY_GB ?=
 bench: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	$(GO) build -o bin/commitactivity ./cmd/commitactivity
 	@mkdir -p .cache
-	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
+	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_MEMORY_GB='$(BENCH_MEMORY_GB)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
 	  $(GO) test -count=1 -run '^$$' -bench '^Benchmark($(BENCH))$$' -benchtime=1x -timeout $(BENCH_TIMEOUT) ./integration/ 2>&1 | tee .cache/bench.log \
 	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench)_test)'; \
 	  status=$${PIPESTATUS[0]}; set -e; \

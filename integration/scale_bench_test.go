@@ -26,6 +26,11 @@ const EnvBenchScale = "KAFKASTREAMS_BENCH_SCALE"
 // issue 13's 1 M, 3 M and 10 M events.
 const DefaultBenchScale = "1000000,3000000,10000000"
 
+// EnvBenchMemory caps, in GB, the memory BenchmarkScale lets Prism be
+// projected to need (`make bench BENCH_MEMORY_GB=…`: a shared machine's
+// share); unset, the machine's available memory counts alone.
+const EnvBenchMemory = "KAFKASTREAMS_BENCH_MEMORY_GB"
+
 // envBenchBin names a built cmd/commitactivity for BenchmarkScale (make
 // bench passes bin/commitactivity); unset, the benchmark builds one.
 const envBenchBin = "KAFKASTREAMS_BENCH_COMMITACTIVITY"
@@ -67,7 +72,8 @@ const (
 // Prism's memory grows with the input (about 3 KB an event, issue 13): it
 // is run only where its projected peak RSS (a line through its last two
 // measured sizes, or prismBytesPerEvent) is at most memoryShare of the
-// machine's available memory; otherwise the sub-benchmark reports
+// machine's available memory (and at most EnvBenchMemory GB); otherwise
+// the sub-benchmark reports
 // prism-need-GB instead. Both runners must parse every event and write the
 // same rows (compared sorted) where both ran. It ignores b.N: run it with
 // -benchtime=1x (make bench; cmd/benchtable turns the output into the
@@ -98,6 +104,9 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(float64(ours.peakRSS)/1e6, "ours-peakRSS-MB")
 		need := projectRSS(prism, events)
 		avail := memAvailable()
+		if gb, err := strconv.ParseFloat(os.Getenv(EnvBenchMemory), 64); err == nil && gb > 0 {
+			avail = min(avail, int64(gb*1e9/memoryShare))
+		}
 		if float64(need) > memoryShare*float64(avail) {
 			b.ReportMetric(float64(need)/1e9, "prism-need-GB")
 			b.Logf("%d events: this runner %.1f s (%.0f events/s, peak RSS %.2f GB); Prism not run: would need ~%.1f GB, %.1f GB available",

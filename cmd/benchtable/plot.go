@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +28,7 @@ func PlotScale(path, title string, pts []ScalePoint) error {
 		if p.PrismSeconds > 0 {
 			prism = append(prism, plotter.XY{X: float64(p.Events), Y: p.PrismSeconds})
 		} else if p.PrismNeed > 0 {
-			skipped = append(skipped, fmt.Sprintf("%s: would need ~%.0f GB", num(float64(p.Events)), math.Ceil(p.PrismNeed/1e9)))
+			skipped = append(skipped, fmt.Sprintf("%s: would need ~%.1f GB", num(float64(p.Events)), p.PrismNeed/1e9))
 		}
 	}
 	if len(ours) == 0 && len(prism) == 0 {

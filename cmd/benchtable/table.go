@@ -129,7 +129,7 @@ func scaleRow(what string, p ScalePoint, goal string) Row {
 		r.Baseline = "Prism " + run(p.PrismSeconds, p.PrismRSS)
 		r.Ratio = fmt.Sprintf("%.2fx Prism's throughput, %.2fx its memory", p.PrismSeconds/p.OursSeconds, p.OursRSS/p.PrismRSS)
 	case p.PrismNeed > 0:
-		r.Baseline = fmt.Sprintf("Prism not run: would need ~%.0f GB", math.Ceil(p.PrismNeed/1e9))
+		r.Baseline = fmt.Sprintf("Prism not run: would need ~%.1f GB", p.PrismNeed/1e9)
 		r.Ratio = "—"
 	default:
 		r.Baseline, r.Ratio = notMeasured, "—"
