@@ -89,7 +89,11 @@ func Table(res Results) []Row {
 		})
 	if m, ok := res[smallJob]; ok {
 		p := scalePoint(60746, m)
-		rows = append(rows, scaleRow("`make run` job, git-commits.csv (60 746 commits), wall incl. start-up", p, "≤ 2x Prism's wall time"))
+		r := scaleRow("`make run` job, git-commits.csv (60 746 commits), wall incl. start-up", p, "≤ 2x Prism's wall time")
+		if p.PrismSeconds > 0 { // the goal is a ratio of wall times
+			r.Ratio = fmt.Sprintf("%.2fx Prism's wall time, %.2fx its memory", p.OursSeconds/p.PrismSeconds, p.OursRSS/p.PrismRSS)
+		}
+		rows = append(rows, r)
 	} else {
 		rows = append(rows, Row{"`make run` job, git-commits.csv (60 746 commits), wall incl. start-up", notMeasured, notMeasured, "—", "≤ 2x Prism's wall time"})
 	}
