@@ -89,12 +89,35 @@ scenarios: kafka-jars
 
 ## bench: this runner's start-up (Execute to the first record read) against
 ## a bare consumer's first read, its stateless stage against a plain
-## transactional copy loop, and a GroupByKey stage (100 000 keys, 1 M
-## values) against the stateless stage, each pair on the same broker in the
-## same run; prints the rates and the ratios (a few minutes).
+## transactional copy loop, a GroupByKey stage (100 000 keys, 1 M values)
+## against the stateless stage, a Kafka source stage against the copy loop,
+## each pair on the same broker in the same run; then BenchmarkScale: the
+## main job (cmd/commitactivity, the windows of `make run`) as a child
+## process on this runner and on Prism, over git-commits.csv and over SCALE
+## synthetic events (comma-separated sizes), its wall time, events/s and
+## peak RSS (Prism is skipped where its projected memory does not fit the
+## machine). Prints ONE table of issue 13's goals (cmd/benchtable; the full
+## output in .cache/bench.log) and writes BENCH_PLOT, wall time against
+## input size for both runners. The default sizes take an hour or more;
+## `make bench SCALE=100000,300000` is a quick run. BENCH=Scale runs only
+## the benchmarks it names (a regexp of names without "Benchmark");
+## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
+## g GB (default: 80% of the machine's available memory).
+SCALE         ?= 1000000,3000000,10000000
+BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Scale
+BENCH_PLOT    ?= docs/bench-scale.png
+BENCH_TIMEOUT ?= 180m
+BENCH_MEMORY_GB ?=
 bench: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
-	$(GO) test -count=1 -run '^$$' -bench 'Benchmark(Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage)$$' -benchtime=1x -timeout 40m ./integration/ 2>&1 | grep -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench)_test)'
+	$(GO) build -o bin/commitactivity ./cmd/commitactivity
+	@mkdir -p .cache
+	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_MEMORY_GB='$(BENCH_MEMORY_GB)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
+	  $(GO) test -count=1 -run '^$$' -bench '^Benchmark($(BENCH))$$' -benchtime=1x -timeout $(BENCH_TIMEOUT) ./integration/ 2>&1 | tee .cache/bench.log \
+	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench)_test)'; \
+	  status=$${PIPESTATUS[0]}; set -e; \
+	  $(GO) run ./cmd/benchtable --in=.cache/bench.log --plot='$(BENCH_PLOT)'; \
+	  exit $$status
 
 ## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
 kafka-jars: $(KAFKA_LIBS)/.complete

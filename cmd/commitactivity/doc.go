@@ -16,7 +16,9 @@
 // Output: a CSV file (--output, written by textio.Write; rows in no
 // particular order, columns as in activity.CSVHeader), the job's output
 // topic on Kafka (see activity.OutputTopic: every row exactly once to a
-// read_committed consumer), and a short table on stdout (--table).
+// read_committed consumer), and a short table on stdout (--table). The log
+// ends with the job's counters and the process's peak RSS ("peak RSS of
+// this process: N KiB (VmHWM)", which integration's BenchmarkScale reads).
 //
 // Flags besides the runner's (--bootstrap_servers, --application_id,
 // --watermarks_addr, …; see runner/flags.go):

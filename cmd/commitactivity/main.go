@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -103,6 +105,9 @@ func run(ctx context.Context) error {
 		whose = "this instance"
 	}
 	log.Printf("done in %v on %s: %s parsed %d rows and skipped %d malformed rows", took.Round(time.Millisecond), name, whose, counters["parsed_rows"], counters["malformed_rows"])
+	if kb, err := peakRSSKiB(); err == nil {
+		log.Printf("peak RSS of this process: %d KiB (VmHWM)", kb)
+	}
 	if r, ok := res.(*runner.Result); ok {
 		topic, err := activity.OutputTopic(r.Plan)
 		if err != nil {
@@ -120,6 +125,24 @@ func run(ctx context.Context) error {
 		return err
 	}
 	return printTable(rows)
+}
+
+// peakRSSKiB returns this process's peak resident set in KiB: VmHWM of
+// /proc/self/status (Linux only), the high-water mark of the memory map
+// this program was exec'ed into. (getrusage's ru_maxrss would not do: a
+// child started by a large Go process inherits its parent's RSS at the
+// fork as its maxrss, kept across exec; BenchmarkScale reads this line.)
+func peakRSSKiB() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // showTopic prints the table from the output topic, and checks that the CSV

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Row is one line of the table: what is measured, this runner's figure,
+// the baseline's (measured in the same run), their ratio, and the goal of
+// issue 13 it answers.
+type Row struct {
+	What, Ours, Baseline, Ratio, Goal string
+}
+
+// notMeasured fills a row whose benchmark has no result in the input.
+const notMeasured = "not measured in this run"
+
+// The benchmarks make bench runs (integration/bench_test.go,
+// startup_bench_test.go, scale_bench_test.go).
+const (
+	benchStartup   = "BenchmarkStartup"
+	benchStateless = "BenchmarkStatelessStage"
+	benchGBK       = "BenchmarkGroupByKeyStage"
+	benchSource    = "BenchmarkKafkaSourceStage"
+	benchScale     = "BenchmarkScale"
+	smallJob       = benchScale + "/job=git-commits.csv"
+	scalePrefix    = benchScale + "/events="
+)
+
+// ScalePoint is BenchmarkScale's result for one synthetic input size.
+// Seconds are wall times (child start to exit); RSS in bytes; a runner not
+// run has zero Seconds (Prism: PrismNeed, its projected peak RSS in bytes).
+type ScalePoint struct {
+	Events                    int
+	OursSeconds, PrismSeconds float64
+	OursRSS, PrismRSS         float64
+	PrismNeed                 float64
+}
+
+// scalePoint reads one BenchmarkScale sub-benchmark's metrics (see its doc
+// for the units).
+func scalePoint(events int, m map[string]float64) ScalePoint {
+	return ScalePoint{
+		Events:       events,
+		OursSeconds:  m["ours-s"],
+		PrismSeconds: m["prism-s"],
+		OursRSS:      m["ours-peakRSS-MB"] * 1e6,
+		PrismRSS:     m["prism-peakRSS-MB"] * 1e6,
+		PrismNeed:    m["prism-need-GB"] * 1e9,
+	}
+}
+
+// Scale returns BenchmarkScale's synthetic sizes in the results, smallest
+// first.
+func Scale(res Results) []ScalePoint {
+	var pts []ScalePoint
+	for name, m := range res {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, scalePrefix)); strings.HasPrefix(name, scalePrefix) && err == nil {
+			pts = append(pts, scalePoint(n, m))
+		}
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].Events < pts[j].Events })
+	return pts
+}
+
+// Table returns issue 13's goals as rows, each from the benchmark that
+// measures it, in the issue's order: start-up, the small job, the stage
+// pairs, the scale sizes, then the goals no benchmark measures yet. A
+// benchmark missing from res gives a row saying so.
+func Table(res Results) []Row {
+	var rows []Row
+	pair := func(what, bench, ours, base, ratio, goal string, f func(o, b, r float64) (string, string, string)) {
+		m, ok := res[bench]
+		if !ok {
+			rows = append(rows, Row{what, notMeasured, notMeasured, "—", goal})
+			return
+		}
+		o, b, r := f(m[ours], m[base], m[ratio])
+		rows = append(rows, Row{what, o, b, r, goal})
+	}
+	pair("start-up: Execute → first record read, warm broker (median of 5)", benchStartup,
+		"runner-ms", "bare-ms", "runner/bare", "≤ 1.5 s from process start",
+		func(o, b, r float64) (string, string, string) {
+			return fmt.Sprintf("%s ms", num(o)), fmt.Sprintf("bare consumer's first read %s ms", num(b)), fmt.Sprintf("%.2fx", r)
+		})
+	if m, ok := res[smallJob]; ok {
+		p := scalePoint(60746, m)
+		r := scaleRow("`make run` job, git-commits.csv (60 746 commits), wall incl. start-up", p, "≤ 2x Prism's wall time")
+		if p.PrismSeconds > 0 { // the goal is a ratio of wall times
+			r.Ratio = fmt.Sprintf("%.2fx Prism's wall time, %.2fx its memory", p.OursSeconds/p.PrismSeconds, p.OursRSS/p.PrismRSS)
+		}
+		rows = append(rows, r)
+	} else {
+		rows = append(rows, Row{"`make run` job, git-commits.csv (60 746 commits), wall incl. start-up", notMeasured, notMeasured, "—", "≤ 2x Prism's wall time"})
+	}
+	rate := func(o, b, r float64) (string, string, string) {
+		return fmt.Sprintf("%s rec/s", num(o)), fmt.Sprintf("%s rec/s", num(b)), fmt.Sprintf("%.2f", r)
+	}
+	pair("stateless stage vs plain transactional copy loop", benchStateless, "stage-records/s", "copy-records/s", "stage/copy", "≥ 0.9", rate)
+	pair("GroupByKey stage vs stateless stage", benchGBK, "gbk-records/s", "stateless-records/s", "gbk/stateless", "≥ 0.6", rate)
+	pair("Kafka source stage (Read → Write) vs copy loop", benchSource, "source-records/s", "copy-records/s", "source/copy", "—", rate)
+	pts := Scale(res)
+	if len(pts) == 0 {
+		rows = append(rows, Row{"main job over N synthetic events", notMeasured, notMeasured, "—", "≥ 1.5x Prism's throughput at 3 M and above"})
+	}
+	for _, p := range pts {
+		rows = append(rows, scaleRow(fmt.Sprintf("main job over %s synthetic events, wall", num(float64(p.Events))), p,
+			"≥ 1.5x Prism's throughput at 3 M and above; RSS flat"))
+	}
+	for _, g := range []struct{ what, goal string }{
+		{"multi-instance: records/s of 1, 2, 3 instances, CPU s per M records", "measured"},
+		{"partitions: throughput and report records per data record at 4, 32, 128", "O(P + Q) reports per interval"},
+	} {
+		rows = append(rows, Row{g.what, "not measured: no benchmark yet", "—", "—", g.goal})
+	}
+	return rows
+}
+
+// scaleRow is a BenchmarkScale row: both runners' wall time, events/s and
+// peak RSS, and the ratio of throughputs (Prism's wall / ours) and of
+// memory.
+func scaleRow(what string, p ScalePoint, goal string) Row {
+	run := func(secs, rss float64) string {
+		return fmt.Sprintf("%.1f s, %s events/s, peak RSS %.2f GB", secs, num(float64(p.Events)/secs), rss/1e9)
+	}
+	r := Row{What: what, Ours: run(p.OursSeconds, p.OursRSS), Goal: goal}
+	switch {
+	case p.PrismSeconds > 0:
+		r.Baseline = "Prism " + run(p.PrismSeconds, p.PrismRSS)
+		r.Ratio = fmt.Sprintf("%.2fx Prism's throughput, %.2fx its memory", p.PrismSeconds/p.OursSeconds, p.OursRSS/p.PrismRSS)
+	case p.PrismNeed > 0:
+		r.Baseline = fmt.Sprintf("Prism not run: would need ~%.1f GB", p.PrismNeed/1e9)
+		r.Ratio = "—"
+	default:
+		r.Baseline, r.Ratio = notMeasured, "—"
+	}
+	return r
+}
+
+// num formats x rounded to an integer with a space between thousands
+// (40 749), as the issue's table does.
+func num(x float64) string {
+	s := strconv.FormatInt(int64(math.Round(x)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Print writes rows as a Markdown table (README-ready).
+func Print(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| what | this runner | baseline (same run) | ratio | goal (issue 13) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.What, r.Ours, r.Baseline, r.Ratio, r.Goal)
+	}
+}
