@@ -131,3 +131,58 @@ func TestHeadUnreachableIsNotIdle(t *testing.T) {
 	check("idle, then its leader gone: not idle, and a report says so", "wake=[0] idle=false")
 	check("said once", "wake=[] idle=false")
 }
+
+// TestHeadAlignmentAwaitsFirstRecord: in an alignment group, a partition
+// that has records to read but none read yet (no partition EOF: its first
+// fetch is late) holds the head's partitions that have records, since its
+// event time is unknown; its first record, its end (an empty partition),
+// or its idleness releases them. Without it, partition 0 of
+// TestKafkaSourceAlignment once read all its 600 s before partition 1's
+// first record came.
+func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release func(h *Head, now *time.Time)
+	}{
+		{"first record", func(h *Head, _ *time.Time) {
+			if _, err := h.Element(1, stage.In{Task: 1, Offset: 0, Timestamp: 1_000}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"empty partition", func(h *Head, _ *time.Time) { h.ReachedEnd(1, 0) }},
+		{"idleness", func(_ *Head, now *time.Time) { *now = now.Add(2 * time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			h, err := NewHead(HeadConfig{
+				Stage: "s0", Topic: "in",
+				Strategy: Strategy{Idleness: 2 * time.Second, AlignmentGroup: "g", MaxDrift: time.Minute},
+				Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+				Clock:    func() time.Time { return now },
+				GroupMin: func(map[int32]bool) (mtime.Time, bool) { return 0, false },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []int32{0, 1} {
+				if err := h.Assign(context.Background(), p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := h.Element(0, stage.In{Task: 0, Offset: 0, Timestamp: 1_000}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(h.Pause()); got != "[0]" {
+				t.Fatalf("partition 1 not read yet: held %s, want [0]", got)
+			}
+			now = now.Add(time.Second)
+			if got := fmt.Sprint(h.Pause()); got != "[0]" {
+				t.Fatalf("a second on: held %s, want [0]", got)
+			}
+			tc.release(h, &now)
+			if got := fmt.Sprint(h.Pause()); got != "[]" {
+				t.Errorf("released by %s: held %s, want []", tc.name, got)
+			}
+		})
+	}
+}
