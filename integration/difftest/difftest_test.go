@@ -153,8 +153,163 @@ func TestObserveExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := lines[2:]; !reflect.DeepEqual(got, want) {
+	// (the pane of a session under the default trigger is not compared:
+	// TestObservePrismPanes)
+	if want := []string{"s2|k1|7|[9000,12000)|11999|pane=?"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sessions: got %q, want %q", got, want)
+	}
+}
+
+// TestObservePrismPanes: the rules where Prism departs from the model
+// (prismMode, sessionPanes, closesOnTime), each on its seed's minimal
+// pipeline with Prism's and this runner's lines from the hour-long run:
+// the two observations are equal, and without the rule they were not.
+func TestObservePrismPanes(t *testing.T) {
+	win := func(w WindowSpec) *WindowSpec { return &w }
+	create := func(evs ...Event) Source { return Source{Events: evs} }
+	ts := func(evs ...Event) Source { return Source{TestStream: true, Events: evs} }
+	el := func(k string, v int, t int64) Event { return Event{Key: k, Value: v, TsMillis: t} }
+	wm := func(t int64) Event { return Event{Watermark: true, TsMillis: t} }
+	eow := Trigger{Kind: "eow"}
+	early := Trigger{Kind: "eow", Early: &Trigger{Kind: "always"}}
+	for _, c := range []struct {
+		name        string
+		sp          Spec
+		prism, ours []string
+	}{
+		{
+			// (b) sessions, Default(), lateness 0: Prism's zero PaneInfo
+			name: "274643520",
+			sp: Spec{
+				Sources: []Source{create(el("k1", 19, 39696), el("k1", 7, 39648))},
+				Steps: []Step{
+					{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "sessions", SizeMs: 3000, Trigger: Trigger{Kind: "default"}})},
+					{Kind: StepGBKSum, In: []int{1}},
+				},
+				Sinks: []Sink{{PC: 2, Mode: ModeExact}},
+			},
+			prism: []string{"s2|k1|26|[39648,42696)|42695|EARLY/0/0/first=false/last=false"},
+			ours:  []string{"s2|k1|26|[39648,42696)|42695|ON_TIME/0/0/first=true/last=true"},
+		},
+		{
+			// (c) AfterEndOfWindow(), accumulating, lateness 5 s: Prism's
+			// closing LATE panes
+			name: "274643534",
+			sp: Spec{
+				Sources: []Source{ts(el("k0", 4, 17967))},
+				Steps: []Step{
+					{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "sliding", SizeMs: 20000, PeriodMs: 5000, LatenessMs: 5000, Trigger: eow, Accumulate: true})},
+					{Kind: StepGBKMax, In: []int{1}},
+				},
+				Sinks: []Sink{{PC: 2, Mode: ModeExact, Accumulate: true}},
+			},
+			prism: []string{
+				"s2|k0|4|[0,20000)|19999|ON_TIME/0/0/first=true/last=false",
+				"s2|k0|4|[0,20000)|19999|LATE/1/1/first=false/last=true",
+			},
+			ours: []string{"s2|k0|4|[0,20000)|19999|ON_TIME/0/0/first=true/last=true"},
+		},
+		{
+			// (d) AfterEndOfWindow(), accumulating, lateness 30 s: Prism's
+			// extra EARLY pane (the sink read its mode as discarding)
+			name: "274643683",
+			sp: Spec{
+				Sources: []Source{ts(el("k0", 14, 11077))},
+				Steps: []Step{
+					{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "fixed", SizeMs: 10000, LatenessMs: 30000, Trigger: eow, Accumulate: true})},
+					{Kind: StepCombineF, In: []int{1}},
+				},
+				Sinks: []Sink{{PC: 2, Mode: ModeExact}},
+			},
+			prism: []string{
+				"s2|k0|14|[10000,20000)|19999|EARLY/0/0/first=false/last=false",
+				"s2|k0|14|[10000,20000)|19999|ON_TIME/1/0/first=false/last=true",
+			},
+			ours: []string{"s2|k0|14|[10000,20000)|19999|ON_TIME/0/0/first=true/last=true"},
+		},
+		{
+			// (e) early firings, no late ones: the window closes on time;
+			// Prism adds the late k2:15@7065 to [-10000,10000)
+			name: "274643902",
+			sp: Spec{
+				OnePartition: true,
+				Sources:      []Source{ts(el("k2", 16, 9853), wm(11051), el("k2", 15, 7065))},
+				Steps: []Step{
+					{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "sliding", SizeMs: 20000, PeriodMs: 10000, LatenessMs: 5000, Trigger: early})},
+					{Kind: StepGBKSum, In: []int{1}},
+				},
+				Sinks: []Sink{{PC: 2, Mode: ModeTotal}},
+			},
+			prism: []string{
+				"s2|k2|16|[-10000,10000)|9999|ON_TIME/0/0/first=true/last=false",
+				"s2|k2|15|[-10000,10000)|9999|LATE/1/1/first=false/last=false",
+				"s2|k2|31|[0,20000)|19999|ON_TIME/0/0/first=true/last=true",
+			},
+			ours: []string{
+				"s2|k2|16|[-10000,10000)|9999|ON_TIME/0/0/first=true/last=true",
+				"s2|k2|31|[0,20000)|19999|ON_TIME/0/0/first=true/last=true",
+			},
+		},
+		{
+			// (a) a global-window side input from a stateful DoFn's
+			// timers: Prism reads it partial
+			name: "274643297",
+			sp: Spec{
+				Sources: []Source{create(el("k1", 6, 44676), el("k1", 3, 22360))},
+				Steps: []Step{
+					{Kind: StepState, In: []int{0}},
+					{Kind: StepStateSide, In: []int{1, 1}, D: 30},
+				},
+				Sinks: []Sink{{PC: 2, Mode: ModeExact}},
+			},
+			prism: []string{"s2|k1|6|global|22360|UNKNOWN/0/0/first=true/last=true"},
+			ours:  []string{"s2|k1|12|global|22360|UNKNOWN/0/0/first=true/last=true"},
+		},
+	} {
+		a, err := Observe(c.sp, c.prism)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Observe(c.sp, c.ours)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Diff(a, b); len(d) != 0 {
+			t.Errorf("seed %s: differ: %q", c.name, d)
+		}
+	}
+
+	// Narrow: a fixed window under Default(), lateness 0, still compares
+	// its pane; so does a session under a data-driven trigger; a late
+	// element under early and late firings is compared; a side input in
+	// the global window straight from a Create is compared by value.
+	fixed := Spec{
+		Sources: []Source{create(el("k1", 2, 100))},
+		Steps: []Step{
+			{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "fixed", SizeMs: 1000, Trigger: Trigger{Kind: "default"}})},
+			{Kind: StepGBKSum, In: []int{1}},
+			{Kind: StepSide, In: []int{2, 0}},
+		},
+		Sinks: []Sink{{PC: 2, Mode: ModeExact}, {PC: 3, Mode: ModeExact}},
+	}
+	a, _ := Observe(fixed, []string{"s2|k1|2|[0,1000)|999|EARLY/0/0/first=false/last=false", "s3|k1|4|[0,1000)|999|ON_TIME/0/0/first=true/last=true"})
+	b, _ := Observe(fixed, []string{"s2|k1|2|[0,1000)|999|ON_TIME/0/0/first=true/last=true", "s3|k1|2|[0,1000)|999|ON_TIME/0/0/first=true/last=true"})
+	if d := Diff(a, b); len(d) != 4 {
+		t.Errorf("fixed windows, side input from a Create: want the pane and the value compared, got %q", d)
+	}
+	lateFiring := Trigger{Kind: "eow", Early: &Trigger{Kind: "always"}, Late: &Trigger{Kind: "always"}}
+	sp := Spec{
+		Sources: []Source{ts(el("k2", 16, 9853), wm(11051), el("k2", 15, 7065))},
+		Steps: []Step{
+			{Kind: StepWindow, In: []int{0}, Window: win(WindowSpec{Kind: "fixed", SizeMs: 10000, LatenessMs: 5000, Trigger: lateFiring})},
+			{Kind: StepGBKSum, In: []int{1}},
+		},
+		Sinks: []Sink{{PC: 2, Mode: ModeTotal}},
+	}
+	a, _ = Observe(sp, []string{"s2|k2|16|[0,10000)|9999|ON_TIME/0/0/first=true/last=false"})
+	b, _ = Observe(sp, []string{"s2|k2|16|[0,10000)|9999|ON_TIME/0/0/first=true/last=false", "s2|k2|15|[0,10000)|9999|LATE/1/1/first=false/last=false"})
+	if d := Diff(a, b); len(d) != 2 {
+		t.Errorf("late firings: want the late element compared, got %q", d)
 	}
 }
 

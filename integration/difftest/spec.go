@@ -544,10 +544,11 @@ func genStep(r *rand.Rand, pcs []pcInfo, o Options, in int, kind string) (Step, 
 			// late elements were bundled.
 			mode = ModeTotal
 		}
-		if pc.win.LatenessMs > 0 && mode == ModeExact && (pc.win.Kind == "sessions" || pc.win.Trigger.Kind == "default" && pc.win.Accumulate) {
+		if pc.win.LatenessMs > 0 && mode == ModeExact && (pc.win.Kind == "sessions" || onTimeOnly(pc.win.Trigger) && pc.win.Accumulate) {
 			// Prism departs from the model here (a closing LATE pane
-			// without late data; EARLY panes for merged sessions, see
-			// Exclusions): compare the total only.
+			// without late data, or an extra EARLY one, under Default()
+			// or AfterEndOfWindow() alike; EARLY panes for merged
+			// sessions, see Exclusions): compare the total only.
 			mode = ModeTotal
 		}
 		out.openLast = pc.win.LatenessMs > 0
