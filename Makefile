@@ -75,7 +75,7 @@ difftest: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_DIFFTEST_N=$(N) KAFKASTREAMS_DIFFTEST_MINUTES=$(MINUTES) $(GO) test -count=1 -timeout $(DIFFTEST_TIMEOUT) -run '^TestDifferential$$' -v ./integration/ 2>&1 | tee .cache/difftest.log \
-	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+difftest_test\.go:[0-9]+: (difftest|DIFFERENCE|seed [0-9]+: [^0-9])|\s{4,}\S)' | sed -u -E 's/^(.{400}).*/\1/'; \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL|SKIP)|ok|FAIL|PASS|integration: broker|\s+difftest_test\.go:[0-9]+: (difftest|DIFFERENCE|seed [0-9]+: [^0-9])|\s{4,}\S)' | sed -u -E '/replay:/!s/^(.{400}).*/\1/'; \
 	  exit $${PIPESTATUS[0]}
 
 ## scenarios: the six scenarios of an unbounded job (steady, scale-out,
