@@ -105,7 +105,7 @@ scenarios: kafka-jars
 ## g GB (default: 80% of the machine's available memory).
 SCALE         ?= 1000000,3000000,10000000
 BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Scale
-BENCH_PLOT    ?= docs/bench-scale.png
+BENCH_PLOT    ?= cmd/benchtable/bench-scale.png
 BENCH_TIMEOUT ?= 180m
 BENCH_MEMORY_GB ?=
 bench: kafka-jars

@@ -6,12 +6,12 @@
 // goal whose benchmark did not run says so), and a PNG plot of the main
 // job's wall time against input size for this runner and Prism.
 //
-//	go run ./cmd/benchtable --in=.cache/bench.log --plot=docs/bench-scale.png
+//	go run ./cmd/benchtable --in=.cache/bench.log --plot=cmd/benchtable/bench-scale.png
 //
 // Flags:
 //
 //	--in PATH     the benchmark output to read ["-": stdin]
-//	--plot PATH   the PNG to write; empty: none [docs/bench-scale.png]
+//	--plot PATH   the PNG to write; empty: none [cmd/benchtable/bench-scale.png]
 //
 // The table's heading and the plot's title say when the benchmarks ended
 // (the input file's modification time; stdin: now), the machine's cores
@@ -32,7 +32,7 @@ import (
 
 var (
 	in       = flag.String("in", "-", `the go test -bench output to read ("-": stdin)`)
-	plotPath = flag.String("plot", "docs/bench-scale.png", "the PNG plot of wall time against input size to write (empty: none)")
+	plotPath = flag.String("plot", "cmd/benchtable/bench-scale.png", "the PNG plot of wall time against input size to write (empty: none)")
 )
 
 func main() {
