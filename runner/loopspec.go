@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 )
@@ -35,4 +37,19 @@ func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
 		sp.Outputs = append(sp.Outputs, out)
 	}
 	return sp, nil
+}
+
+// intervalWindowCoder is Beam's interval window coder URN (beam_runner_api
+// StandardCoders.INTERVAL_WINDOW).
+const intervalWindowCoder = "beam:coder:interval_window:v1"
+
+// markIntervalWindows sets Output.IntervalWindows on each of sp's outputs
+// whose PCollection's windowing strategy has the interval window coder:
+// the stage writes such an element once per window (stage.ExplodeWindows).
+func markIntervalWindows(comps *pipepb.Components, sp *stage.Spec) {
+	for i, o := range sp.Outputs {
+		col := comps.GetPcollections()[o.PCollection]
+		ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
+		sp.Outputs[i].IntervalWindows = comps.GetCoders()[ws.GetWindowCoderId()].GetSpec().GetUrn() == intervalWindowCoder
+	}
 }

@@ -376,6 +376,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		if err != nil {
 			return nil, err
 		}
+		markIntervalWindows(pipe.GetComponents(), &spec)
 		if spec.Sinks, err = sinkSpecs(pipe.GetComponents(), s, users); err != nil {
 			return nil, err
 		}

@@ -69,6 +69,15 @@ type Sink struct {
 type Output struct {
 	PCollection string
 	Topics      []OutputTopic
+	// IntervalWindows: the PCollection's window coder is Beam's interval
+	// window coder (beam:coder:interval_window:v1), so an element may be
+	// in several windows (sliding windows). Each such element is written
+	// as one record per window (ExplodeWindows), as the Beam model counts
+	// it (a value in N windows is N elements) and as Prism stores a
+	// stage's outputs; otherwise a downstream WindowInto, which the Go SDK
+	// (exec.WindowInto) assigns from the timestamp alone, would make N
+	// elements one.
+	IntervalWindows bool
 }
 
 // OutputTopic is one topic an Output goes to.
@@ -606,27 +615,47 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 func (a *attempt) appendOutputs(b *Bundle) error {
 	for _, o := range a.s.spec.Outputs {
 		for _, e := range b.Outputs[o.PCollection] {
-			v := encodeElement(e)
-			var key []byte
-			var err error
-			for _, t := range o.Topics {
-				if t.Keyed && key == nil {
-					if key, err = a.s.keyOf[o.PCollection](e); err != nil {
-						return fmt.Errorf("stage %s: key of an element of %s: %w", a.s.spec.Name, o.PCollection, err)
-					}
+			if !o.IntervalWindows {
+				if err := a.appendOutput(o, e); err != nil {
+					return err
 				}
-				for c := 0; c < t.Copies; c++ {
-					r := Record{Topic: t.Name, Value: v}
-					if t.Keyed {
-						r.Key, r.Partition = key, keyPartition(key, t.Partitions)
-					} else {
-						r.Partition = a.s.rr[t.Name]
-						a.s.rr[t.Name] = (r.Partition + 1) % t.Partitions
-					}
-					a.ready.Records = append(a.ready.Records, r)
-					a.ready.ElementsOut++
+				continue
+			}
+			es, err := ExplodeWindows(e)
+			if err != nil {
+				return fmt.Errorf("stage %s: an element of %s: %w", a.s.spec.Name, o.PCollection, err)
+			}
+			for _, e := range es {
+				if err := a.appendOutput(o, e); err != nil {
+					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// appendOutput appends element e of output o to each of o's topics.
+func (a *attempt) appendOutput(o Output, e []byte) error {
+	v := encodeElement(e)
+	var key []byte
+	var err error
+	for _, t := range o.Topics {
+		if t.Keyed && key == nil {
+			if key, err = a.s.keyOf[o.PCollection](e); err != nil {
+				return fmt.Errorf("stage %s: key of an element of %s: %w", a.s.spec.Name, o.PCollection, err)
+			}
+		}
+		for c := 0; c < t.Copies; c++ {
+			r := Record{Topic: t.Name, Value: v}
+			if t.Keyed {
+				r.Key, r.Partition = key, keyPartition(key, t.Partitions)
+			} else {
+				r.Partition = a.s.rr[t.Name]
+				a.s.rr[t.Name] = (r.Partition + 1) % t.Partitions
+			}
+			a.ready.Records = append(a.ready.Records, r)
+			a.ready.ElementsOut++
 		}
 	}
 	return nil
