@@ -91,7 +91,9 @@ scenarios: kafka-jars
 ## a bare consumer's first read, its stateless stage against a plain
 ## transactional copy loop, a GroupByKey stage (100 000 keys, 1 M values)
 ## against the stateless stage, a Kafka source stage against the copy loop,
-## each pair on the same broker in the same run; then BenchmarkScale: the
+## each pair on the same broker in the same run; BenchmarkInstances: one
+## GroupByKey job as 1, 2 and 3 instances (values/s, CPU s per M values);
+## then BenchmarkScale: the
 ## main job (cmd/commitactivity, the windows of `make run`) as a child
 ## process on this runner and on Prism, over git-commits.csv and over SCALE
 ## synthetic events (comma-separated sizes), its wall time, events/s and
@@ -104,7 +106,7 @@ scenarios: kafka-jars
 ## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
 ## g GB (default: 80% of the machine's available memory).
 SCALE         ?= 1000000,3000000,10000000
-BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Scale
+BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Scale
 BENCH_PLOT    ?= cmd/benchtable/bench-scale.png
 BENCH_TIMEOUT ?= 180m
 BENCH_MEMORY_GB ?=

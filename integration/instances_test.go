@@ -28,6 +28,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/runner"
+	"github.com/kafkastreams/kafkastreams/stage"
 )
 
 // This file runs pipelines as separate OS processes: the test binary starts
@@ -51,6 +52,8 @@ type childResult struct {
 	ApplicationMetrics bool
 	// ElementsIn are the elements this instance's stages committed, by stage.
 	ElementsIn map[string]uint64
+	// Stages are this instance's stage loops' committed counters, by stage.
+	Stages map[string]stage.Stats
 	Err        string
 	Seconds    float64
 }
@@ -168,6 +171,7 @@ func runChild(name string) int {
 	}
 	if r, ok := res.(*runner.Result); ok {
 		out.ApplicationMetrics = r.ApplicationMetrics
+		out.Stages = r.Stats
 		for name, st := range r.Stats {
 			out.ElementsIn[name] = st.ElementsIn
 		}
@@ -254,7 +258,7 @@ func startChild(t *testing.T, b *kafkaenv.Broker, app string, n, slow int, idx i
 	return startPipelineChild(t, b, "exactly-once", app, n, slow, idx)
 }
 
-func startPipelineChild(t *testing.T, b *kafkaenv.Broker, pipeline, app string, n, slow int, idx int) *child {
+func startPipelineChild(t testing.TB, b *kafkaenv.Broker, pipeline, app string, n, slow int, idx int) *child {
 	t.Helper()
 	c := &child{out: fmt.Sprintf("%s/child-%d.json", t.TempDir(), idx)}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -275,7 +279,7 @@ func startPipelineChild(t *testing.T, b *kafkaenv.Broker, pipeline, app string, 
 	return c
 }
 
-func (c *child) result(t *testing.T) childResult {
+func (c *child) result(t testing.TB) childResult {
 	t.Helper()
 	var r childResult
 	b, err := os.ReadFile(c.out)

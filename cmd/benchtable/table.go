@@ -27,6 +27,7 @@ const (
 	benchGBK       = "BenchmarkGroupByKeyStage"
 	benchSource    = "BenchmarkKafkaSourceStage"
 	benchScale     = "BenchmarkScale"
+	benchInstances = "BenchmarkInstances"
 	smallJob       = benchScale + "/job=git-commits.csv"
 	scalePrefix    = benchScale + "/events="
 )
@@ -111,13 +112,37 @@ func Table(res Results) []Row {
 		rows = append(rows, scaleRow(fmt.Sprintf("main job over %s synthetic events, wall", num(float64(p.Events))), p,
 			"≥ 1.5x Prism's throughput at 3 M and above; RSS flat"))
 	}
+	rows = append(rows, instancesRow(res))
 	for _, g := range []struct{ what, goal string }{
-		{"multi-instance: records/s of 1, 2, 3 instances, CPU s per M records", "measured"},
 		{"partitions: throughput and report records per data record at 4, 32, 128", "O(P + Q) reports per interval"},
 	} {
 		rows = append(rows, Row{g.what, "not measured: no benchmark yet", "—", "—", g.goal})
 	}
 	return rows
+}
+
+// instancesRow is BenchmarkInstances' row: the job's values/s with 1, 2
+// and 3 instances, their CPU seconds per million values, and the rate of k
+// instances over one's.
+func instancesRow(res Results) Row {
+	const what = "multi-instance: records/s of 1, 2, 3 instances, CPU s per M records"
+	one, ok := res[benchInstances+"/instances=1"]
+	if !ok {
+		return Row{what, notMeasured, notMeasured, "—", "measured"}
+	}
+	var rates, cpus, ratios []string
+	for k := 1; k <= 3; k++ {
+		m, ok := res[fmt.Sprintf("%s/instances=%d", benchInstances, k)]
+		if !ok {
+			continue
+		}
+		rates = append(rates, fmt.Sprintf("%d: %s rec/s", k, num(m["records/s"])))
+		cpus = append(cpus, fmt.Sprintf("%d: %.1f", k, m["cpu-s/M"]))
+		if k > 1 {
+			ratios = append(ratios, fmt.Sprintf("%d vs 1: %.2fx", k, m["records/s"]/one["records/s"]))
+		}
+	}
+	return Row{what, strings.Join(rates, ", "), "CPU s per M records " + strings.Join(cpus, ", "), strings.Join(ratios, ", "), "measured"}
 }
 
 // scaleRow is a BenchmarkScale row: both runners' wall time, events/s and
