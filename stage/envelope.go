@@ -28,6 +28,31 @@ func encodeElement(e []byte) []byte {
 	return protowire.AppendBytes(b, e)
 }
 
+// envelopeChunk is the size of the chunks appendElement cuts envelopes
+// from: one allocation for a few hundred small elements instead of one
+// each.
+const envelopeChunk = 64 << 10
+
+// appendElement returns encodeElement(e), cut from the free end of *arena
+// (a chunk of envelopeChunk bytes, a new one when the envelope does not
+// fit; an envelope over a quarter chunk gets its own allocation). Values
+// already returned stay valid: a chunk is never written twice.
+func appendElement(arena *[]byte, e []byte) []byte {
+	n := 1 + protowire.SizeVarint(uint64(len(e))) + len(e)
+	if n > envelopeChunk/4 {
+		return encodeElement(e)
+	}
+	if cap(*arena)-len(*arena) < n {
+		*arena = make([]byte, 0, envelopeChunk)
+	}
+	b := *arena
+	start := len(b)
+	b = protowire.AppendTag(b, envelopeElementField, protowire.BytesType)
+	b = protowire.AppendBytes(b, e)
+	*arena = b
+	return b[start:len(b):len(b)]
+}
+
 // decodeEnvelope decodes an Envelope record value: its element (a slice of
 // v, not a copy: ok for the attempt, which ends before the record's
 // memory is reused) or its report; exactly one is set, or err says what

@@ -77,3 +77,29 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendElement: envelopes cut from the arena equal encodeElement's,
+// stay intact as later ones are cut (across a chunk change), and a large
+// element gets its own allocation.
+func TestAppendElement(t *testing.T) {
+	var arena []byte
+	var got, want [][]byte
+	for i := range 2000 {
+		e := bytes.Repeat([]byte{byte(i)}, i%300)
+		got = append(got, appendElement(&arena, e))
+		want = append(want, encodeElement(e))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("envelope %d: %x, want %x", i, got[i], want[i])
+		}
+		if cap(got[i]) != len(got[i]) {
+			t.Fatalf("envelope %d: capacity %d past its length %d: an append would write into the next", i, cap(got[i]), len(got[i]))
+		}
+	}
+	big := make([]byte, envelopeChunk)
+	before := len(arena)
+	if v := appendElement(&arena, big); !bytes.Equal(v, encodeElement(big)) || len(arena) != before {
+		t.Errorf("a large element: arena grew from %d to %d, want it untouched", before, len(arena))
+	}
+}

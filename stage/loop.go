@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,6 +192,10 @@ type Loop struct {
 	txnID                string
 	step                 *Step
 	head                 Head
+	// topicNames holds one *string per topic name for the produced
+	// messages (kafka.TopicPartition wants a pointer: one allocation per
+	// topic, not per record).
+	topicNames map[string]*string
 
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
@@ -521,7 +526,16 @@ func partitionsOf(tps []kafka.TopicPartition) []int32 {
 // Exactly once holds as for any restart. After maxRestarts restarts within
 // restartWindow the error is returned. Run closes the clients before
 // returning.
-func (l *Loop) Run(ctx context.Context) error {
+//
+// The goroutine runs under the pprof label stage=<name> (runtime/pprof.Do):
+// a CPU profile of an instance splits by stage with -tagfocus=stage=….
+func (l *Loop) Run(ctx context.Context) (err error) {
+	pprof.Do(ctx, pprof.Labels("stage", l.cfg.Spec.Name), func(ctx context.Context) { err = l.runLabelled(ctx) })
+	return err
+}
+
+// runLabelled is Run's body.
+func (l *Loop) runLabelled(ctx context.Context) error {
 	defer l.Close()
 	var restarts []time.Time
 	for {
@@ -977,16 +991,24 @@ func (l *Loop) produce(topic string, partition int32, key, value []byte) error {
 }
 
 func (l *Loop) produceRecord(r *Record) error {
-	topic := r.Topic
+	topic := l.topicNames[r.Topic]
+	if topic == nil {
+		t := r.Topic
+		topic = &t
+		if l.topicNames == nil {
+			l.topicNames = map[string]*string{}
+		}
+		l.topicNames[t] = topic
+	}
 	for {
-		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 		var ke kafka.Error
 		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
 			l.producer.Flush(100)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, topic, err)
+			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
 		}
 		return nil
 	}

@@ -281,6 +281,8 @@ type attempt struct {
 	// work.
 	pending [][]byte
 	barrier bool
+	// arena is the chunk output envelopes are cut from (appendElement).
+	arena []byte
 }
 
 // Decide runs one attempt over batch (records in poll order; each task's in
@@ -293,7 +295,9 @@ type attempt struct {
 // An error means the attempt must be aborted: nothing of it may be
 // committed, and the head's changes are dropped with Aborted.
 func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, woken map[int32]int64) (*Ready, error) {
-	a := &attempt{s: s, ctx: ctx, tasks: tasks, ready: &Ready{}}
+	// Room for one output record per input record (a stateless stage's
+	// shape) from the start, not grown by doubling.
+	a := &attempt{s: s, ctx: ctx, tasks: tasks, ready: &Ready{Records: make([]Record, 0, len(batch)+8)}}
 	// last[p] is the index of task p's last element record in batch.
 	last := map[int32]int{}
 	// elements[i] is batch[i]'s element, reports[i] its report (Envelope
@@ -637,7 +641,7 @@ func (a *attempt) appendOutputs(b *Bundle) error {
 
 // appendOutput appends element e of output o to each of o's topics.
 func (a *attempt) appendOutput(o Output, e []byte) error {
-	v := encodeElement(e)
+	v := appendElement(&a.arena, e)
 	var key []byte
 	var err error
 	for _, t := range o.Topics {
