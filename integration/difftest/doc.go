@@ -21,7 +21,8 @@
 // # Exclusions
 //
 // What the generator never builds, or the comparison leaves out, and why.
-// Exclusions lists them; README.md and CONTRIBUTING.md repeat it.
+// Exclusions lists them, the one list: TestDifferential's doc comment,
+// README.md and CONTRIBUTING.md point at it rather than copy it.
 //
 // This package imports only the Beam Go SDK; it runs nothing.
 package difftest
