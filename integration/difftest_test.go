@@ -44,54 +44,13 @@ import (
 // DoFns with side inputs, refused by this runner before issue 14
 // (KAFKASTREAMS_DIFFTEST_REFUSED=0 leaves them out).
 //
-// Exclusions (difftest.Exclusions, with their reasons; also in README.md
-// and CONTRIBUTING.md), each because the Beam model leaves the result
-// open, the Go SDK or Prism cannot run it, or this runner refuses it:
-//
-//   - processing-time triggers and timers (the wall clock decides);
-//   - triggers on session windows: Prism refuses those with an element
-//     count and does not merge the others' trigger state (Beam issue
-//     31438); built with difftest.Options.SessionTriggers;
-//   - session windows only over a Create or a one-segment TestStream:
-//     Prism merges sessions only within a bundle and gives a key
-//     overlapping sessions otherwise (seed 35022680);
-//   - the order within a pane or bundle: every aggregation and the
-//     stateful DoFn are order-independent by construction;
-//   - how data-driven triggers (AfterCount, Always, AfterAny/All/Each,
-//     OrFinally, early and late firings) cut elements into panes: a
-//     repeating one is compared by the total per key and window over its
-//     panes, a finishing one by which keys and windows have output; only a
-//     sink follows such an aggregation;
-//   - the late panes of the default trigger: compared by total, only a
-//     sink follows;
-//   - elements behind the watermark only from the TestStream (one per key
-//     per segment), never mixed with another source before an
-//     aggregation, and on one partition per internal topic: downstream
-//     lateness otherwise depends on how far the other upstream tasks got;
-//   - a stateful DoFn never on late data, session windows or a
-//     non-default trigger's output; its sticky clear only on a Create;
-//   - side inputs only from default-trigger, on-time, non-merging
-//     PCollections in the global window or the main input's windowing,
-//     never an unbounded one in the global window (Beam issue 21596);
-//   - no CoGroupByKey of a bounded and an unbounded PCollection (the SDK
-//     refuses it); Flatten and CoGroupByKey over one windowing strategy;
-//     one TestStream per pipeline; timers at most at the window's end;
-//   - no re-windowing after an aggregation in the global window (its
-//     output's new windows would end after the global window's end);
-//   - Prism's closing LATE pane without late data (default trigger,
-//     accumulating, allowed lateness > 0; the Java runner emits none), and
-//     its panes on session windows with allowed lateness > 0 (an extra
-//     EARLY one with a lifted Combine; the zero PaneInfo on the pane of a
-//     merged session, where Java and this runner say ON_TIME): such an
-//     aggregation is compared by total;
-//   - Prism keeps an element whose window had expired (max timestamp +
-//     allowed lateness before the aggregation's input watermark: Java's
-//     LateDataDroppingDoFnRunner and this runner drop it) while its
-//     aggregation's output watermark is held, e.g. by a window waiting for
-//     AfterCount (seed 492831498): such windows are not compared;
-//   - the IsLast flag of an ON_TIME pane under allowed lateness > 0 (this
-//     runner: true when the watermark passes the window's lateness at once;
-//     Java and Prism: false).
+// Exclusions: what the generator never builds or the comparison leaves
+// out, each with its reason (the Beam model leaves the result open, the Go
+// SDK or Prism cannot run it, this runner refuses it, or Prism departs from
+// the model and the case is compared as the model leaves it comparable),
+// are listed in one place, difftest.Exclusions (integration/difftest/doc.go;
+// `go doc ./integration/difftest Exclusions`); README.md and CONTRIBUTING.md
+// point at it.
 func TestDifferential(t *testing.T) {
 	needBroker(t)
 	if js := os.Getenv("KAFKASTREAMS_DIFFTEST_SPEC"); js != "" {
