@@ -409,7 +409,15 @@ func checkpointString(t *testing.T, md string) string {
 		t.Fatal(err)
 	}
 	s := "out=" + stepTime(mtime.Time(cp.GetOutputWatermarkMillis()))
-	for _, r := range cp.GetReports() {
+	reports := cp.GetReports()
+	for _, c := range cp.GetUpstreams() {
+		rs, err := expandUpstream(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, rs...)
+	}
+	for _, r := range reports {
 		s += fmt.Sprintf(" %s/%d=%s", r.GetStage(), r.GetSourcePartition(), stepTime(mtime.Time(r.GetCommittedWatermarkMillis())))
 	}
 	return s

@@ -742,8 +742,15 @@ type TaskCheckpoint struct {
 	Reports []*WatermarkReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
 	// output_watermark_millis is the last watermark the task reported.
 	OutputWatermarkMillis int64 `protobuf:"varint,2,opt,name=output_watermark_millis,json=outputWatermarkMillis,proto3" json:"output_watermark_millis,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// upstreams holds the latest reports of an upstream stage compactly, one
+	// entry per stage, in place of `reports` (a writer puts a stage's
+	// reports in one or the other): Kafka refuses a commit whose metadata is
+	// longer than offset.metadata.max.bytes, and 32 full reports of a Kafka
+	// source stage already were. A stage whose reports differ in
+	// total_source_partitions or carry a processing time goes in `reports`.
+	Upstreams     []*UpstreamCheckpoint `protobuf:"bytes,3,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCheckpoint) Reset() {
@@ -790,6 +797,107 @@ func (x *TaskCheckpoint) GetOutputWatermarkMillis() int64 {
 	return 0
 }
 
+func (x *TaskCheckpoint) GetUpstreams() []*UpstreamCheckpoint {
+	if x != nil {
+		return x.Upstreams
+	}
+	return nil
+}
+
+// UpstreamCheckpoint is the latest report of every reported source
+// partition of one upstream stage, all with the same
+// total_source_partitions and no processing time; what a report holds
+// beyond its watermark and idle flag (source, instance) is not kept.
+type UpstreamCheckpoint struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Stage                 string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	TotalSourcePartitions int32                  `protobuf:"varint,2,opt,name=total_source_partitions,json=totalSourcePartitions,proto3" json:"total_source_partitions,omitempty"`
+	// source_partitions are the partitions that reported, ascending; empty
+	// when they are 0, 1, ... up to the number of watermark_offsets - 1.
+	SourcePartitions []int32 `protobuf:"varint,3,rep,packed,name=source_partitions,json=sourcePartitions,proto3" json:"source_partitions,omitempty"`
+	// The i-th partition's committed watermark is base_watermark_millis +
+	// watermark_offsets[i] (base: the smallest, so the offsets are small
+	// varints when the partitions are close).
+	BaseWatermarkMillis int64    `protobuf:"varint,4,opt,name=base_watermark_millis,json=baseWatermarkMillis,proto3" json:"base_watermark_millis,omitempty"`
+	WatermarkOffsets    []uint64 `protobuf:"varint,5,rep,packed,name=watermark_offsets,json=watermarkOffsets,proto3" json:"watermark_offsets,omitempty"`
+	// idle_partitions are the partitions whose report was idle, ascending.
+	IdlePartitions []int32 `protobuf:"varint,6,rep,packed,name=idle_partitions,json=idlePartitions,proto3" json:"idle_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpstreamCheckpoint) Reset() {
+	*x = UpstreamCheckpoint{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamCheckpoint) ProtoMessage() {}
+
+func (x *UpstreamCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamCheckpoint.ProtoReflect.Descriptor instead.
+func (*UpstreamCheckpoint) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpstreamCheckpoint) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *UpstreamCheckpoint) GetTotalSourcePartitions() int32 {
+	if x != nil {
+		return x.TotalSourcePartitions
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetSourcePartitions() []int32 {
+	if x != nil {
+		return x.SourcePartitions
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetBaseWatermarkMillis() int64 {
+	if x != nil {
+		return x.BaseWatermarkMillis
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetWatermarkOffsets() []uint64 {
+	if x != nil {
+		return x.WatermarkOffsets
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetIdlePartitions() []int32 {
+	if x != nil {
+		return x.IdlePartitions
+	}
+	return nil
+}
+
 // StageCommitMetrics is what one committed transaction of one stage's loop
 // did, for the application's metrics topic ("<application_id>-metrics", see
 // runner.MetricsTopic): the payload of a Beam MonitoringInfo whose urn is
@@ -827,7 +935,7 @@ type StageCommitMetrics struct {
 
 func (x *StageCommitMetrics) Reset() {
 	*x = StageCommitMetrics{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +947,7 @@ func (x *StageCommitMetrics) String() string {
 func (*StageCommitMetrics) ProtoMessage() {}
 
 func (x *StageCommitMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +960,7 @@ func (x *StageCommitMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCommitMetrics.ProtoReflect.Descriptor instead.
 func (*StageCommitMetrics) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{10}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StageCommitMetrics) GetStage() string {
@@ -935,7 +1043,7 @@ type TaskStateHeld struct {
 
 func (x *TaskStateHeld) Reset() {
 	*x = TaskStateHeld{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1055,7 @@ func (x *TaskStateHeld) String() string {
 func (*TaskStateHeld) ProtoMessage() {}
 
 func (x *TaskStateHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1068,7 @@ func (x *TaskStateHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStateHeld.ProtoReflect.Descriptor instead.
 func (*TaskStateHeld) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{11}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskStateHeld) GetPartition() int32 {
@@ -1036,10 +1144,18 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x10watermark_millis\x18\x02 \x01(\x03R\x0fwatermarkMillis\x12\x12\n" +
 	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x1a\n" +
 	"\breported\x18\x04 \x01(\bR\breported\x12\x18\n" +
-	"\aminimum\x18\x05 \x01(\bR\aminimum\"\x84\x01\n" +
+	"\aminimum\x18\x05 \x01(\bR\aminimum\"\xc7\x01\n" +
 	"\x0eTaskCheckpoint\x12:\n" +
 	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\x126\n" +
-	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\"\xca\x02\n" +
+	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\x12A\n" +
+	"\tupstreams\x18\x03 \x03(\v2#.kafkastreams.v1.UpstreamCheckpointR\tupstreams\"\x99\x02\n" +
+	"\x12UpstreamCheckpoint\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x126\n" +
+	"\x17total_source_partitions\x18\x02 \x01(\x05R\x15totalSourcePartitions\x12+\n" +
+	"\x11source_partitions\x18\x03 \x03(\x05R\x10sourcePartitions\x122\n" +
+	"\x15base_watermark_millis\x18\x04 \x01(\x03R\x13baseWatermarkMillis\x12+\n" +
+	"\x11watermark_offsets\x18\x05 \x03(\x04R\x10watermarkOffsets\x12'\n" +
+	"\x0fidle_partitions\x18\x06 \x03(\x05R\x0eidlePartitions\"\xca\x02\n" +
 	"\x12StageCommitMetrics\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1d\n" +
@@ -1075,7 +1191,7 @@ func file_kafkastreams_v1_watermark_proto_rawDescGZIP() []byte {
 	return file_kafkastreams_v1_watermark_proto_rawDescData
 }
 
-var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatermarkReport)(nil),        // 0: kafkastreams.v1.WatermarkReport
 	(*SourcePartition)(nil),        // 1: kafkastreams.v1.SourcePartition
@@ -1087,8 +1203,9 @@ var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*StageWatermark)(nil),         // 7: kafkastreams.v1.StageWatermark
 	(*PartitionWatermark)(nil),     // 8: kafkastreams.v1.PartitionWatermark
 	(*TaskCheckpoint)(nil),         // 9: kafkastreams.v1.TaskCheckpoint
-	(*StageCommitMetrics)(nil),     // 10: kafkastreams.v1.StageCommitMetrics
-	(*TaskStateHeld)(nil),          // 11: kafkastreams.v1.TaskStateHeld
+	(*UpstreamCheckpoint)(nil),     // 10: kafkastreams.v1.UpstreamCheckpoint
+	(*StageCommitMetrics)(nil),     // 11: kafkastreams.v1.StageCommitMetrics
+	(*TaskStateHeld)(nil),          // 12: kafkastreams.v1.TaskStateHeld
 }
 var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
 	1,  // 0: kafkastreams.v1.WatermarkReport.source:type_name -> kafkastreams.v1.SourcePartition
@@ -1098,16 +1215,17 @@ var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
 	7,  // 4: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
 	8,  // 5: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
 	0,  // 6: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
-	11, // 7: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
-	4,  // 8: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	6,  // 9: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	5,  // 10: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	7,  // 11: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 7: kafkastreams.v1.TaskCheckpoint.upstreams:type_name -> kafkastreams.v1.UpstreamCheckpoint
+	12, // 8: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
+	4,  // 9: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	6,  // 10: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	5,  // 11: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	7,  // 12: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -1121,15 +1239,15 @@ func file_kafkastreams_v1_watermark_proto_init() {
 		(*Envelope_Report)(nil),
 		(*Envelope_Reports)(nil),
 	}
-	file_kafkastreams_v1_watermark_proto_msgTypes[10].OneofWrappers = []any{}
 	file_kafkastreams_v1_watermark_proto_msgTypes[11].OneofWrappers = []any{}
+	file_kafkastreams_v1_watermark_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kafkastreams_v1_watermark_proto_rawDesc), len(file_kafkastreams_v1_watermark_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
