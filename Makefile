@@ -93,7 +93,9 @@ scenarios: kafka-jars
 ## against the stateless stage, a Kafka source stage against the copy loop,
 ## each pair on the same broker in the same run; BenchmarkInstances: one
 ## GroupByKey job as 1, 2 and 3 instances (values/s, CPU s per M values);
-## then BenchmarkScale: the
+## BenchmarkPartitions: a Kafka source stage into a GroupByKey at 4, 32 and
+## 128 partitions, its records/s and report records per data record; then
+## BenchmarkScale: the
 ## main job (cmd/commitactivity, the windows of `make run`) as a child
 ## process on this runner and on Prism, over git-commits.csv and over SCALE
 ## synthetic events (comma-separated sizes), its wall time, events/s and
@@ -106,7 +108,7 @@ scenarios: kafka-jars
 ## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
 ## g GB (default: 80% of the machine's available memory).
 SCALE         ?= 1000000,3000000,10000000
-BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Scale
+BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Partitions|Scale
 BENCH_PLOT    ?= cmd/benchtable/bench-scale.png
 BENCH_TIMEOUT ?= 180m
 BENCH_MEMORY_GB ?=
@@ -116,7 +118,7 @@ bench: kafka-jars
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_MEMORY_GB='$(BENCH_MEMORY_GB)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
 	  $(GO) test -count=1 -run '^$$' -bench '^Benchmark($(BENCH))$$' -benchtime=1x -timeout $(BENCH_TIMEOUT) ./integration/ 2>&1 | tee .cache/bench.log \
-	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench)_test)'; \
+	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench|partitions_bench)_test)'; \
 	  status=$${PIPESTATUS[0]}; set -e; \
 	  $(GO) run ./cmd/benchtable --in=.cache/bench.log --plot='$(BENCH_PLOT)'; \
 	  exit $$status

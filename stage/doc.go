@@ -41,7 +41,12 @@
 // set timers), then the head's Advance and the work it returns (GroupByKey
 // panes, due timers, in a bundle of their own), and every bundle's results
 // go back to the head (Head.Results) before the task's next record; the
-// task's report follows the outputs of its records before the point. So
+// task's report follows the outputs of its records before the point. On
+// the output topics the reports made at one place (no output record
+// between them: at the end of an attempt, every task's) go as one
+// Envelope per partition holding them all (Envelope.reports), so P tasks
+// reporting into Q partitions cost Q records there, and one each on the
+// report topic; a reader takes such a batch as one point. So
 // results do not depend on how records were batched into bundles and
 // transactions, with one exception Beam itself leaves to the runner: a
 // timer a bundle sets behind the input watermark fires right after that

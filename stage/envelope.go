@@ -14,7 +14,7 @@ import (
 const envelopeElementField protowire.Number = 1
 
 // errEmptyEnvelope: an Envelope record with neither an element nor a
-// report.
+// report (a batch of reports with none in it counts as none).
 var errEmptyEnvelope = errors.New("stage: empty Envelope")
 
 // encodeElement returns the Envelope record value of element e: the bytes
@@ -55,12 +55,14 @@ func appendElement(arena *[]byte, e []byte) []byte {
 
 // decodeEnvelope decodes an Envelope record value: its element (a slice of
 // v, not a copy: ok for the attempt, which ends before the record's
-// memory is reused) or its report; exactly one is set, or err says what
-// is wrong. A value that is exactly one element field, what every writer
-// of this runner sends (encodeElement), is read without proto.Unmarshal;
-// anything else (a report, or an element encoded some other valid way)
-// goes through it, with the same result.
-func decodeEnvelope(v []byte) (element []byte, report *pb.WatermarkReport, err error) {
+// memory is reused) or its reports, in order (one for a `report`, the
+// batch's for `reports`); exactly one of the two is set, or err says what
+// is wrong (errEmptyEnvelope for neither, or a batch of no report). A
+// value that is exactly one element field, what every writer of this
+// runner sends (encodeElement), is read without proto.Unmarshal; anything
+// else (reports, or an element encoded some other valid way) goes
+// through it, with the same result.
+func decodeEnvelope(v []byte) (element []byte, reports []*pb.WatermarkReport, err error) {
 	if num, typ, n := protowire.ConsumeTag(v); n > 0 && num == envelopeElementField && typ == protowire.BytesType {
 		if e, m := protowire.ConsumeBytes(v[n:]); m > 0 && n+m == len(v) {
 			if e == nil {
@@ -80,7 +82,25 @@ func decodeEnvelope(v []byte) (element []byte, report *pb.WatermarkReport, err e
 		}
 		return p.Element, nil, nil
 	case *pb.Envelope_Report:
-		return nil, p.Report, nil
+		if p.Report == nil {
+			// proto.Unmarshal leaves an empty message, never nil; a
+			// value built by hand could.
+			return nil, nil, errEmptyEnvelope
+		}
+		return nil, []*pb.WatermarkReport{p.Report}, nil
+	case *pb.Envelope_Reports:
+		rs := p.Reports.GetReports()
+		if len(rs) == 0 {
+			return nil, nil, errEmptyEnvelope
+		}
+		return nil, rs, nil
 	}
 	return nil, nil, errEmptyEnvelope
+}
+
+// encodeReports returns the Envelope record value of a batch of reports
+// (Envelope.reports), in the order given.
+func encodeReports(rs []*pb.WatermarkReport) []byte {
+	v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Reports{Reports: &pb.WatermarkReports{Reports: rs}}})
+	return v
 }

@@ -31,8 +31,16 @@ func TestEnvelopeCodec(t *testing.T) {
 	}
 	r := &pb.WatermarkReport{Stage: "s0", SourcePartition: 2, CommittedWatermarkMillis: 77, TotalSourcePartitions: 4}
 	v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
-	if el, rep, err := decodeEnvelope(v); err != nil || el != nil || !proto.Equal(rep, r) {
-		t.Fatalf("decodeEnvelope of a report: element %v, report %v, err %v", el, rep, err)
+	if el, reps, err := decodeEnvelope(v); err != nil || el != nil || len(reps) != 1 || !proto.Equal(reps[0], r) {
+		t.Fatalf("decodeEnvelope of a report: element %v, reports %v, err %v", el, reps, err)
+	}
+	r2 := &pb.WatermarkReport{Stage: "s0", SourcePartition: 0, CommittedWatermarkMillis: 70, TotalSourcePartitions: 4, Idle: true}
+	batch := encodeReports([]*pb.WatermarkReport{r, r2})
+	if el, reps, err := decodeEnvelope(batch); err != nil || el != nil || len(reps) != 2 || !proto.Equal(reps[0], r) || !proto.Equal(reps[1], r2) {
+		t.Fatalf("decodeEnvelope of a batch of two reports: element %v, reports %v, err %v", el, reps, err)
+	}
+	if _, _, err := decodeEnvelope(encodeReports(nil)); !errors.Is(err, errEmptyEnvelope) {
+		t.Fatalf("decodeEnvelope of a batch of no report: err %v, want errEmptyEnvelope", err)
 	}
 	if _, _, err := decodeEnvelope(nil); !errors.Is(err, errEmptyEnvelope) {
 		t.Fatalf("decodeEnvelope of an empty record: err %v, want errEmptyEnvelope", err)
@@ -43,7 +51,7 @@ func TestEnvelopeCodec(t *testing.T) {
 }
 
 // FuzzDecodeEnvelope checks decodeEnvelope against proto.Unmarshal, the
-// reference, on any bytes: the same element or report, or both an error.
+// reference, on any bytes: the same element or reports, or both an error.
 func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add(encodeElement([]byte("value")))
 	f.Add(encodeElement(nil))
@@ -51,6 +59,8 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add(rv)
 	f.Add(append(encodeElement([]byte("a")), encodeElement([]byte("b"))...)) // the last field wins
 	f.Add(append(rv, encodeElement([]byte("x"))...))
+	f.Add(encodeReports([]*pb.WatermarkReport{{Stage: "s", TotalSourcePartitions: 2}, {Stage: "s", SourcePartition: 1, TotalSourcePartitions: 2}}))
+	f.Add(encodeReports(nil))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		el, rep, err := decodeEnvelope(v)
 		env := &pb.Envelope{}
@@ -67,8 +77,24 @@ func FuzzDecodeEnvelope(f *testing.F) {
 				t.Fatalf("%x: element %x, report %v, err %v; want element %x", v, el, rep, err, p.Element)
 			}
 		case *pb.Envelope_Report:
-			if err != nil || el != nil || !proto.Equal(rep, p.Report) {
-				t.Fatalf("%x: element %x, report %v, err %v; want report %v", v, el, rep, err, p.Report)
+			if err != nil || el != nil || len(rep) != 1 || !proto.Equal(rep[0], p.Report) {
+				t.Fatalf("%x: element %x, reports %v, err %v; want report %v", v, el, rep, err, p.Report)
+			}
+		case *pb.Envelope_Reports:
+			want := p.Reports.GetReports()
+			if len(want) == 0 {
+				if !errors.Is(err, errEmptyEnvelope) {
+					t.Fatalf("%x: err %v, want errEmptyEnvelope for a batch of no report", v, err)
+				}
+				return
+			}
+			if err != nil || el != nil || len(rep) != len(want) {
+				t.Fatalf("%x: element %x, reports %v, err %v; want reports %v", v, el, rep, err, want)
+			}
+			for i := range want {
+				if !proto.Equal(rep[i], want[i]) {
+					t.Fatalf("%x: report %d is %v, want %v", v, i, rep[i], want[i])
+				}
 			}
 		default:
 			if !errors.Is(err, errEmptyEnvelope) {

@@ -79,19 +79,20 @@ func readyTrace(t *testing.T, r *Ready) []string {
 		if rec.Topic != "out" || rec.Partition != 0 {
 			continue
 		}
-		env := &pb.Envelope{}
-		if err := proto.Unmarshal(rec.Value, env); err != nil {
+		el, reps, err := decodeEnvelope(rec.Value)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if rep := env.GetReport(); rep != nil {
+		for _, rep := range reps {
 			if rep.ProcessingTimeMillis == nil {
 				out = append(out, "report no clock")
 			} else {
 				out = append(out, fmt.Sprintf("report clock=%d", rep.GetProcessingTimeMillis()))
 			}
-			continue
 		}
-		out = append(out, string(env.GetElement()))
+		if el != nil {
+			out = append(out, string(el))
+		}
 	}
 	return out
 }

@@ -134,7 +134,12 @@ type Offset struct {
 type Ready struct {
 	// Records are the attempt's records in produce order: every bundle's
 	// outputs, then its Extra records; each task's reports after the
-	// outputs they cover and before the outputs of its later records.
+	// outputs they cover and before the outputs of its later records. On
+	// the output topics, every run of reports with no output record
+	// between them (the tasks' reports at the end of the attempt, above
+	// all) is one Envelope per partition holding them all, in order
+	// (Envelope.reports): Q records for the run, not one per task and
+	// partition. The report topic gets one record per report.
 	Records []Record
 	// Offsets are the touched tasks' offsets, sorted by task.
 	Offsets []Offset
@@ -283,6 +288,11 @@ type attempt struct {
 	barrier bool
 	// arena is the chunk output envelopes are cut from (appendElement).
 	arena []byte
+	// reports are the reports made since the last output record was
+	// appended, in the order made: they go to the output topics as one
+	// batch per partition before the next output record, or at the end
+	// of the attempt (flushReports).
+	reports []*pb.WatermarkReport
 }
 
 // Decide runs one attempt over batch (records in poll order; each task's in
@@ -300,12 +310,12 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 	a := &attempt{s: s, ctx: ctx, tasks: tasks, ready: &Ready{Records: make([]Record, 0, len(batch)+8)}}
 	// last[p] is the index of task p's last element record in batch.
 	last := map[int32]int{}
-	// elements[i] is batch[i]'s element, reports[i] its report (Envelope
+	// elements[i] is batch[i]'s element, reports[i] its reports (Envelope
 	// records; both nil for raw input).
 	var elements [][]byte
-	var reports []*pb.WatermarkReport
+	var reports [][]*pb.WatermarkReport
 	if !s.spec.RawInput {
-		elements, reports = make([][]byte, len(batch)), make([]*pb.WatermarkReport, len(batch))
+		elements, reports = make([][]byte, len(batch)), make([][]*pb.WatermarkReport, len(batch))
 	}
 	for i, m := range batch {
 		if tasks[m.Task] == nil {
@@ -346,7 +356,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			}
 		}
 		value := m.Value
-		var report *pb.WatermarkReport
+		var report []*pb.WatermarkReport
 		if !s.spec.RawInput {
 			if elements[i] != nil {
 				value = elements[i]
@@ -370,8 +380,12 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		}
 		next[p] = m.Offset + 1
 		if report != nil {
-			if err := t.observe(report); err != nil {
-				return nil, fmt.Errorf("stage %s: report at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+			// A batch's reports were made at one place of one upstream
+			// transaction: observed in order, then one point.
+			for _, r := range report {
+				if err := t.observe(r); err != nil {
+					return nil, fmt.Errorf("stage %s: report at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+				}
 			}
 			clockMoved := a.syncClock(p, t)
 			if in, _ := t.inputWatermark(); in > t.advanced || clockMoved {
@@ -402,6 +416,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		}
 	}
 	if len(next) == 0 {
+		a.flushReports()
 		return a.ready, nil
 	}
 	ps := sortedInt32Keys(next)
@@ -432,6 +447,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		}
 		a.ready.Offsets = append(a.ready.Offsets, Offset{Task: p, Next: next[p], Metadata: md})
 	}
+	a.flushReports()
 	return a.ready, nil
 }
 
@@ -651,6 +667,7 @@ func (a *attempt) appendOutput(o Output, e []byte) error {
 			}
 		}
 		for c := 0; c < t.Copies; c++ {
+			a.flushReports() // the reports before it cover less
 			r := Record{Topic: t.Name, Value: v}
 			if t.Keyed {
 				r.Key, r.Partition = key, keyPartition(key, t.Partitions)
@@ -696,9 +713,11 @@ func (a *attempt) appendSinks(b *Bundle) error {
 // choose (Kafka's RD_KAFKA_PARTITION_UA).
 const AnyPartition int32 = -1
 
-// appendReports appends task p's report to every partition of every output
-// topic and to the report topic (fan-out, in the transaction: a report
-// sits after the data it covers in every partition).
+// appendReports makes task p's report: appended to the report topic now,
+// and to every partition of every output topic with the other reports of
+// its run at the next flushReports (before the next output record, or at
+// the end of the attempt), so it sits after the data it covers in every
+// partition, in the transaction (seed 000).
 func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 	r := &pb.WatermarkReport{
 		Stage:                    a.s.spec.Name,
@@ -713,7 +732,24 @@ func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 		r.ProcessingTimeMillis = proto.Int64(ms)
 		t.clockOut, t.hasClockOut = ms, true
 	}
-	env, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
+	a.reports = append(a.reports, r)
+	raw, _ := proto.Marshal(r)
+	a.ready.Records = append(a.ready.Records, Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
+	a.ready.ReportsOut++
+}
+
+// flushReports appends the reports made since the last output record to
+// every partition of every output topic: one Envelope per partition
+// holding them all, in the order made (Envelope.reports). So a run of
+// reports of P tasks into Q partitions costs Q records, not P x Q, and no
+// report moves past an output record: downstream, each sits between the
+// same records as if every task had written its own.
+func (a *attempt) flushReports() {
+	if len(a.reports) == 0 {
+		return
+	}
+	env := encodeReports(a.reports)
+	a.reports = nil
 	seen := map[string]bool{}
 	for _, o := range a.s.spec.Outputs {
 		for _, t := range o.Topics {
@@ -727,9 +763,6 @@ func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 			}
 		}
 	}
-	raw, _ := proto.Marshal(r)
-	a.ready.Records = append(a.ready.Records, Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
-	a.ready.ReportsOut++
 }
 
 // keyPartition is the partition of a record keyed by an encoded Beam key:

@@ -313,9 +313,11 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 	return b.String()
 }
 
-// formatReady prints a Ready: one line per record (a report's records,
-// consecutive, to every partition of every output topic and to the report
-// topic, as one line), then offsets, blocked tasks and counters.
+// formatReady prints a Ready: one line per record, except that a run of
+// consecutive output-topic records with the same reports (one batch to
+// every partition of every output topic) is one line, "reports [...] ->"
+// its destinations; then offsets, blocked tasks and counters. Report-topic
+// records print as "report ... -> reports[any] key=...".
 func formatReady(t *testing.T, r *Ready) string {
 	var b strings.Builder
 	b.WriteString("ready:\n")
@@ -324,8 +326,6 @@ func formatReady(t *testing.T, r *Ready) string {
 		rec := recs[i]
 		switch rec.Topic {
 		case reportTopic:
-			// A report-topic record not preceded by its fan-out (outputs
-			// without topics): print it alone.
 			rep := &pb.WatermarkReport{}
 			if err := proto.Unmarshal(rec.Value, rep); err != nil {
 				t.Fatal(err)
@@ -336,21 +336,20 @@ func formatReady(t *testing.T, r *Ready) string {
 			fmt.Fprintf(&b, "  extra %s[%s] %s\n", rec.Topic, partString(rec.Partition), rec.Value)
 			continue
 		}
-		env := &pb.Envelope{}
-		if err := proto.Unmarshal(rec.Value, env); err != nil {
+		el, reps, err := decodeEnvelope(rec.Value)
+		if err != nil {
 			t.Fatalf("record %d is not an Envelope: %v", i, err)
 		}
-		if e, ok := env.Payload.(*pb.Envelope_Element); ok {
+		if el != nil {
 			key := ""
 			if rec.Key != nil {
 				key = " key=" + string(rec.Key)
 			}
-			fmt.Fprintf(&b, "  elem %s[%s]%s %s\n", rec.Topic, partString(rec.Partition), key, e.Element)
+			fmt.Fprintf(&b, "  elem %s[%s]%s %s\n", rec.Topic, partString(rec.Partition), key, el)
 			continue
 		}
-		rep := env.GetReport()
-		// Collect the same report's fan-out: every following record with
-		// the same envelope, then its report-topic copy.
+		// Collect the batch's fan-out: every following record with the
+		// same envelope.
 		var dests []string
 		j := i
 		for ; j < len(recs) && recs[j].Topic != reportTopic && string(recs[j].Value) == string(rec.Value); j++ {
@@ -361,14 +360,11 @@ func formatReady(t *testing.T, r *Ready) string {
 				dests = append(dests, recs[j].Topic+"["+partString(recs[j].Partition)+"]")
 			}
 		}
-		if j < len(recs) && recs[j].Topic == reportTopic {
-			raw, _ := proto.Marshal(rep)
-			if string(raw) == string(recs[j].Value) {
-				dests = append(dests, reportTopicString(recs[j]))
-				j++
-			}
+		var rs []string
+		for _, r := range reps {
+			rs = append(rs, reportString(r))
 		}
-		fmt.Fprintf(&b, "  report %s -> %s\n", reportString(rep), strings.Join(dests, " "))
+		fmt.Fprintf(&b, "  reports [%s] -> %s\n", strings.Join(rs, "; "), strings.Join(dests, " "))
 		i = j - 1
 	}
 	for _, o := range r.Offsets {
@@ -413,7 +409,15 @@ func checkpointString(t *testing.T, md string) string {
 		t.Fatal(err)
 	}
 	s := "out=" + stepTime(mtime.Time(cp.GetOutputWatermarkMillis()))
-	for _, r := range cp.GetReports() {
+	reports := cp.GetReports()
+	for _, c := range cp.GetUpstreams() {
+		rs, err := expandUpstream(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, rs...)
+	}
+	for _, r := range reports {
 		s += fmt.Sprintf(" %s/%d=%s", r.GetStage(), r.GetSourcePartition(), stepTime(mtime.Time(r.GetCommittedWatermarkMillis())))
 	}
 	return s
@@ -1114,4 +1118,107 @@ func stepBatchesString(batches [][]In) string {
 		bs = append(bs, bracket(rs))
 	}
 	return strings.Join(bs, " ")
+}
+
+// TestStepReportsBatched guards issue 13's Partitions goal: the reports an
+// attempt makes at one place (here the end, all eight tasks') go to the Q
+// partitions of the output topic as ONE record per partition carrying them
+// all (Envelope.reports), not one per task and partition (P x Q), while
+// the report topic keeps one record per task; a report made between two
+// outputs (task 0's point, element records of task 0 following) stays
+// between them. A downstream step reading one partition takes the batch
+// as the eight reports: its hold opens at their minimum.
+func TestStepReportsBatched(t *testing.T) {
+	const tasks, q = 8, 5
+	spec := Spec{Name: stepName, InputTopic: "in", Partitions: tasks, Upstreams: []string{"up"}, HeadOutput: mainPC,
+		Outputs: []Output{{PCollection: mainPC, Topics: []OutputTopic{{Name: "out", Partitions: q, Copies: 1}}}}}
+	s, err := NewStep(StepConfig{Spec: spec, Head: &Passthrough{}, ReportTopic: reportTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := map[int32]*task{}
+	var batch []In
+	rep := func(p int32, off int64, wm int64) In {
+		return In{Task: p, Offset: off, Value: mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
+			Stage: "up", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}})}
+	}
+	elem := func(p int32, off int64, v string) In {
+		return In{Task: p, Offset: off, Value: encodeElement([]byte(v))}
+	}
+	for p := int32(0); p < tasks; p++ {
+		ts[p] = newTask(p, spec.Upstreams)
+		batch = append(batch, elem(p, 0, fmt.Sprintf("a%d", p)), rep(p, 1, 1000+int64(p)*100))
+		if p == 0 {
+			batch = append(batch, elem(p, 2, "b0"))
+		}
+	}
+	r, err := s.Decide(context.Background(), ts, batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The output topic's records in order: "e:<element>" or "r:<sp,sp,...>".
+	var seq []string
+	var onOut, onReportTopic int
+	perPart := map[int32][]string{}
+	for _, rec := range r.Records {
+		if rec.Topic == reportTopic {
+			onReportTopic++
+			continue
+		}
+		el, reps, err := decodeEnvelope(rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if el != nil {
+			seq = append(seq, "e:"+string(el))
+			continue
+		}
+		onOut++
+		var sps []string
+		for _, x := range reps {
+			sps = append(sps, fmt.Sprintf("%d@%d", x.GetSourcePartition(), x.GetCommittedWatermarkMillis()))
+		}
+		s := "r:" + strings.Join(sps, ",")
+		perPart[rec.Partition] = append(perPart[rec.Partition], s)
+		if rec.Partition == 0 {
+			seq = append(seq, s)
+		}
+	}
+	// Task 0's point report (1000) and the end's reports of tasks 1..7
+	// (task 0's output did not move again): Q records each, P on the
+	// report topic.
+	if onOut != 2*q || onReportTopic != tasks || r.ReportsOut != uint64(2*q+tasks) {
+		t.Fatalf("%d report records on the output topic (want %d: two runs to %d partitions, not one per task and partition), %d on the report topic (want %d), ReportsOut %d",
+			onOut, 2*q, q, onReportTopic, tasks, r.ReportsOut)
+	}
+	want := "e:a0 r:0@1000 e:b0 e:a1 e:a2 e:a3 e:a4 e:a5 e:a6 e:a7 r:1@1100,2@1200,3@1300,4@1400,5@1500,6@1600,7@1700"
+	if got := strings.Join(seq, " "); got != want {
+		t.Fatalf("output partition 0:\n got %s\nwant %s", got, want)
+	}
+	for p := int32(0); p < q; p++ {
+		if got := strings.Join(perPart[p], " "); got != "r:0@1000 r:1@1100,2@1200,3@1300,4@1400,5@1500,6@1600,7@1700" {
+			t.Fatalf("output partition %d's reports: %s", p, got)
+		}
+	}
+
+	// Downstream: partition 3's records are the input of task 3 of a
+	// stage reading st; after the batch its input watermark is the min.
+	down, err := NewStep(StepConfig{Spec: Spec{Name: "down", InputTopic: "out", Partitions: q, Upstreams: []string{stepName}, HeadOutput: mainPC},
+		Head: &Passthrough{}, ReportTopic: reportTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := map[int32]*task{3: newTask(3, []string{stepName})}
+	var in []In
+	for _, rec := range r.Records {
+		if rec.Topic == "out" && rec.Partition == 3 {
+			in = append(in, In{Task: 3, Offset: int64(len(in)), Value: rec.Value})
+		}
+	}
+	if _, err := down.Decide(context.Background(), dt, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	if wm, _ := dt[3].inputWatermark(); wm != 1000 {
+		t.Fatalf("downstream task 3's input watermark %s after the batch, want 1000 (the minimum over st's 8 tasks)", stepTime(wm))
+	}
 }

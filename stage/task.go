@@ -106,20 +106,83 @@ func (t *task) inputClock() (ms int64, ok bool) {
 	return ms, ok
 }
 
-// checkpoint encodes the task's state for the offset commit metadata.
+// checkpoint encodes the task's state for the offset commit metadata: the
+// latest report of every upstream source partition, compactly
+// (compactUpstream) where a stage's reports allow it, else in full. Kafka
+// refuses metadata longer than the broker's offset.metadata.max.bytes
+// (default 4096): full reports passed it at 32 upstream partitions of a
+// Kafka source stage, the compact form holds a thousand partitions of
+// close watermarks.
 func (t *task) checkpoint() (string, error) {
 	cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out)}
 	for _, u := range sortedKeys(t.last) {
 		m := t.last[u]
+		rs := make([]*pb.WatermarkReport, 0, len(m))
 		for _, p := range sortedInt32Keys(m) {
-			cp.Reports = append(cp.Reports, m[p])
+			rs = append(rs, m[p])
 		}
+		if c := compactUpstream(u, rs); c != nil {
+			cp.Upstreams = append(cp.Upstreams, c)
+			continue
+		}
+		cp.Reports = append(cp.Reports, rs...)
 	}
 	b, err := proto.Marshal(cp)
 	if err != nil {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// compactUpstream returns stage's reports rs (sorted by source partition,
+// at least one) as an UpstreamCheckpoint, or nil when they cannot be
+// (their totals differ, or one carries a processing time): what
+// expandUpstream gives back are the same reports without their source and
+// instance, which no task reads back.
+func compactUpstream(stage string, rs []*pb.WatermarkReport) *pb.UpstreamCheckpoint {
+	c := &pb.UpstreamCheckpoint{Stage: stage, TotalSourcePartitions: rs[0].GetTotalSourcePartitions(), BaseWatermarkMillis: rs[0].GetCommittedWatermarkMillis()}
+	dense := true
+	for i, r := range rs {
+		if r.GetTotalSourcePartitions() != c.TotalSourcePartitions || r.ProcessingTimeMillis != nil {
+			return nil
+		}
+		c.BaseWatermarkMillis = min(c.BaseWatermarkMillis, r.GetCommittedWatermarkMillis())
+		dense = dense && r.GetSourcePartition() == int32(i)
+	}
+	for _, r := range rs {
+		c.WatermarkOffsets = append(c.WatermarkOffsets, uint64(r.GetCommittedWatermarkMillis()-c.BaseWatermarkMillis))
+		if !dense {
+			c.SourcePartitions = append(c.SourcePartitions, r.GetSourcePartition())
+		}
+		if r.GetIdle() {
+			c.IdlePartitions = append(c.IdlePartitions, r.GetSourcePartition())
+		}
+	}
+	return c
+}
+
+// expandUpstream returns the reports of an UpstreamCheckpoint, sorted by
+// source partition; a malformed one (source_partitions neither empty nor
+// as many as the watermarks) is an error.
+func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
+	offs, sps := c.GetWatermarkOffsets(), c.GetSourcePartitions()
+	if len(sps) != 0 && len(sps) != len(offs) {
+		return nil, fmt.Errorf("stage: checkpoint of upstream %s: %d source partitions for %d watermarks", c.GetStage(), len(sps), len(offs))
+	}
+	idle := map[int32]bool{}
+	for _, p := range c.GetIdlePartitions() {
+		idle[p] = true
+	}
+	rs := make([]*pb.WatermarkReport, len(offs))
+	for i, off := range offs {
+		sp := int32(i)
+		if len(sps) > 0 {
+			sp = sps[i]
+		}
+		rs[i] = &pb.WatermarkReport{Stage: c.GetStage(), SourcePartition: sp, TotalSourcePartitions: c.GetTotalSourcePartitions(),
+			CommittedWatermarkMillis: c.GetBaseWatermarkMillis() + int64(off), Idle: idle[sp]}
+	}
+	return rs, nil
 }
 
 // restoreTask rebuilds a task from a checkpoint; an empty checkpoint gives a
@@ -138,7 +201,15 @@ func restoreTask(partition int32, upstreams []string, metadata string) (*task, e
 	if err != nil {
 		return nil, fmt.Errorf("stage: input partition %d: committed offset metadata is not a task checkpoint: %w", partition, err)
 	}
-	for _, r := range cp.GetReports() {
+	reports := cp.GetReports()
+	for _, c := range cp.GetUpstreams() {
+		rs, err := expandUpstream(c)
+		if err != nil {
+			return nil, fmt.Errorf("stage: restoring input partition %d: %w", partition, err)
+		}
+		reports = append(reports, rs...)
+	}
+	for _, r := range reports {
 		if err := t.observe(r); err != nil {
 			return nil, fmt.Errorf("stage: restoring input partition %d: %w", partition, err)
 		}

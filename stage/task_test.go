@@ -136,3 +136,75 @@ func TestKeyPartitionIsStableAndInRange(t *testing.T) {
 
 // pinnedBeam is FNV-1a("beam") mod 7, computed outside Go.
 const pinnedBeam = 1
+
+// TestCheckpointFitsOffsetMetadata guards the commit of a task downstream
+// of many partitions (issue 13, Partitions: BenchmarkPartitions' GroupByKey
+// stage could not commit at 32 upstream partitions, "Offset metadata string
+// too large"): the checkpoint of 1 000 reported partitions of a Kafka
+// source stage (its long name, its source details and instance in every
+// report, close watermarks, some idle) stays within Kafka's default
+// offset.metadata.max.bytes (4096), and the restored task has every
+// partition's watermark and idle flag: its input watermark, and the same
+// again after partition 0 moves. A stage with only some partitions
+// reported (not 0..n-1), and one whose reports differ in their total,
+// round-trip too.
+func TestCheckpointFitsOffsetMetadata(t *testing.T) {
+	const n = 1000
+	src := "s0-kafkaio.Read_bench-parts-128-1796092197226"
+	up := []string{"gaps", "grown", src}
+	tk := newTask(7, up)
+	base := int64(1_764_547_200_000)
+	for p := int32(0); p < n; p++ {
+		r := report(src, p, mtime.Time(base+int64(p%97)*10), n, p%10 == 3)
+		r.Instance = "slot-0"
+		r.Source = &pb.SourcePartition{Topic: "bench-parts-128-1796092197226", HasLastEventTime: true, LastEventTimeMillis: base + 5000, IdlenessTimeoutMillis: 1000}
+		if err := tk.observe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []*pb.WatermarkReport{
+		report("gaps", 0, 500, 6, false), report("gaps", 2, 400, 6, true), report("gaps", 5, mtime.MaxTimestamp, 6, false),
+		report("grown", 0, 300, 2, false), report("grown", 1, 350, 2, false), report("grown", 2, 320, 3, false),
+	} {
+		if err := tk.observe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := tk.checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md) > 4096 {
+		t.Fatalf("checkpoint of %d upstream partitions is %d bytes, more than Kafka's default offset.metadata.max.bytes (4096)", n, len(md))
+	}
+	back, err := restoreTask(7, up, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range up {
+		for p, r := range tk.last[u] {
+			g := back.last[u][p]
+			if g.GetCommittedWatermarkMillis() != r.GetCommittedWatermarkMillis() || g.GetIdle() != r.GetIdle() || g.GetTotalSourcePartitions() != r.GetTotalSourcePartitions() {
+				t.Fatalf("%s/%d restored as %v, was %v", u, p, g, r)
+			}
+		}
+		if len(back.last[u]) != len(tk.last[u]) {
+			t.Fatalf("%s: %d partitions restored, had %d", u, len(back.last[u]), len(tk.last[u]))
+		}
+	}
+	// gaps is held (1, 3, 4 missing), grown re-opened by its total of 3.
+	for _, r := range []*pb.WatermarkReport{
+		report("gaps", 1, 900, 6, false), report("gaps", 3, 900, 6, false), report("gaps", 4, 900, 6, false),
+		report("grown", 0, 400, 3, false), report("grown", 1, 400, 3, false), report(src, 0, mtime.Time(base+20_000), n, false),
+	} {
+		for _, k := range []*task{tk, back} {
+			if err := k.observe(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want, _ := tk.inputWatermark()
+	if got, _ := back.inputWatermark(); got != want || want != 320 {
+		t.Fatalf("restored task's input watermark %d, the original's %d, want 320 (grown/2)", got, want)
+	}
+}

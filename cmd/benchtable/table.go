@@ -28,6 +28,7 @@ const (
 	benchSource    = "BenchmarkKafkaSourceStage"
 	benchScale     = "BenchmarkScale"
 	benchInstances = "BenchmarkInstances"
+	partsPrefix    = "BenchmarkPartitions/partitions="
 	smallJob       = benchScale + "/job=git-commits.csv"
 	scalePrefix    = benchScale + "/events="
 )
@@ -70,7 +71,7 @@ func Scale(res Results) []ScalePoint {
 
 // Table returns issue 13's goals as rows, each from the benchmark that
 // measures it, in the issue's order: start-up, the small job, the stage
-// pairs, the scale sizes, then the goals no benchmark measures yet. A
+// pairs, the scale sizes, multi-instance (no benchmark yet), partitions. A
 // benchmark missing from res gives a row saying so.
 func Table(res Results) []Row {
 	var rows []Row
@@ -113,11 +114,7 @@ func Table(res Results) []Row {
 			"≥ 1.5x Prism's throughput at 3 M and above; RSS flat"))
 	}
 	rows = append(rows, instancesRow(res))
-	for _, g := range []struct{ what, goal string }{
-		{"partitions: throughput and report records per data record at 4, 32, 128", "O(P + Q) reports per interval"},
-	} {
-		rows = append(rows, Row{g.what, "not measured: no benchmark yet", "—", "—", g.goal})
-	}
+	rows = append(rows, partitionsRow(res))
 	return rows
 }
 
@@ -143,6 +140,33 @@ func instancesRow(res Results) Row {
 		}
 	}
 	return Row{what, strings.Join(rates, ", "), "CPU s per M records " + strings.Join(cpus, ", "), strings.Join(ratios, ", "), "measured"}
+}
+
+// partitionsRow is BenchmarkPartitions' row: for each partition count P
+// it ran (P upstream tasks, Q = P downstream partitions), the source
+// stage's records/s and report records per data record; as the baseline,
+// its report records per commit beside P·(Q+1), what one report per task
+// to every downstream partition and to the report topic would cost if
+// every task reported at every commit.
+func partitionsRow(res Results) Row {
+	const what, goal = "partitions: throughput and report records per data record at 4, 32, 128", "O(P + Q) reports per interval"
+	var ps []int
+	for name := range res {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, partsPrefix)); strings.HasPrefix(name, partsPrefix) && err == nil {
+			ps = append(ps, n)
+		}
+	}
+	if len(ps) == 0 {
+		return Row{what, notMeasured, notMeasured, "—", goal}
+	}
+	sort.Ints(ps)
+	var ours, base []string
+	for _, p := range ps {
+		m := res[partsPrefix+strconv.Itoa(p)]
+		ours = append(ours, fmt.Sprintf("P=%d: %s rec/s, %.3f reports/record", p, num(m["source-records/s"]), m["reports/record"]))
+		base = append(base, fmt.Sprintf("P=%d: %s reports/commit (P·(Q+1) = %s)", p, num(m["reports/commit"]), num(float64(p*(p+1)))))
+	}
+	return Row{what, strings.Join(ours, "; "), strings.Join(base, "; "), "—", goal}
 }
 
 // scaleRow is a BenchmarkScale row: both runners' wall time, events/s and

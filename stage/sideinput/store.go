@@ -208,8 +208,8 @@ func NewStore(spec *Spec) *Store {
 func (s *Store) Spec() *Spec { return s.spec }
 
 // Record applies one record of the side input's topic: an Envelope holding an
-// element (wire-encoded; added to each of its windows) or a report of the
-// producer stage (advances the watermark). Records must come in the topic's
+// element (wire-encoded; added to each of its windows) or reports of the
+// producer stage (one, or a batch; they advance the watermark). Records must come in the topic's
 // order, committed ones only. A record that does not decode is an error and
 // changes nothing. An element for a window already ready is kept (never
 // dropped) and counted in Late: an answer already served for that window did
@@ -224,16 +224,30 @@ func (s *Store) Record(value []byte) error {
 	case *pb.Envelope_Element:
 		return s.add(p.Element)
 	case *pb.Envelope_Report:
-		r := p.Report
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.mu.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
-			return fmt.Errorf("sideinput: report in %s: %w", s.spec.Side.Topic, err)
+		return s.observe([]*pb.WatermarkReport{p.Report})
+	case *pb.Envelope_Reports:
+		if len(p.Reports.GetReports()) > 0 {
+			return s.observe(p.Reports.GetReports())
 		}
-		s.mu.wm = s.mu.agg.Advance()
-		return nil
 	}
 	return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+}
+
+// observe applies the reports of one record (one, or a batch: several
+// tasks' reports written at one place of the producer's transaction), in
+// order. A report the aggregator refuses is an error; the reports before
+// it stay applied, as they would from consecutive records.
+func (s *Store) observe(rs []*pb.WatermarkReport) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		if err := s.mu.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
+			s.mu.wm = s.mu.agg.Advance()
+			return fmt.Errorf("sideinput: report in %s: %w", s.spec.Side.Topic, err)
+		}
+	}
+	s.mu.wm = s.mu.agg.Advance()
+	return nil
 }
 
 func (s *Store) add(wire []byte) error {

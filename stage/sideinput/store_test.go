@@ -293,3 +293,41 @@ func TestStoreWindowedMultimap(t *testing.T) {
 		t.Errorf("late = %d, want 1", st.Late())
 	}
 }
+
+// TestStoreReportBatch: a record holding a batch of reports
+// (Envelope.reports, one per task of the producer written at one place of
+// its transaction) is the same as the reports in consecutive records: the
+// global window is ready once both of the producer's two tasks reported
+// the end of time, and not before.
+func TestStoreReportBatch(t *testing.T) {
+	f := newFixture(t, false, nil)
+	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(spec)
+	batch := func(parts ...int32) []byte {
+		var rs []*pb.WatermarkReport
+		for _, p := range parts {
+			rs = append(rs, &pb.WatermarkReport{Stage: f.stage.SideInputs[0].Upstream, SourcePartition: p, TotalSourcePartitions: 2,
+				CommittedWatermarkMillis: int64(mtime.MaxTimestamp)})
+		}
+		b, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Reports{Reports: &pb.WatermarkReports{Reports: rs}}})
+		return b
+	}
+	if err := st.Record(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	if st.ReadyFor(window.GlobalWindow{}) {
+		t.Fatal("ready with one of two tasks reported")
+	}
+	if err := st.Record(batch(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !st.ReadyFor(window.GlobalWindow{}) {
+		t.Fatal("not ready after a batch of both tasks' reports at the end of time")
+	}
+	if err := st.Record(batch()); err == nil {
+		t.Fatal("a batch of no report: no error")
+	}
+}

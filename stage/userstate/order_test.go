@@ -199,8 +199,13 @@ func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log
 				outputs++
 				continue
 			}
-			wm := env.GetReport().GetCommittedWatermarkMillis()
-			reports = append(reports, fmt.Sprintf("report %s after %d outputs", fmtWM(wm), outputs))
+			rs := env.GetReports().GetReports()
+			if r := env.GetReport(); r != nil {
+				rs = append(rs, r)
+			}
+			for _, r := range rs {
+				reports = append(reports, fmt.Sprintf("report %s after %d outputs", fmtWM(r.GetCommittedWatermarkMillis()), outputs))
+			}
 		}
 		if err := h.Prepare(func(string, int32, []byte, []byte) error { return nil }); err != nil {
 			t.Fatal(err)

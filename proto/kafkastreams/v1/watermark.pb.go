@@ -29,8 +29,10 @@ const (
 // WatermarkReport says that task `source_partition` of `stage`, one of
 // `total_source_partitions` tasks, has committed everything it will ever emit
 // before `committed_watermark_millis` (seed 000). A task writes one to every
-// partition of every output topic, and to the application's report topic, in the
-// same Kafka transaction as the data and offsets it covers.
+// partition of every output topic (in an Envelope's `reports` batch with the
+// other reports written at the same place of the transaction), and to the
+// application's report topic, in the same Kafka transaction as the data and
+// offsets it covers.
 type WatermarkReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// stage is the plan's name for the ExecutableStage that wrote the report.
@@ -260,6 +262,7 @@ type Envelope struct {
 	//
 	//	*Envelope_Element
 	//	*Envelope_Report
+	//	*Envelope_Reports
 	Payload       isEnvelope_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -320,6 +323,15 @@ func (x *Envelope) GetReport() *WatermarkReport {
 	return nil
 }
 
+func (x *Envelope) GetReports() *WatermarkReports {
+	if x != nil {
+		if x, ok := x.Payload.(*Envelope_Reports); ok {
+			return x.Reports
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Payload interface {
 	isEnvelope_Payload()
 }
@@ -331,13 +343,72 @@ type Envelope_Element struct {
 }
 
 type Envelope_Report struct {
-	// report is a watermark report of the upstream stage.
+	// report is a watermark report of the upstream stage. Written by
+	// earlier versions of the runner (and by tests); readers still accept it.
 	Report *WatermarkReport `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
+}
+
+type Envelope_Reports struct {
+	// reports are watermark reports of the upstream stage's tasks that the
+	// same transaction wrote at the same place of the partition (no element
+	// between them): the stage writes one Envelope per output partition for
+	// such a run of reports, not one per task, so P tasks reporting into Q
+	// partitions cost Q records, not P x Q. A reader observes them in order,
+	// as it would the same reports in consecutive records.
+	Reports *WatermarkReports `protobuf:"bytes,3,opt,name=reports,proto3,oneof"`
 }
 
 func (*Envelope_Element) isEnvelope_Payload() {}
 
 func (*Envelope_Report) isEnvelope_Payload() {}
+
+func (*Envelope_Reports) isEnvelope_Payload() {}
+
+// WatermarkReports is a batch of watermark reports (Envelope.reports), in
+// the order they were made.
+type WatermarkReports struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reports       []*WatermarkReport     `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkReports) Reset() {
+	*x = WatermarkReports{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkReports) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkReports) ProtoMessage() {}
+
+func (x *WatermarkReports) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkReports.ProtoReflect.Descriptor instead.
+func (*WatermarkReports) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WatermarkReports) GetReports() []*WatermarkReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
 
 type GetWatermarksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -349,7 +420,7 @@ type GetWatermarksRequest struct {
 
 func (x *GetWatermarksRequest) Reset() {
 	*x = GetWatermarksRequest{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +432,7 @@ func (x *GetWatermarksRequest) String() string {
 func (*GetWatermarksRequest) ProtoMessage() {}
 
 func (x *GetWatermarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[3]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +445,7 @@ func (x *GetWatermarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatermarksRequest.ProtoReflect.Descriptor instead.
 func (*GetWatermarksRequest) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{3}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetWatermarksRequest) GetStage() string {
@@ -394,7 +465,7 @@ type GetWatermarksResponse struct {
 
 func (x *GetWatermarksResponse) Reset() {
 	*x = GetWatermarksResponse{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +477,7 @@ func (x *GetWatermarksResponse) String() string {
 func (*GetWatermarksResponse) ProtoMessage() {}
 
 func (x *GetWatermarksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[4]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +490,7 @@ func (x *GetWatermarksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatermarksResponse.ProtoReflect.Descriptor instead.
 func (*GetWatermarksResponse) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{4}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetWatermarksResponse) GetStages() []*StageWatermark {
@@ -439,7 +510,7 @@ type WatchWatermarksRequest struct {
 
 func (x *WatchWatermarksRequest) Reset() {
 	*x = WatchWatermarksRequest{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +522,7 @@ func (x *WatchWatermarksRequest) String() string {
 func (*WatchWatermarksRequest) ProtoMessage() {}
 
 func (x *WatchWatermarksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[5]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +535,7 @@ func (x *WatchWatermarksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWatermarksRequest.ProtoReflect.Descriptor instead.
 func (*WatchWatermarksRequest) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{5}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchWatermarksRequest) GetStage() string {
@@ -497,7 +568,7 @@ type StageWatermark struct {
 
 func (x *StageWatermark) Reset() {
 	*x = StageWatermark{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +580,7 @@ func (x *StageWatermark) String() string {
 func (*StageWatermark) ProtoMessage() {}
 
 func (x *StageWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[6]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +593,7 @@ func (x *StageWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageWatermark.ProtoReflect.Descriptor instead.
 func (*StageWatermark) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{6}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StageWatermark) GetStage() string {
@@ -596,7 +667,7 @@ type PartitionWatermark struct {
 
 func (x *PartitionWatermark) Reset() {
 	*x = PartitionWatermark{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +679,7 @@ func (x *PartitionWatermark) String() string {
 func (*PartitionWatermark) ProtoMessage() {}
 
 func (x *PartitionWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[7]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +692,7 @@ func (x *PartitionWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionWatermark.ProtoReflect.Descriptor instead.
 func (*PartitionWatermark) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{7}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionWatermark) GetSourcePartition() int32 {
@@ -671,13 +742,20 @@ type TaskCheckpoint struct {
 	Reports []*WatermarkReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
 	// output_watermark_millis is the last watermark the task reported.
 	OutputWatermarkMillis int64 `protobuf:"varint,2,opt,name=output_watermark_millis,json=outputWatermarkMillis,proto3" json:"output_watermark_millis,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// upstreams holds the latest reports of an upstream stage compactly, one
+	// entry per stage, in place of `reports` (a writer puts a stage's
+	// reports in one or the other): Kafka refuses a commit whose metadata is
+	// longer than offset.metadata.max.bytes, and 32 full reports of a Kafka
+	// source stage already were. A stage whose reports differ in
+	// total_source_partitions or carry a processing time goes in `reports`.
+	Upstreams     []*UpstreamCheckpoint `protobuf:"bytes,3,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskCheckpoint) Reset() {
 	*x = TaskCheckpoint{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +767,7 @@ func (x *TaskCheckpoint) String() string {
 func (*TaskCheckpoint) ProtoMessage() {}
 
 func (x *TaskCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[8]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +780,7 @@ func (x *TaskCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCheckpoint.ProtoReflect.Descriptor instead.
 func (*TaskCheckpoint) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{8}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskCheckpoint) GetReports() []*WatermarkReport {
@@ -717,6 +795,107 @@ func (x *TaskCheckpoint) GetOutputWatermarkMillis() int64 {
 		return x.OutputWatermarkMillis
 	}
 	return 0
+}
+
+func (x *TaskCheckpoint) GetUpstreams() []*UpstreamCheckpoint {
+	if x != nil {
+		return x.Upstreams
+	}
+	return nil
+}
+
+// UpstreamCheckpoint is the latest report of every reported source
+// partition of one upstream stage, all with the same
+// total_source_partitions and no processing time; what a report holds
+// beyond its watermark and idle flag (source, instance) is not kept.
+type UpstreamCheckpoint struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Stage                 string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	TotalSourcePartitions int32                  `protobuf:"varint,2,opt,name=total_source_partitions,json=totalSourcePartitions,proto3" json:"total_source_partitions,omitempty"`
+	// source_partitions are the partitions that reported, ascending; empty
+	// when they are 0, 1, ... up to the number of watermark_offsets - 1.
+	SourcePartitions []int32 `protobuf:"varint,3,rep,packed,name=source_partitions,json=sourcePartitions,proto3" json:"source_partitions,omitempty"`
+	// The i-th partition's committed watermark is base_watermark_millis +
+	// watermark_offsets[i] (base: the smallest, so the offsets are small
+	// varints when the partitions are close).
+	BaseWatermarkMillis int64    `protobuf:"varint,4,opt,name=base_watermark_millis,json=baseWatermarkMillis,proto3" json:"base_watermark_millis,omitempty"`
+	WatermarkOffsets    []uint64 `protobuf:"varint,5,rep,packed,name=watermark_offsets,json=watermarkOffsets,proto3" json:"watermark_offsets,omitempty"`
+	// idle_partitions are the partitions whose report was idle, ascending.
+	IdlePartitions []int32 `protobuf:"varint,6,rep,packed,name=idle_partitions,json=idlePartitions,proto3" json:"idle_partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpstreamCheckpoint) Reset() {
+	*x = UpstreamCheckpoint{}
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamCheckpoint) ProtoMessage() {}
+
+func (x *UpstreamCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamCheckpoint.ProtoReflect.Descriptor instead.
+func (*UpstreamCheckpoint) Descriptor() ([]byte, []int) {
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpstreamCheckpoint) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *UpstreamCheckpoint) GetTotalSourcePartitions() int32 {
+	if x != nil {
+		return x.TotalSourcePartitions
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetSourcePartitions() []int32 {
+	if x != nil {
+		return x.SourcePartitions
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetBaseWatermarkMillis() int64 {
+	if x != nil {
+		return x.BaseWatermarkMillis
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetWatermarkOffsets() []uint64 {
+	if x != nil {
+		return x.WatermarkOffsets
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetIdlePartitions() []int32 {
+	if x != nil {
+		return x.IdlePartitions
+	}
+	return nil
 }
 
 // StageCommitMetrics is what one committed transaction of one stage's loop
@@ -756,7 +935,7 @@ type StageCommitMetrics struct {
 
 func (x *StageCommitMetrics) Reset() {
 	*x = StageCommitMetrics{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +947,7 @@ func (x *StageCommitMetrics) String() string {
 func (*StageCommitMetrics) ProtoMessage() {}
 
 func (x *StageCommitMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[9]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +960,7 @@ func (x *StageCommitMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageCommitMetrics.ProtoReflect.Descriptor instead.
 func (*StageCommitMetrics) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{9}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StageCommitMetrics) GetStage() string {
@@ -864,7 +1043,7 @@ type TaskStateHeld struct {
 
 func (x *TaskStateHeld) Reset() {
 	*x = TaskStateHeld{}
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1055,7 @@ func (x *TaskStateHeld) String() string {
 func (*TaskStateHeld) ProtoMessage() {}
 
 func (x *TaskStateHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[10]
+	mi := &file_kafkastreams_v1_watermark_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1068,7 @@ func (x *TaskStateHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStateHeld.ProtoReflect.Descriptor instead.
 func (*TaskStateHeld) Descriptor() ([]byte, []int) {
-	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{10}
+	return file_kafkastreams_v1_watermark_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskStateHeld) GetPartition() int32 {
@@ -935,11 +1114,14 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x17idleness_timeout_millis\x18\x04 \x01(\x03R\x15idlenessTimeoutMillis\x12'\n" +
 	"\x0falignment_group\x18\x05 \x01(\tR\x0ealignmentGroup\x12%\n" +
 	"\x0ealignment_held\x18\x06 \x01(\bR\ralignmentHeld\x12<\n" +
-	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\"m\n" +
+	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\"\xac\x01\n" +
 	"\bEnvelope\x12\x1a\n" +
 	"\aelement\x18\x01 \x01(\fH\x00R\aelement\x12:\n" +
-	"\x06report\x18\x02 \x01(\v2 .kafkastreams.v1.WatermarkReportH\x00R\x06reportB\t\n" +
-	"\apayload\",\n" +
+	"\x06report\x18\x02 \x01(\v2 .kafkastreams.v1.WatermarkReportH\x00R\x06report\x12=\n" +
+	"\areports\x18\x03 \x01(\v2!.kafkastreams.v1.WatermarkReportsH\x00R\areportsB\t\n" +
+	"\apayload\"N\n" +
+	"\x10WatermarkReports\x12:\n" +
+	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\",\n" +
 	"\x14GetWatermarksRequest\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\"P\n" +
 	"\x15GetWatermarksResponse\x127\n" +
@@ -962,10 +1144,18 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x10watermark_millis\x18\x02 \x01(\x03R\x0fwatermarkMillis\x12\x12\n" +
 	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x1a\n" +
 	"\breported\x18\x04 \x01(\bR\breported\x12\x18\n" +
-	"\aminimum\x18\x05 \x01(\bR\aminimum\"\x84\x01\n" +
+	"\aminimum\x18\x05 \x01(\bR\aminimum\"\xc7\x01\n" +
 	"\x0eTaskCheckpoint\x12:\n" +
 	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\x126\n" +
-	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\"\xca\x02\n" +
+	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\x12A\n" +
+	"\tupstreams\x18\x03 \x03(\v2#.kafkastreams.v1.UpstreamCheckpointR\tupstreams\"\x99\x02\n" +
+	"\x12UpstreamCheckpoint\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x126\n" +
+	"\x17total_source_partitions\x18\x02 \x01(\x05R\x15totalSourcePartitions\x12+\n" +
+	"\x11source_partitions\x18\x03 \x03(\x05R\x10sourcePartitions\x122\n" +
+	"\x15base_watermark_millis\x18\x04 \x01(\x03R\x13baseWatermarkMillis\x12+\n" +
+	"\x11watermark_offsets\x18\x05 \x03(\x04R\x10watermarkOffsets\x12'\n" +
+	"\x0fidle_partitions\x18\x06 \x03(\x05R\x0eidlePartitions\"\xca\x02\n" +
 	"\x12StageCommitMetrics\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1d\n" +
@@ -1001,36 +1191,41 @@ func file_kafkastreams_v1_watermark_proto_rawDescGZIP() []byte {
 	return file_kafkastreams_v1_watermark_proto_rawDescData
 }
 
-var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_kafkastreams_v1_watermark_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_kafkastreams_v1_watermark_proto_goTypes = []any{
 	(*WatermarkReport)(nil),        // 0: kafkastreams.v1.WatermarkReport
 	(*SourcePartition)(nil),        // 1: kafkastreams.v1.SourcePartition
 	(*Envelope)(nil),               // 2: kafkastreams.v1.Envelope
-	(*GetWatermarksRequest)(nil),   // 3: kafkastreams.v1.GetWatermarksRequest
-	(*GetWatermarksResponse)(nil),  // 4: kafkastreams.v1.GetWatermarksResponse
-	(*WatchWatermarksRequest)(nil), // 5: kafkastreams.v1.WatchWatermarksRequest
-	(*StageWatermark)(nil),         // 6: kafkastreams.v1.StageWatermark
-	(*PartitionWatermark)(nil),     // 7: kafkastreams.v1.PartitionWatermark
-	(*TaskCheckpoint)(nil),         // 8: kafkastreams.v1.TaskCheckpoint
-	(*StageCommitMetrics)(nil),     // 9: kafkastreams.v1.StageCommitMetrics
-	(*TaskStateHeld)(nil),          // 10: kafkastreams.v1.TaskStateHeld
+	(*WatermarkReports)(nil),       // 3: kafkastreams.v1.WatermarkReports
+	(*GetWatermarksRequest)(nil),   // 4: kafkastreams.v1.GetWatermarksRequest
+	(*GetWatermarksResponse)(nil),  // 5: kafkastreams.v1.GetWatermarksResponse
+	(*WatchWatermarksRequest)(nil), // 6: kafkastreams.v1.WatchWatermarksRequest
+	(*StageWatermark)(nil),         // 7: kafkastreams.v1.StageWatermark
+	(*PartitionWatermark)(nil),     // 8: kafkastreams.v1.PartitionWatermark
+	(*TaskCheckpoint)(nil),         // 9: kafkastreams.v1.TaskCheckpoint
+	(*UpstreamCheckpoint)(nil),     // 10: kafkastreams.v1.UpstreamCheckpoint
+	(*StageCommitMetrics)(nil),     // 11: kafkastreams.v1.StageCommitMetrics
+	(*TaskStateHeld)(nil),          // 12: kafkastreams.v1.TaskStateHeld
 }
 var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
 	1,  // 0: kafkastreams.v1.WatermarkReport.source:type_name -> kafkastreams.v1.SourcePartition
 	0,  // 1: kafkastreams.v1.Envelope.report:type_name -> kafkastreams.v1.WatermarkReport
-	6,  // 2: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
-	7,  // 3: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
-	0,  // 4: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
-	10, // 5: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
-	3,  // 6: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	5,  // 7: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	4,  // 8: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	6,  // 9: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	8,  // [8:10] is the sub-list for method output_type
-	6,  // [6:8] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	3,  // 2: kafkastreams.v1.Envelope.reports:type_name -> kafkastreams.v1.WatermarkReports
+	0,  // 3: kafkastreams.v1.WatermarkReports.reports:type_name -> kafkastreams.v1.WatermarkReport
+	7,  // 4: kafkastreams.v1.GetWatermarksResponse.stages:type_name -> kafkastreams.v1.StageWatermark
+	8,  // 5: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
+	0,  // 6: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
+	10, // 7: kafkastreams.v1.TaskCheckpoint.upstreams:type_name -> kafkastreams.v1.UpstreamCheckpoint
+	12, // 8: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
+	4,  // 9: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	6,  // 10: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	5,  // 11: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	7,  // 12: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -1042,16 +1237,17 @@ func file_kafkastreams_v1_watermark_proto_init() {
 	file_kafkastreams_v1_watermark_proto_msgTypes[2].OneofWrappers = []any{
 		(*Envelope_Element)(nil),
 		(*Envelope_Report)(nil),
+		(*Envelope_Reports)(nil),
 	}
-	file_kafkastreams_v1_watermark_proto_msgTypes[9].OneofWrappers = []any{}
-	file_kafkastreams_v1_watermark_proto_msgTypes[10].OneofWrappers = []any{}
+	file_kafkastreams_v1_watermark_proto_msgTypes[11].OneofWrappers = []any{}
+	file_kafkastreams_v1_watermark_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kafkastreams_v1_watermark_proto_rawDesc), len(file_kafkastreams_v1_watermark_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/runner"
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+)
+
+// EnvBenchPartitionsRecords is BenchmarkPartitions' input size in records
+// (default defaultPartitionsRecords): small, since at 128 partitions
+// before the report batching most of what the stages wrote was reports.
+const EnvBenchPartitionsRecords = "KAFKASTREAMS_BENCH_PARTITIONS_RECORDS"
+
+const (
+	defaultPartitionsRecords = 100_000
+	// partitionsKeys is how many keys the GroupByKey groups by.
+	partitionsKeys = 1000
+	// partitionsSpacingMs is the event-time step between consecutive
+	// records (all partitions together): 100 000 records span 1 000 s.
+	partitionsSpacingMs = 10
+)
+
+// partitionsCount counts a pane's values.
+func partitionsCount(k []byte, vs func(*[]byte) bool) (string, int) {
+	n := 0
+	var v []byte
+	for vs(&v) {
+		n++
+	}
+	return string(k), n
+}
+
+func init() { register.Function2x2(partitionsCount) }
+
+// BenchmarkPartitions measures the cost of watermark reports against the
+// partition count (issue 13, Partitions): a two-stage job, a Kafka source
+// stage (kafkaio.Read of a user's topic of P partitions, bounded; event
+// times from the values, rising by partitionsSpacingMs per record, so a
+// task's watermark moves at every commit that read its partition, and it
+// reports) into
+// a GroupByKey stage (fixed 10 s windows, partitionsKeys keys; its input
+// topic has Q = P partitions, --internal_topic_partitions), at P = 4, 32
+// and 128. Each size reports, for the source stage: its throughput
+// ("source-records/s": input records per second between its first and
+// last commit), the job's ("job-records/s": records over the whole run,
+// start-up included), the report records it wrote per data record
+// ("reports/record": Stats.ReportsOut / Stats.ElementsOut, the report
+// topic's copies included) and per commit ("reports/commit"; P upstream
+// tasks fanning out to Q partitions each make it P·(Q+1), batched Q+P).
+// The input is a backlog: a commit's batch (at most --max_bundle_size
+// records, 10 000) holds the partitions the consumer fetched, not all of
+// them (about 23 of 128 tasks reported per commit in the first run), so
+// reports/commit stays under P·(Q+1); a live stream, every task reporting
+// every commit interval, approaches it.
+// It ignores b.N: run it with -benchtime=1x (make bench).
+func BenchmarkPartitions(b *testing.B) {
+	if broker == nil {
+		b.Skip("needs a Kafka broker; not under -short")
+	}
+	n := defaultPartitionsRecords
+	if s := os.Getenv(EnvBenchPartitionsRecords); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			b.Fatalf("%s=%q: want a positive record count", EnvBenchPartitionsRecords, s)
+		}
+		n = v
+	}
+	for _, parts := range []int{4, 32, 128} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) { runPartitionsBench(b, parts, n) })
+	}
+}
+
+func runPartitionsBench(b *testing.B, parts, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bs := broker.BootstrapServers()
+	in := fmt.Sprintf("bench-parts-%d-%d", parts, time.Now().UnixNano())
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: parts}); err != nil {
+		b.Fatal(err)
+	}
+	base := time.Now().Add(-24 * time.Hour).UnixMilli()
+	recs := make([]kafkaenv.Record, n)
+	for i := range recs {
+		recs[i] = kafkaenv.Record{Partition: int32(i % parts), Key: []byte("k" + strconv.Itoa(i%partitionsKeys)),
+			Value: []byte(strconv.FormatInt(base+int64(i)*partitionsSpacingMs, 10))}
+	}
+	if err := kafkaenv.Produce(ctx, bs, in, recs...); err != nil {
+		b.Fatal(err)
+	}
+	oldP := *runner.InternalTopicPartitions
+	*runner.InternalTopicPartitions = parts
+	defer func() { *runner.InternalTopicPartitions = oldP }()
+	b.ResetTimer()
+
+	p, s := beam.NewPipelineWithRoot()
+	kv := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second), kafkaio.WithTimestampFn(kioTimestampFromValue))
+	_ = beam.ParDo(s, partitionsCount, beam.GroupByKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv)))
+	start := time.Now()
+	res := runBench(b, ctx, p)
+	wall := time.Since(start)
+	b.StopTimer()
+	var found bool
+	var rate, perRecord, perCommit float64
+	for name, st := range res.Stats {
+		b.Logf("stage %s: %d records in, %d elements out, %d report records out, %d commits, busy %v",
+			name, st.RecordsIn, st.ElementsOut, st.ReportsOut, st.Commits, st.LastCommit.Sub(st.FirstCommit).Round(time.Millisecond))
+		if !strings.Contains(name, "kafkaio.Read") {
+			continue
+		}
+		busy := st.LastCommit.Sub(st.FirstCommit)
+		if busy <= 0 || st.ElementsOut != uint64(n) || st.Commits == 0 {
+			b.Fatalf("source stage %s: %+v, want %d elements out", name, st, n)
+		}
+		found = true
+		rate = float64(st.RecordsIn) / busy.Seconds()
+		perRecord = float64(st.ReportsOut) / float64(st.ElementsOut)
+		perCommit = float64(st.ReportsOut) / float64(st.Commits)
+	}
+	if !found {
+		b.Fatalf("no kafkaio.Read stage in %v", res.Stats)
+	}
+	b.ReportMetric(rate, "source-records/s")
+	b.ReportMetric(float64(n)/wall.Seconds(), "job-records/s")
+	b.ReportMetric(perRecord, "reports/record")
+	b.ReportMetric(perCommit, "reports/commit")
+	b.Logf("%d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit",
+		parts, parts, n, rate, float64(n)/wall.Seconds(), wall.Seconds(), perRecord, perCommit)
+}
