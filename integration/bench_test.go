@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,18 +276,12 @@ func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Durat
 	return time.Since(start), nil
 }
 
+// BenchmarkGroupByKeyStage's input: genValues{N: gbkBenchValues}, over
+// gbkBenchKeys keys (a tenth of the values).
 const (
 	gbkBenchValues = 1_000_000
-	gbkBenchKeys   = 100_000
+	gbkBenchKeys   = gbkBenchValues / 10
 )
-
-// genKVFn emits gbkBenchValues values over gbkBenchKeys keys, their event
-// times spread over ten minutes (ten fixed one-minute windows).
-func genKVFn(_ []byte, emit func(beam.EventTime, string, int)) {
-	for i := 0; i < gbkBenchValues; i++ {
-		emit(mtime.FromMilliseconds(int64(i%600)*1000), "key"+strconv.Itoa(i%gbkBenchKeys), i)
-	}
-}
 
 // countFn counts a pane's values.
 func countFn(k string, vs func(*int) bool) (string, int) {
@@ -302,7 +295,6 @@ func countFn(k string, vs func(*int) bool) (string, int) {
 func identityKV(k string, v int) (string, int) { return k, v }
 
 func init() {
-	register.Function2x0(genKVFn)
 	register.Function2x2(countFn)
 	register.Function2x2(identityKV)
 }
@@ -349,7 +341,7 @@ func BenchmarkGroupByKeyStage(b *testing.B) {
 	}
 	gen := func() (*beam.Pipeline, beam.Scope, beam.PCollection) {
 		p, s := beam.NewPipelineWithRoot()
-		kv := beam.ParDo(s, genKVFn, beam.Impulse(s))
+		kv := beam.ParDo(s, &genValues{N: gbkBenchValues}, beam.Impulse(s))
 		return p, s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), kv)
 	}
 	p, s, kv := gen()

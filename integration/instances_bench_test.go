@@ -27,7 +27,8 @@ const EnvBenchInstancesValues = "KAFKASTREAMS_BENCH_INSTANCES_VALUES"
 const instancesBenchPartitions = 6
 
 // genValues emits N values over N/10 keys, their event times spread over
-// ten minutes (ten fixed one-minute windows), as genKVFn does for 1 M.
+// ten minutes (ten fixed one-minute windows); BenchmarkGroupByKeyStage's
+// input too.
 type genValues struct{ N int }
 
 func (g *genValues) ProcessElement(_ []byte, emit func(beam.EventTime, string, int)) {

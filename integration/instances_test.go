@@ -53,9 +53,9 @@ type childResult struct {
 	// ElementsIn are the elements this instance's stages committed, by stage.
 	ElementsIn map[string]uint64
 	// Stages are this instance's stage loops' committed counters, by stage.
-	Stages map[string]stage.Stats
-	Err        string
-	Seconds    float64
+	Stages  map[string]stage.Stats
+	Err     string
+	Seconds float64
 }
 
 var (
