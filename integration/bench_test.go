@@ -146,7 +146,7 @@ func BenchmarkStatelessStage(b *testing.B) {
 	}
 	loop, err := stage.New(ctx, stage.Config{
 		BootstrapServers: bs, Spec: spec, Head: &stage.Passthrough{}, ReportTopic: report, InstanceID: "bench",
-		Process: func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
+		Process: func(ctx context.Context, w stage.Work, _ stage.Emit) (*stage.Bundle, error) {
 			r, err := srv.ProcessBundle(ctx, st.Name, map[string][][]byte{fs.Source: w.Elements})
 			if err != nil {
 				return nil, err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage"
 )
 
 // brokerCheckTimeout bounds checkBrokers when no broker answers: as long as
@@ -49,6 +51,7 @@ func checkBrokers(ctx context.Context, bootstrap string, props map[string]string
 	start := time.Now()
 	cm := clientConfig(bootstrap, props)
 	cm["go.delivery.reports"] = false
+	stage.LeanProducerChannels(cm)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return errors.New(redact(fmt.Sprintf("kafkastreams: Kafka client for %s: %v", bootstrap, err), props))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage"
 )
 
 // Drain (Beam's meaning): stop reading the unbounded sources, let every
@@ -61,6 +63,7 @@ type drainRequest struct {
 func Drain(ctx context.Context, bootstrap string, props map[string]string, applicationID, by string) error {
 	cm := clientConfig(bootstrap, props)
 	cm["enable.idempotence"] = true
+	stage.LeanProducerChannels(cm)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return fmt.Errorf("kafkastreams: drain: producer: %w", err)

@@ -391,6 +391,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			ReportTopic:      service.ReportTopic(pl.ApplicationID),
 			InstanceID:       inst.ID,
 			CommitInterval:   *CommitInterval,
+			SpillDir:         inst.Stores,
 			MaxBatchRecords:  *MaxBundleSize,
 			Consumer:         groupMembership(inst.ID, *StaticMembership, props),
 			Producer:         producers[s.Name],
@@ -690,7 +691,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, co
 			bySink[sink] = pc
 		}
 	}
-	return func(ctx context.Context, w stage.Work) (*stage.Bundle, error) {
+	return func(ctx context.Context, w stage.Work, emit stage.Emit) (*stage.Bundle, error) {
 		desc, src, o := name, fs.Source, opt
 		if w.Drain {
 			if drainFS == nil {
@@ -698,6 +699,9 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, co
 			}
 			desc, src, o = drainFS.Descriptor.GetId(), drainFS.Source, fnapi.BundleOptions{}
 		}
+		// The outputs stream to the step as the harness sends them, so
+		// that a bundle's output is never held whole.
+		o.OnOutput = func(sink string, es [][]byte) error { return emit(bySink[sink], es) }
 		r, err := srv.RunBundleWith(ctx, desc, map[string][][]byte{src: w.Elements}, w.Timers, o)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/logend"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
@@ -187,6 +188,7 @@ func startPlanProducer(ctx context.Context, bootstrap string, props map[string]s
 		pc := clientConfig(bootstrap, props)
 		pc["transactional.id"] = PlanTopic(p.ApplicationID)
 		pc["go.delivery.reports"] = false
+		stage.LeanProducerChannels(pc)
 		prod, err := kafka.NewProducer(&pc)
 		if err != nil {
 			pp.err = fmt.Errorf("kafkastreams: plan producer: %w", err)

@@ -149,6 +149,16 @@ type Drainer interface {
 	Drain() (stopReading bool)
 }
 
+// Owing is implemented by heads that may stop an attempt's work at a
+// budget and owe the rest (a GroupByKey firing at most a bounded number
+// of values per task and attempt, gbk.HeadConfig.FireBudget): Owes says
+// some task does, so the Loop's next poll takes only the records already
+// fetched instead of waiting for the commit interval; Wake names the
+// tasks.
+type Owing interface {
+	Owes() bool
+}
+
 // JobClockSource is implemented by the head of a stage that drives the
 // job clock (StepConfig.JobClock): a TestStream, whose
 // AdvanceProcessingTime events move it. ProcessingTime is task p's job

@@ -97,7 +97,7 @@ func readyTrace(t *testing.T, r *Ready) []string {
 	return out
 }
 
-func identity(_ context.Context, w Work) (*Bundle, error) {
+func identity(_ context.Context, w Work, _ Emit) (*Bundle, error) {
 	return &Bundle{Outputs: map[string][][]byte{"main": w.Elements}}, nil
 }
 

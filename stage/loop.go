@@ -54,9 +54,18 @@ type Record struct {
 
 // ProcessFunc runs one bundle of the stage's fused SDK transforms over the
 // work's elements (encoded with the head output's wire coder) and timers.
-// It must not keep them after it returns. An error aborts the transaction;
-// the records are read again and retried.
-type ProcessFunc func(ctx context.Context, w Work) (*Bundle, error)
+// It must not keep them after it returns. Outputs go to emit as the bundle
+// makes them, or in the returned Bundle.Outputs (after everything emitted),
+// or both. An error aborts the transaction; the records are read again and
+// retried.
+type ProcessFunc func(ctx context.Context, w Work, emit Emit) (*Bundle, error)
+
+// Emit takes elements of one of a stage's PCollections while its bundle
+// runs: each encoded with the PCollection's windowed-value wire coder, in
+// the order made. The elements' memory must stay untouched afterwards (the
+// step's records may point into it until the transaction takes them). An
+// error must fail the bundle.
+type Emit func(pcollection string, elements [][]byte) error
 
 // Config configures the Loop of one stage in one instance.
 type Config struct {
@@ -104,6 +113,10 @@ type Config struct {
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
+	// SpillDir is where an attempt's spill file lives (Loop.spill: the
+	// records of an attempt beyond StepConfig.SpillBytes wait there for
+	// the transaction; removed when Run returns). Default os.TempDir().
+	SpillDir string
 	// MaxBatchRecords bounds the records in one transaction. Default 10 000.
 	MaxBatchRecords int
 	// MaxAttempts is how many times a failing bundle is retried (abort,
@@ -220,6 +233,10 @@ type Loop struct {
 	// abortsUncommitted counts the attempts aborted since the last commit
 	// (TxnSummary.AbortsBefore).
 	abortsUncommitted uint64
+	// spilled holds the records the attempt's Decide spilled
+	// (StepConfig.Spill) until its transaction produces them; nil until
+	// the first spill.
+	spilled *spillFile
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
@@ -268,11 +285,12 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, Instance: cfg.InstanceID, JobClock: cfg.JobClock})
+	l := &Loop{}
+	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, Instance: cfg.InstanceID, JobClock: cfg.JobClock, Spill: l.spill})
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{
+	*l = Loop{
 		cfg:   cfg,
 		log:   cfg.Logger.With("stage", cfg.Spec.Name),
 		group: cfg.Spec.ApplicationID + "." + cfg.Spec.Name,
@@ -537,6 +555,11 @@ func (l *Loop) Run(ctx context.Context) (err error) {
 // runLabelled is Run's body.
 func (l *Loop) runLabelled(ctx context.Context) error {
 	defer l.Close()
+	defer func() {
+		if l.spilled != nil {
+			l.spilled.close()
+		}
+	}()
 	var restarts []time.Time
 	for {
 		err := l.run(ctx)
@@ -790,6 +813,10 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 		return nil, err
 	}
 	deadline := time.Now().Add(l.cfg.CommitInterval)
+	if o, ok := l.head.(Owing); ok && o.Owes() {
+		// The next attempt is due now: take only what is fetched already.
+		deadline = time.Now().Add(time.Millisecond)
+	}
 	var batch []*kafka.Message
 	// owners[i] is the task that owned batch[i]'s partition when it was
 	// polled. A partition revoked and assigned again during the poll has a
@@ -905,11 +932,16 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 			}
 		}
 	}()
+	if l.spilled != nil {
+		if err := l.spilled.reset(); err != nil {
+			return nil, fmt.Errorf("stage %s: %w", l.cfg.Spec.Name, err)
+		}
+	}
 	r, err := l.step.Decide(ctx, l.tasks, ins, l.woken)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Offsets) == 0 && len(r.Records) == 0 {
+	if len(r.Offsets) == 0 && len(r.Records) == 0 && r.Spilled == 0 {
 		return r.Blocked, nil // nothing to commit
 	}
 	decided := time.Now()
@@ -917,6 +949,11 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, l.classify(ctx, "begin transaction", err)
 	}
 	inTxn = true
+	if r.Spilled > 0 {
+		if err := l.spilled.replay(l.produceRecord); err != nil {
+			return nil, err
+		}
+	}
 	for i := range r.Records {
 		if err := l.produceRecord(&r.Records[i]); err != nil {
 			return nil, err
@@ -984,6 +1021,20 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		f()
 	}
 	return r.Blocked, nil
+}
+
+// spill is the step's StepConfig.Spill: it writes records to the
+// attempt's spill file on local disk, which the transaction replays, in
+// order, before the Ready's records (commit). So an attempt whose output
+// is larger than memory (a file read in one bundle, every window of a job
+// firing at its end) is never held whole, and its transaction stays as
+// short as producing it: the bundle runs before the transaction opens, as
+// without a spill, well within transaction.timeout.ms.
+func (l *Loop) spill(records []Record) error {
+	if l.spilled == nil {
+		l.spilled = &spillFile{dir: l.cfg.SpillDir}
+	}
+	return l.spilled.add(records)
 }
 
 func (l *Loop) produce(topic string, partition int32, key, value []byte) error {

@@ -139,8 +139,12 @@ type Ready struct {
 	// between them (the tasks' reports at the end of the attempt, above
 	// all) is one Envelope per partition holding them all, in order
 	// (Envelope.reports): Q records for the run, not one per task and
-	// partition. The report topic gets one record per report.
+	// partition. The report topic gets one record per report. With
+	// StepConfig.Spill, Records are only those after the last Spill: the
+	// first Spilled records of the attempt went to Spill.
 	Records []Record
+	// Spilled is how many records Spill took before Decide returned.
+	Spilled int
 	// Offsets are the touched tasks' offsets, sorted by task.
 	Offsets []Offset
 	// Blocked[p] is the offset of the first record of task p that side
@@ -212,6 +216,9 @@ type Step struct {
 	jobClock bool
 	// rr is the round-robin cursor of each unkeyed output topic.
 	rr map[string]int32
+	// spill and spillBytes are StepConfig.Spill and SpillBytes.
+	spill      func([]Record) error
+	spillBytes int
 }
 
 // StepConfig configures a Step.
@@ -247,6 +254,19 @@ type StepConfig struct {
 	// before the task's next record, whatever the batching. Default false:
 	// every head reads its own wall clock.
 	JobClock bool
+	// Spill, if set, takes an attempt's records before Decide returns,
+	// whenever those not yet taken hold SpillBytes of keys and values or
+	// more: in order, and before every record of Ready.Records, which then
+	// holds only those after the last Spill. It must not keep the records
+	// or their bytes after it returns (the step reuses both). So an
+	// attempt's output, a file read in one bundle or every window of a
+	// job firing at its end, is never held whole in memory. The stage
+	// loop's Spill writes them to a local file that its transaction
+	// replays before Ready.Records (Loop.spill); an error from Spill fails
+	// Decide. Nil keeps every record in Ready.Records.
+	Spill func(records []Record) error
+	// SpillBytes is the threshold of Spill. Default 4 MiB.
+	SpillBytes int
 }
 
 // NewStep returns the step. An output to a keyed topic without a KeyOf is
@@ -273,8 +293,15 @@ func NewStep(cfg StepConfig) (*Step, error) {
 			return nil, fmt.Errorf("stage %s: sink of %s to %q: needs a Decode and a positive partition count (%d)", cfg.Spec.Name, k.PCollection, k.Topic, k.Partitions)
 		}
 	}
-	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}}, nil
+	if cfg.SpillBytes <= 0 {
+		cfg.SpillBytes = defaultSpillBytes
+	}
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}, spill: cfg.Spill, spillBytes: cfg.SpillBytes}, nil
 }
+
+// defaultSpillBytes is StepConfig.SpillBytes's default: 4 MiB of record
+// keys and values, a few times librdkafka's default batch (1 MB).
+const defaultSpillBytes = 4 << 20
 
 // attempt is the state of one Decide call.
 type attempt struct {
@@ -293,6 +320,8 @@ type attempt struct {
 	// batch per partition before the next output record, or at the end
 	// of the attempt (flushReports).
 	reports []*pb.WatermarkReport
+	// held is the bytes of keys and values in ready.Records (Spill).
+	held int
 }
 
 // Decide runs one attempt over batch (records in poll order; each task's in
@@ -606,7 +635,7 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 	var b *Bundle
 	if a.s.process != nil {
 		var err error
-		if b, err = a.s.process(a.ctx, w); err != nil {
+		if b, err = a.s.process(a.ctx, w, a.emit); err != nil {
 			return nil, fmt.Errorf("stage %s: bundle of %d elements: %w", a.s.spec.Name, len(w.Elements), err)
 		}
 	} else {
@@ -623,32 +652,90 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 	if err := a.appendSinks(b); err != nil {
 		return nil, err
 	}
-	a.ready.Records = append(a.ready.Records, b.Extra...)
+	for _, r := range b.Extra {
+		a.append(r)
+	}
+	if err := a.spillIfFull(); err != nil {
+		return nil, err
+	}
 	if b.Committed != nil {
 		a.ready.Committed = append(a.ready.Committed, b.Committed)
 	}
 	return b, nil
 }
 
+// emit is the Emit a bundle streams its outputs to: their records, as
+// appendOutputs and appendSinks make them, then a Spill if they fill one.
+func (a *attempt) emit(pcollection string, es [][]byte) error {
+	for _, o := range a.s.spec.Outputs {
+		if o.PCollection == pcollection {
+			if err := a.appendOutputElements(o, es); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range a.s.spec.Sinks {
+		if k.PCollection == pcollection {
+			if err := a.appendSinkElements(k, es); err != nil {
+				return err
+			}
+		}
+	}
+	return a.spillIfFull()
+}
+
+// append appends r to the attempt's records.
+func (a *attempt) append(r Record) {
+	a.ready.Records = append(a.ready.Records, r)
+	a.held += len(r.Key) + len(r.Value)
+}
+
+// spillIfFull hands the records to StepConfig.Spill once they hold
+// SpillBytes, then reuses their slice and the envelope arena: Spill keeps
+// neither.
+func (a *attempt) spillIfFull() error {
+	if a.s.spill == nil || a.held < a.s.spillBytes {
+		return nil
+	}
+	if err := a.s.spill(a.ready.Records); err != nil {
+		return fmt.Errorf("stage %s: %w", a.s.spec.Name, err)
+	}
+	a.ready.Spilled += len(a.ready.Records)
+	clear(a.ready.Records)
+	a.ready.Records = a.ready.Records[:0]
+	a.arena = a.arena[:0]
+	a.held = 0
+	return nil
+}
+
 // appendOutputs routes a bundle's outputs to their topics: a keyed topic
 // by the element's key, others round-robin.
 func (a *attempt) appendOutputs(b *Bundle) error {
 	for _, o := range a.s.spec.Outputs {
-		for _, e := range b.Outputs[o.PCollection] {
-			if !o.IntervalWindows {
-				if err := a.appendOutput(o, e); err != nil {
-					return err
-				}
-				continue
+		if err := a.appendOutputElements(o, b.Outputs[o.PCollection]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendOutputElements appends elements es of output o (one per window of
+// an interval-window PCollection: ExplodeWindows).
+func (a *attempt) appendOutputElements(o Output, es [][]byte) error {
+	for _, e := range es {
+		if !o.IntervalWindows {
+			if err := a.appendOutput(o, e); err != nil {
+				return err
 			}
-			es, err := ExplodeWindows(e)
-			if err != nil {
-				return fmt.Errorf("stage %s: an element of %s: %w", a.s.spec.Name, o.PCollection, err)
-			}
-			for _, e := range es {
-				if err := a.appendOutput(o, e); err != nil {
-					return err
-				}
+			continue
+		}
+		ws, err := ExplodeWindows(e)
+		if err != nil {
+			return fmt.Errorf("stage %s: an element of %s: %w", a.s.spec.Name, o.PCollection, err)
+		}
+		for _, e := range ws {
+			if err := a.appendOutput(o, e); err != nil {
+				return err
 			}
 		}
 	}
@@ -675,7 +762,7 @@ func (a *attempt) appendOutput(o Output, e []byte) error {
 				r.Partition = a.s.rr[t.Name]
 				a.s.rr[t.Name] = (r.Partition + 1) % t.Partitions
 			}
-			a.ready.Records = append(a.ready.Records, r)
+			a.append(r)
 			a.ready.ElementsOut++
 		}
 	}
@@ -690,21 +777,29 @@ func (a *attempt) appendOutput(o Output, e []byte) error {
 // librdkafka reads a timestamp of 0 as "now" too).
 func (a *attempt) appendSinks(b *Bundle) error {
 	for _, k := range a.s.spec.Sinks {
-		for _, e := range b.Outputs[k.PCollection] {
-			key, value, ts, err := k.Decode(e)
-			if err != nil {
-				return fmt.Errorf("stage %s: an element of %s for topic %s: %w", a.s.spec.Name, k.PCollection, k.Topic, err)
-			}
-			r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
-			if key != nil {
-				r.Partition = JavaPartition(key, k.Partitions)
-			}
-			if ts > 0 && ts <= mtime.MaxTimestamp {
-				r.Timestamp = ts.ToTime()
-			}
-			a.ready.Records = append(a.ready.Records, r)
-			a.ready.ElementsOut++
+		if err := a.appendSinkElements(k, b.Outputs[k.PCollection]); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// appendSinkElements appends elements es of sink k's PCollection.
+func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
+	for _, e := range es {
+		key, value, ts, err := k.Decode(e)
+		if err != nil {
+			return fmt.Errorf("stage %s: an element of %s for topic %s: %w", a.s.spec.Name, k.PCollection, k.Topic, err)
+		}
+		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
+		if key != nil {
+			r.Partition = JavaPartition(key, k.Partitions)
+		}
+		if ts > 0 && ts <= mtime.MaxTimestamp {
+			r.Timestamp = ts.ToTime()
+		}
+		a.append(r)
+		a.ready.ElementsOut++
 	}
 	return nil
 }
@@ -734,7 +829,7 @@ func (a *attempt) appendReports(p int32, t *task, wm mtime.Time, idle bool) {
 	}
 	a.reports = append(a.reports, r)
 	raw, _ := proto.Marshal(r)
-	a.ready.Records = append(a.ready.Records, Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
+	a.append(Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
 	a.ready.ReportsOut++
 }
 
@@ -758,7 +853,7 @@ func (a *attempt) flushReports() {
 			}
 			seen[t.Name] = true
 			for q := int32(0); q < t.Partitions; q++ {
-				a.ready.Records = append(a.ready.Records, Record{Topic: t.Name, Partition: q, Value: env})
+				a.append(Record{Topic: t.Name, Partition: q, Value: env})
 				a.ready.ReportsOut++
 			}
 		}

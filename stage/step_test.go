@@ -424,7 +424,7 @@ func checkpointString(t *testing.T, md string) string {
 }
 
 // process is the fake ProcessFunc (see TestStepScenarios).
-func (h *stepHarness) process(_ context.Context, w Work) (*Bundle, error) {
+func (h *stepHarness) process(_ context.Context, w Work, _ Emit) (*Bundle, error) {
 	h.bundles++
 	n := h.bundles
 	b := &Bundle{Outputs: map[string][][]byte{}, Timers: map[fnapi.TimerFamilyID][]fnapi.Timer{}}

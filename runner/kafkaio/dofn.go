@@ -269,6 +269,7 @@ type writer struct {
 func newWriter(c Config) (*writer, error) {
 	cm := c.clientConfig()
 	cm["enable.idempotence"] = true
+	stage.LeanProducerChannels(cm)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio.Write(%s): %w", c.Topics[0], err)

@@ -113,7 +113,9 @@ func (s *Server) RegisterStage(ctx context.Context, desc *fnpb.ProcessBundleDesc
 type Result struct {
 	// Outputs maps each data sink transform id of the descriptor to the
 	// elements it received, in order, each encoded with the sink's wire
-	// coder. Every sink has an entry, possibly empty.
+	// coder. Every sink has an entry, possibly empty. With
+	// BundleOptions.OnOutput, every entry is empty: the elements went
+	// there.
 	Outputs map[string][][]byte
 	// MonitoringInfos are the bundle's metrics as the harness reported them
 	// (full infos: this runner does not offer short ids), including user
@@ -191,13 +193,55 @@ func residuals(roots []*fnpb.DelayedBundleApplication) []Residual {
 
 // bundle collects the outputs of one ProcessBundle instruction. receive is
 // called by data stream receivers; ProcessBundle reads outputs only after
-// allLast is closed.
+// allLast is closed, or, streaming (BundleOptions.OnOutput), takes them as
+// they arrive (take).
 type bundle struct {
 	mu      sync.Mutex
-	out     map[string][]byte        // sink transform id -> concatenated encoded elements
+	out     map[string][]byte        // sink transform id -> concatenated encoded elements (streaming: not yet taken)
 	waiting map[string]bool          // sinks (and timer families: TimerFamilyID.waitKey) whose is_last has not arrived yet
 	allLast chan struct{}            // closed when waiting becomes empty
 	timers  map[TimerFamilyID][]byte // concatenated encoded timers, by family
+	// ready, when streaming, is signalled (capacity 1) once a sink holds
+	// streamBytes not yet taken; nil otherwise.
+	ready chan struct{}
+}
+
+// taken is one sink's elements take returns, or what is wrong with them.
+type taken struct {
+	sink     string
+	elements [][]byte
+	err      error
+}
+
+// take removes the whole elements each sink has received so far, in sink
+// order (sorted ids): a chunk may end inside an element, whose bytes stay
+// for the next take. final (after every is_last) takes everything, and a
+// sink whose bytes do not split into whole elements gives an error.
+func (b *bundle) take(r *registered, final bool) []taken {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []taken
+	for _, sink := range sortedKeys(r.sinks) {
+		data := b.out[sink]
+		if len(data) == 0 {
+			continue
+		}
+		if final {
+			delete(b.out, sink)
+			elms, err := splitElements(r.sinks[sink], data)
+			out = append(out, taken{sink: sink, elements: elms, err: err})
+			continue
+		}
+		elms, rest := splitWhole(r.sinks[sink], data)
+		if len(elms) == 0 {
+			continue
+		}
+		// The rest (an element cut by the chunk boundary) is copied: the
+		// elements handed on keep data's memory.
+		b.out[sink] = append(make([]byte, 0, len(rest)+streamBytes), rest...)
+		out = append(out, taken{sink: sink, elements: elms})
+	}
+	return out
 }
 
 func newBundle(r *registered) *bundle {
@@ -225,6 +269,12 @@ func (b *bundle) receive(sink string, data []byte, isLast bool) error {
 		return fmt.Errorf("fnapi: data for unknown sink transform %q", sink)
 	}
 	b.out[sink] = append(b.out[sink], data...)
+	if b.ready != nil && len(b.out[sink]) >= streamBytes {
+		select {
+		case b.ready <- struct{}{}:
+		default:
+		}
+	}
 	if isLast {
 		delete(b.waiting, sink)
 		if len(b.waiting) == 0 {
@@ -276,7 +326,24 @@ type BundleOptions struct {
 	// feeds a splittable DoFn's process step (plan.HeadSplittable); the
 	// request is repeated every CheckpointAfter until the bundle ends.
 	CheckpointAfter time.Duration
+	// OnOutput, if set, takes the bundle's outputs as they arrive instead
+	// of Result.Outputs: each data sink's elements in order, whole
+	// elements in the sink's wire coder, in calls of about streamBytes,
+	// the last ones before RunBundleWith returns. It is called from the
+	// caller's goroutine, never concurrently, while the bundle runs; the
+	// slices stay valid after it returns (each call gets fresh memory). So
+	// a bundle whose DoFn emits millions of elements from one input (a
+	// text file read in one ProcessElement) is never held whole. An error
+	// fails the bundle with it (the harness finishes the bundle on the
+	// input sent so far; its later outputs are dropped). A bundle that
+	// fails after OnOutput took elements has still failed: the caller must
+	// drop what it took (the stage loop aborts the transaction).
+	OnOutput func(sink string, elements [][]byte) error
 }
+
+// streamBytes is how many bytes of one sink's output a bundle with
+// BundleOptions.OnOutput gathers before it hands them on.
+const streamBytes = 1 << 20
 
 // RunBundleWith is RunBundle with options.
 func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[string][][]byte, timers map[TimerFamilyID][][]byte, opt BundleOptions) (*Result, error) {
@@ -302,6 +369,9 @@ func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[st
 	}
 
 	b := newBundle(r)
+	if opt.OnOutput != nil {
+		b.ready = make(chan struct{}, 1)
+	}
 	inst, p := s.newInstruction(b)
 	defer s.doneInstruction(inst)
 	fail := func(err error) (*Result, error) {
@@ -332,10 +402,29 @@ func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[st
 		msgs = append(msgs, chunkTimers(inst, f.TimerFamilyID, timers[f.TimerFamilyID])...)
 	}
 	msgs = append(msgs, lastMessage(inst, r))
+	// deliver hands what arrived to OnOutput (a nil channel, never ready,
+	// without it).
+	deliver := func(final bool) error {
+		for _, o := range b.take(r, final) {
+			if o.err != nil {
+				return fmt.Errorf("output of sink %q: %w", o.sink, o.err)
+			}
+			if err := opt.OnOutput(o.sink, o.elements); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	sendErr := func() error {
-		for _, msg := range msgs {
+		for i := 0; i < len(msgs); {
 			select {
-			case s.dataOut <- msg:
+			case s.dataOut <- msgs[i]:
+				i++
+			case <-b.ready:
+				if err := deliver(false); err != nil {
+					go s.abandon(inst, r)
+					return err
+				}
 			case resp = <-p.resp:
 				return nil
 			case <-ctx.Done():
@@ -363,6 +452,10 @@ func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[st
 			select {
 			case resp = <-p.resp:
 				break wait
+			case <-b.ready:
+				if err := deliver(false); err != nil {
+					return fail(err)
+				}
 			case <-tick:
 				split.wg.Add(1)
 				go split.request(ctx, s, inst, r.sources, inputs)
@@ -378,14 +471,27 @@ func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[st
 	}
 	pb := resp.GetProcessBundle()
 	// The response and the sinks' last chunks travel on different streams.
-	select {
-	case <-b.allLast:
-	case resp = <-p.resp: // a late local failure (e.g. bad data) wins
-		return fail(fmt.Errorf("%s", resp.GetError()))
-	case <-ctx.Done():
-		return fail(context.Cause(ctx))
-	case <-s.gone:
-		return fail(s.goneError())
+last:
+	for {
+		select {
+		case <-b.allLast:
+			break last
+		case <-b.ready:
+			if err := deliver(false); err != nil {
+				return fail(err)
+			}
+		case resp = <-p.resp: // a late local failure (e.g. bad data) wins
+			return fail(fmt.Errorf("%s", resp.GetError()))
+		case <-ctx.Done():
+			return fail(context.Cause(ctx))
+		case <-s.gone:
+			return fail(s.goneError())
+		}
+	}
+	if opt.OnOutput != nil {
+		if err := deliver(true); err != nil {
+			return fail(err)
+		}
 	}
 
 	res := &Result{Outputs: map[string][][]byte{}, MonitoringInfos: pb.GetMonitoringInfos(), Residuals: residuals(pb.GetResidualRoots())}

@@ -382,3 +382,19 @@ func splitElements(skip skipFn, data []byte) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// splitWhole is splitElements for data that may end inside an element (a
+// chunk of a stream): the whole elements up to the first that does not
+// split, and the bytes from there on (a malformed element stays in rest
+// until the final splitElements names it).
+func splitWhole(skip skipFn, data []byte) (elements [][]byte, rest []byte) {
+	for len(data) > 0 {
+		r, err := skip(data)
+		if err != nil {
+			break
+		}
+		elements = append(elements, data[:len(data)-len(r):len(data)-len(r)])
+		data = r
+	}
+	return elements, data
+}

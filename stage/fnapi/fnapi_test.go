@@ -461,3 +461,65 @@ func TestCancelledBundleLeavesServerUsable(t *testing.T) {
 		t.Errorf("even = %v", got)
 	}
 }
+
+// TestOnOutputStreams: with BundleOptions.OnOutput, a bundle's outputs
+// reach the caller in several calls while it runs (about streamBytes
+// each), whole elements in order, and Result.Outputs is empty; an error
+// from OnOutput fails the bundle with it and leaves the server usable.
+func TestOnOutputStreams(t *testing.T) {
+	sp, st := registerSplitStage(t, shared, "split-streamed")
+	c := wireCoder(t, st, sp.input)
+	// 20 000 elements of 1000 or 999 bytes: about 10 MB to each sink, which
+	// the Go harness sends in chunks of 4 MB (harness.chunkSize).
+	var in, wantEven, wantOdd []elm
+	for i := 0; i < 20000; i++ {
+		v := strings.Repeat(string(rune('a'+i%26)), 1000-i%2)
+		in = append(in, elm{v, mtime.Time(i)})
+		if i%2 == 0 {
+			wantEven = append(wantEven, elm{strings.ToUpper(v), mtime.Time(i)})
+		} else {
+			wantOdd = append(wantOdd, elm{strings.ToUpper(v), mtime.Time(i)})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := map[string][][]byte{}
+	calls := map[string]int{}
+	opt := BundleOptions{OnOutput: func(sink string, es [][]byte) error {
+		calls[sink]++
+		got[sink] = append(got[sink], es...)
+		return nil
+	}}
+	res, err := shared.RunBundleWith(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, in)}, nil, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sink, es := range res.Outputs {
+		if len(es) > 0 {
+			t.Errorf("Result.Outputs[%s] holds %d elements: they should have gone to OnOutput", sink, len(es))
+		}
+	}
+	even, odd := st.Sinks[sp.even], st.Sinks[sp.odd]
+	if calls[even] < 2 || calls[odd] < 2 {
+		t.Errorf("OnOutput calls: even %d, odd %d; want several each (10 MB in chunks of 4 MB)", calls[even], calls[odd])
+	}
+	if g := decodeAll(t, wireCoder(t, st, sp.even), got[even]); !reflect.DeepEqual(g, wantEven) {
+		t.Errorf("even: got %d elements, want %d (or contents differ)", len(g), len(wantEven))
+	}
+	if g := decodeAll(t, wireCoder(t, st, sp.odd), got[odd]); !reflect.DeepEqual(g, wantOdd) {
+		t.Errorf("odd: got %d elements, want %d (or contents differ)", len(g), len(wantOdd))
+	}
+
+	refused := errors.New("the transaction is gone")
+	opt.OnOutput = func(string, [][]byte) error { return refused }
+	if _, err := shared.RunBundleWith(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, in)}, nil, opt); !errors.Is(err, refused) {
+		t.Fatalf("OnOutput's error: bundle returned %v, want it to wrap %v", err, refused)
+	}
+	res, err = shared.ProcessBundle(ctx, st.Descriptor.GetId(), map[string][][]byte{st.Source: encodeAll(t, c, in[:2])})
+	if err != nil {
+		t.Fatalf("the next bundle: %v", err)
+	}
+	if n := len(res.Outputs[even]) + len(res.Outputs[odd]); n != 2 {
+		t.Errorf("the next bundle gave %d elements, want 2", n)
+	}
+}

@@ -47,6 +47,7 @@ type Pane struct {
 //	'm' window key                          -> meta of (key, window)
 //	'v' swindow uvarint(len(key)) key seq8  -> one value
 //	'w'                                     -> the input watermark of the last Advance
+//	'f'                                     -> while an Advance owes panes (SetFireBudget): the watermarks it fires from and to, 8 bytes each
 //
 // window and swindow are appendWindow's 17 bytes; seq8 is a big-endian
 // uint64. swindow is the entry's storage window (meta.SW): the window
@@ -57,6 +58,7 @@ const (
 	prefixMeta  = 'm'
 	prefixValue = 'v'
 	keyWM       = "w"
+	keyFired    = "f"
 )
 
 // meta is the persisted state of one (key, window).
@@ -243,6 +245,16 @@ type Core struct {
 	// ti indexes the entries an Advance evaluates under a non-default
 	// trigger (trigger_index.go); nil under the default trigger.
 	ti *trigIndex
+	// fired is the watermark through which every due window has fired:
+	// wm, unless an Advance from fired to owedTo stopped at the budget
+	// (SetFireBudget): the panes it owes (Owes) fire as that Advance would
+	// have fired them, before any later watermark is acted on. Both are
+	// persisted under keyFired while owing.
+	fired, owedTo mtime.Time
+	owes          bool
+	// budget is SetFireBudget's; firedValues counts the values fired since
+	// the last NewAttempt.
+	budget, firedValues int
 }
 
 // storedValues are one entry's stored values and their store keys, in
@@ -252,7 +264,7 @@ type storedValues struct{ keys, vals [][]byte }
 // NewCore returns a core over st. Call Load before anything else if st may
 // hold state.
 func NewCore(strat Strategy, st Store) *Core {
-	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, fired: mtime.MinTimestamp, owedTo: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
 	if strat.Trigger != nil {
 		c.ti = newTrigIndex()
 	}
@@ -278,6 +290,16 @@ func (c *Core) Load() error {
 		}
 		c.wm = mtime.Time(binary.BigEndian.Uint64(v))
 	}
+	c.fired, c.owedTo, c.owes = c.wm, c.wm, false
+	if v, ok, err = c.st.Get([]byte(keyFired)); err != nil {
+		return err
+	} else if ok {
+		if len(v) != 16 {
+			return fmt.Errorf("%w: owed-panes record of %d bytes", ErrMalformed, len(v))
+		}
+		c.fired, c.owedTo, c.owes = mtime.Time(binary.BigEndian.Uint64(v)), mtime.Time(binary.BigEndian.Uint64(v[8:])), true
+	}
+	c.firedValues = 0
 	return c.st.Scan([]byte{prefixMeta}, func(k, v []byte) error {
 		w, err := parseWindow(k[1:])
 		if err != nil {
@@ -298,6 +320,26 @@ func (c *Core) Load() error {
 		return nil
 	})
 }
+
+// SetFireBudget bounds the values the default trigger's Advance fires
+// between two NewAttempt calls to n (n <= 0: no bound): once the panes it
+// fired hold n values or more, Advance stops at the next (key, window) and
+// owes the rest (Owes), which fire at the following Advance calls, in the
+// same order and with the same timing as if they had fired at once (the
+// watermark before the stopped Advance decides it). Until then Hold keeps
+// the output watermark at the owed windows. A pane is never cut: one with
+// more than n values fires whole. Stage loops commit between attempts, so
+// an attempt's state writes and output stay bounded when the watermark
+// passes millions of values at once (the end of a bounded input). A
+// non-default trigger (Strategy.Trigger) is not bounded.
+func (c *Core) SetFireBudget(n int) { c.budget = n }
+
+// NewAttempt starts a new fire budget (SetFireBudget): the step's next
+// attempt.
+func (c *Core) NewAttempt() { c.firedValues = 0 }
+
+// Owes says an Advance stopped at the fire budget with panes still due.
+func (c *Core) Owes() bool { return c.owes }
 
 // Watermark is the input watermark of the last Advance (mtime.MinTimestamp
 // before the first).
@@ -722,7 +764,9 @@ func (c *Core) values(e *entry) (keys, vals [][]byte, err error) {
 //	LATE    otherwise (its values arrived behind the watermark)
 //	last    ⇔ w.MaxTimestamp() + allowedLateness < wm (the window closes now)
 //
-// where prev is the previous Advance's watermark; Index counts earlier
+// where prev is the previous Advance's watermark (with a fire budget, an
+// Advance that stopped at it is finished first, as if it had not:
+// SetFireBudget); Index counts earlier
 // panes, OnTimeIndex (NonSpeculativeIndex) earlier non-speculative ones.
 // The pane's timestamp is the window's max timestamp (EndOfWindow), or the
 // earliest or latest timestamp of its values.
@@ -741,43 +785,91 @@ func (c *Core) Advance(wm mtime.Time) ([]Pane, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.fired, c.owedTo, c.owes = wm, wm, false // never owes: not bounded
 		return panes, c.setWatermark(prev, wm)
 	}
-	due := c.sortedWindows(func(w Window) bool { return w.MaxTimestamp() < wm })
+	wasOwing := c.Owes()
 	var panes []Pane
+	// At most two rounds: the Advance that stopped at the budget, if one
+	// did, finished with its own watermarks, then this one's.
+	for {
+		from, to := c.fired, wm
+		if c.Owes() {
+			to = c.owedTo
+		}
+		ps, stopped, err := c.fireDue(from, to)
+		panes = append(panes, ps...)
+		if err != nil {
+			return nil, err
+		}
+		c.owes = stopped
+		if stopped {
+			c.fired, c.owedTo = from, to
+			break
+		}
+		c.fired, c.owedTo = to, to
+		if to == wm {
+			break
+		}
+	}
+	if err := c.setWatermark(prev, wm); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Owes():
+		return panes, c.st.Set([]byte(keyFired), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(c.fired)), uint64(c.owedTo)))
+	case wasOwing:
+		return panes, c.st.Delete([]byte(keyFired))
+	}
+	return panes, nil
+}
+
+// fireDue is one Advance from watermark prev to wm under the default
+// trigger: it fires and collects the windows due at wm, in order, and
+// stops (stopped) at the first pane past the fire budget.
+func (c *Core) fireDue(prev, wm mtime.Time) (panes []Pane, stopped bool, err error) {
+	due := c.sortedWindows(func(w Window) bool { return w.MaxTimestamp() < wm })
 	defer func() { c.read = nil }()
 	for _, w := range due {
 		ws := c.windows[w]
 		keys := ws.sortedKeys()
 		if err := c.readWindow(w); err != nil {
-			return nil, err
+			return panes, false, err
 		}
 		closing := c.strat.expiry(w) < wm
 		for _, k := range keys {
 			e := ws.entries[k]
 			fired := e.m.Pending > 0
+			if fired && c.budget > 0 && c.firedValues >= c.budget {
+				stopped = true
+				break
+			}
 			if fired {
 				p, err := c.fire(e, prev, closing)
 				if err != nil {
-					return nil, err
+					return panes, false, err
 				}
 				panes = append(panes, p)
+				c.firedValues += len(p.Values)
 			}
 			if closing {
 				if err := c.gc(e); err != nil {
-					return nil, err
+					return panes, false, err
 				}
 			} else if fired {
 				if err := c.save(e); err != nil {
-					return nil, err
+					return panes, false, err
 				}
 			}
 		}
 		if ws := c.windows[w]; ws != nil {
 			c.recomputeHold(ws)
 		}
+		if stopped {
+			break
+		}
 	}
-	return panes, c.setWatermark(prev, wm)
+	return panes, stopped, nil
 }
 
 func (c *Core) setWatermark(prev, wm mtime.Time) error {

@@ -34,7 +34,20 @@ type HeadConfig struct {
 	// stage.StepConfig.JobClock) the step's SetProcessingTime replaces it
 	// for each task.
 	Clock func() time.Time
+	// FireBudget bounds the values one attempt fires per task under the
+	// default trigger (Core.SetFireBudget): past it, the task's other due
+	// panes fire in the next attempts, which Wake asks for at once. It
+	// keeps an attempt's memory, state writes and transaction bounded when
+	// the watermark passes millions of values at once (the end of a
+	// bounded input: every window fires). Default DefaultFireBudget;
+	// negative: no bound.
+	FireBudget int
 }
+
+// DefaultFireBudget is HeadConfig.FireBudget's default: 100 000 values a
+// task and attempt (about 10 MB of state deletes and a few MB of panes for
+// small values).
+const DefaultFireBudget = 100_000
 
 // Head is the runner-side GroupByKey at the head of a stage (stage.Head):
 // per task a Core over the task's state.Task. Element buffers values,
@@ -82,6 +95,9 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.FireBudget == 0 {
+		cfg.FireBudget = DefaultFireBudget
+	}
 	return &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), cores: map[int32]*Core{}, woken: map[int32]int64{}, jobClock: map[int32]int64{}}, nil
 }
 
@@ -100,6 +116,7 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 	if err := c.Load(); err != nil {
 		return fmt.Errorf("gbk: stage %s task %d: load: %w", h.cfg.Stage, p, err)
 	}
+	c.SetFireBudget(h.cfg.FireBudget)
 	h.cores[p] = c
 	h.publishWindows()
 	h.log.Info("gbk: task ready", "task", p, "watermark", int64(c.Watermark()), "hold", int64(c.Hold()), "windows", len(c.windows))
@@ -213,11 +230,16 @@ func (h *Head) now(p int32) int64 {
 // (Core.NextProcessingTime), sorted: the step advances them, and Advance
 // evaluates their triggers at the current processing time. Without it a
 // processing-time trigger fired only when the task's next record or
-// report arrived, never on a quiet input.
+// report arrived, never on a quiet input. It also returns the tasks that
+// owe panes past the last attempt's fire budget (HeadConfig.FireBudget).
 func (h *Head) Wake() []int32 {
 	now := h.cfg.Clock().UnixMilli()
 	var out []int32
 	for p, c := range h.cores {
+		if c.Owes() {
+			out = append(out, p) // panes past the last attempt's fire budget
+			continue
+		}
 		if _, ok := h.jobClock[p]; ok {
 			continue // the job clock moves only with reports, which are points
 		}
@@ -260,8 +282,22 @@ func (h *Head) Committed() error {
 		h.log.Warn("gbk: dropped values of closed windows (their trigger had finished)", "dropped", n, "dropped_total", total)
 	}
 	h.closedAttempt = 0
+	for _, c := range h.cores {
+		c.NewAttempt()
+	}
 	h.publishWindows()
 	return h.cfg.Stores.Committed()
+}
+
+// Owes implements stage.Owing: some task owes panes past the last
+// attempt's fire budget (HeadConfig.FireBudget).
+func (h *Head) Owes() bool {
+	for _, c := range h.cores {
+		if c.Owes() {
+			return true
+		}
+	}
+	return false
 }
 
 // WindowsHeld is the number of open (key, window) panes the head's tasks

@@ -16,51 +16,10 @@ import (
 // never is. (A restore on another instance, and the reload after an
 // abort, rely on it.)
 func TestReloadAnywhere(t *testing.T) {
-	strats := []Strategy{
-		{Kind: FixedWindows, Combiner: EndOfWindow},
-		{Kind: FixedWindows, Combiner: EarliestInPane, AllowedLateness: 7, Accumulating: true},
-		{Kind: SlidingWindows, Combiner: LatestInPane, AllowedLateness: 3},
-		{Kind: Sessions, Gap: 5, Combiner: EndOfWindow, AllowedLateness: 4},
-		// Sessions that grow and merge often: the merged session keeps the
-		// storage window of the largest (meta.SW), which must reload.
-		{Kind: Sessions, Gap: 12, Combiner: LatestInPane, AllowedLateness: 9, Accumulating: true},
-		{Kind: GlobalWindows, Combiner: EndOfWindow},
-	}
 	for seed := int64(0); seed < 200; seed++ {
-		strat := strats[seed%int64(len(strats))]
+		strat := randomStrategies[seed%int64(len(randomStrategies))]
 		rng := rand.New(rand.NewSource(seed))
-		type op struct {
-			add bool
-			e   Element
-			wm  mtime.Time
-		}
-		var ops []op
-		wm := mtime.Time(0)
-		for i := 0; i < 60; i++ {
-			if rng.Intn(4) == 0 {
-				wm += mtime.Time(rng.Intn(6))
-				if i > 50 {
-					wm = mtime.MaxTimestamp
-				}
-				ops = append(ops, op{wm: wm})
-				continue
-			}
-			ts := wm - 5 + mtime.Time(rng.Intn(15)) // some late, some early
-			e := Element{Key: []byte{byte('a' + rng.Intn(3))}, Timestamp: ts, Value: []byte(fmt.Sprint(i))}
-			switch strat.Kind {
-			case GlobalWindows:
-				e.Window = GlobalWindow
-			case FixedWindows:
-				start := ts - ((ts%10)+10)%10
-				e.Window = Window{Start: start, End: start + 10}
-			case SlidingWindows: // size 10, period 5: the later of its windows
-				start := ts - ((ts%5)+5)%5
-				e.Window = Window{Start: start - 5, End: start + 5}
-			case Sessions:
-				e.Window = Window{Start: ts, End: ts + mtime.Time(strat.Gap)}
-			}
-			ops = append(ops, op{add: true, e: e})
-		}
+		ops := randomOps(strat, rng)
 		run := func(reloadAt int) []string {
 			st := NewMemStore()
 			c := NewCore(strat, st)
@@ -103,4 +62,58 @@ func TestReloadAnywhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomStrategies are the windowing strategies of the random core tests:
+// every window kind, accumulating or not, every timestamp combiner.
+var randomStrategies = []Strategy{
+	{Kind: FixedWindows, Combiner: EndOfWindow},
+	{Kind: FixedWindows, Combiner: EarliestInPane, AllowedLateness: 7, Accumulating: true},
+	{Kind: SlidingWindows, Combiner: LatestInPane, AllowedLateness: 3},
+	{Kind: Sessions, Gap: 5, Combiner: EndOfWindow, AllowedLateness: 4},
+	// Sessions that grow and merge often: the merged session keeps the
+	// storage window of the largest (meta.SW), which must reload.
+	{Kind: Sessions, Gap: 12, Combiner: LatestInPane, AllowedLateness: 9, Accumulating: true},
+	{Kind: GlobalWindows, Combiner: EndOfWindow},
+}
+
+// op is one step of a random core test: Add e, or Advance to wm.
+type op struct {
+	add bool
+	e   Element
+	wm  mtime.Time
+}
+
+// randomOps returns 60 random steps under strat: values on 3 keys around
+// the watermark (some late, some early), watermarks that move by 0-5 ms,
+// the end of time near the end.
+func randomOps(strat Strategy, rng *rand.Rand) []op {
+	var ops []op
+	wm := mtime.Time(0)
+	for i := 0; i < 60; i++ {
+		if rng.Intn(4) == 0 {
+			wm += mtime.Time(rng.Intn(6))
+			if i > 50 {
+				wm = mtime.MaxTimestamp
+			}
+			ops = append(ops, op{wm: wm})
+			continue
+		}
+		ts := wm - 5 + mtime.Time(rng.Intn(15)) // some late, some early
+		e := Element{Key: []byte{byte('a' + rng.Intn(3))}, Timestamp: ts, Value: []byte(fmt.Sprint(i))}
+		switch strat.Kind {
+		case GlobalWindows:
+			e.Window = GlobalWindow
+		case FixedWindows:
+			start := ts - ((ts%10)+10)%10
+			e.Window = Window{Start: start, End: start + 10}
+		case SlidingWindows: // size 10, period 5: the later of its windows
+			start := ts - ((ts%5)+5)%5
+			e.Window = Window{Start: start - 5, End: start + 5}
+		case Sessions:
+			e.Window = Window{Start: ts, End: ts + mtime.Time(strat.Gap)}
+		}
+		ops = append(ops, op{add: true, e: e})
+	}
+	return ops
 }

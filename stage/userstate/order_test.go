@@ -43,7 +43,7 @@ func encodeTimer(tag string, fire, hold mtime.Time) []byte {
 	return []byte(fmt.Sprintf("%s|%d|%d", tag, fire, hold))
 }
 
-func (f *fakeDoFn) process(_ context.Context, w stage.Work) (*stage.Bundle, error) {
+func (f *fakeDoFn) process(_ context.Context, w stage.Work, _ stage.Emit) (*stage.Bundle, error) {
 	type write struct {
 		tag        string
 		clear      bool
