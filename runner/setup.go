@@ -168,20 +168,37 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 
 // planProducer is the producer recordPlan writes with (transactional.id
 // "<application_id>-plan"), its InitTransactions started in the background
-// by startPlanProducer.
+// by startPlanProducer, and the consumer the same attempt reads the plan
+// topic with (readPlan), created with it.
 type planProducer struct {
 	p *kafka.Producer
 	// done is closed when InitTransactions has returned; err is its error.
-	done      chan struct{}
-	err       error
+	done chan struct{}
+	err  error
+	// reader is the plan topic's reader (group "<application_id>-plan-reader",
+	// never joined), or nil if it could not be created (readPlan then
+	// creates one and says why it cannot). Created at once: its bootstrap
+	// connection and metadata are ready by the time the plan is read, and
+	// its group coordinator lookup (FindCoordinator, sent by librdkafka as
+	// soon as a consumer has a group.id, subscribed or not) makes a fresh
+	// broker create __consumer_offsets now, while the topics and the plan
+	// are set up, not when the stages' consumers first join their groups.
+	// On a fresh local broker that creation cost the first join 1.1-1.2 s
+	// (librdkafka asks for a coordinator again once a second).
+	reader    *kafka.Consumer
 	closeOnce sync.Once
 }
 
 // startPlanProducer creates the plan producer of p's application and
 // runs its InitTransactions (bounded by ctx and 30 s), both in the
-// background; its error is the first attempt's.
+// background; its error is the first attempt's. It creates the attempt's
+// plan reader (planProducer.reader) at once.
 func startPlanProducer(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) *planProducer {
 	pp := &planProducer{done: make(chan struct{})}
+	rc := planReaderConfig(bootstrap, props, p.ApplicationID)
+	if c, err := kafka.NewConsumer(&rc); err == nil {
+		pp.reader = c
+	}
 	go func() {
 		defer close(pp.done)
 		pc := clientConfig(bootstrap, props)
@@ -225,6 +242,9 @@ func (pp *planProducer) closeNow() {
 		if pp.p != nil {
 			pp.p.Close()
 		}
+		if pp.reader != nil {
+			_ = pp.reader.Close()
+		}
 	})
 }
 
@@ -241,7 +261,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 	prod := pp.p
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	prev, err := readPlan(ctx, bootstrap, props, p.ApplicationID)
+	prev, err := readPlan(ctx, bootstrap, props, p.ApplicationID, pp.reader)
 	if err != nil {
 		return false, err
 	}
@@ -283,14 +303,18 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 // reads the plan topic read_committed up to its log end offset as it was
 // when it began (stage/logend), so a plan another instance committed a
 // moment ago, whose commit marker is not written yet, is waited for rather
-// than read as absent.
-func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string) (*plan.Plan, error) {
-	cc := logend.Config(clientConfig(bootstrap, props), appID+"-plan-reader")
-	c, err := kafka.NewConsumer(&cc)
-	if err != nil {
-		return nil, err
+// than read as absent. c is the consumer to read with (planReaderConfig,
+// assigned nothing yet; the caller closes it), or nil for a new one, closed
+// before readPlan returns.
+func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string, c *kafka.Consumer) (*plan.Plan, error) {
+	if c == nil {
+		cc := planReaderConfig(bootstrap, props, appID)
+		var err error
+		if c, err = kafka.NewConsumer(&cc); err != nil {
+			return nil, err
+		}
+		defer closeLater(func() { _ = c.Close() })
 	}
-	defer closeLater(func() { _ = c.Close() })
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var last []byte
@@ -304,4 +328,11 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 		return nil, nil
 	}
 	return plan.Decode(last)
+}
+
+// planReaderConfig is the config of an application's plan reader: a
+// logend reader (stage/logend.Config) in the group
+// "<application_id>-plan-reader", which it never joins.
+func planReaderConfig(bootstrap string, props map[string]string, appID string) kafka.ConfigMap {
+	return logend.Config(clientConfig(bootstrap, props), appID+"-plan-reader")
 }
