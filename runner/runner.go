@@ -297,9 +297,15 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return nil, err
 	}
 	tl.mark("users' topics")
-	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
+	// Checked before the topics are asked for: a plan topic created after
+	// the plan producer's InitTransactions is read by no first attempt
+	// (planProducer.empty).
+	initialised := planProducer.initialised()
+	planCreated, err := createTopics(ctx, bootstrap, props, pl)
+	if err != nil {
 		return nil, brokerErr(err)
 	}
+	planProducer.empty = initialised && planCreated
 	tl.mark("topics")
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams), planProducer, tl.mark)
 	if err != nil {
@@ -623,6 +629,25 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
 		logStuck(log, &stuck, service.Explain(wm.Tracker, wm.Info()), wm.Tracker.Now())
 	})
+	// Done: the metrics topic is read while the loops stop (their clients
+	// leave their groups and close, 40-100 ms), not after: every bundle's
+	// metrics were committed in the transaction of the data it covers, so
+	// all of them are in before the sink stages' reports at the end of time.
+	mctx, mcancel := context.WithTimeout(parent, applicationMetricsTimeout)
+	defer mcancel()
+	type appMetricsRead struct {
+		m                *committedMetrics
+		records, skipped int
+		err              error
+	}
+	appRead := make(chan appMetricsRead, 1)
+	if err == nil {
+		go func() {
+			var r appMetricsRead
+			r.m, r.records, r.skipped, r.err = readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+			appRead <- r
+		}()
+	}
 	cancel()
 	wg.Wait()
 
@@ -640,9 +665,8 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		return res, err
 	}
 	// Done: the metrics of every committed bundle of every instance.
-	mctx, mcancel := context.WithTimeout(parent, applicationMetricsTimeout)
-	defer mcancel()
-	app, records, skipped, merr := readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+	r := <-appRead
+	app, records, skipped, merr := r.m, r.records, r.skipped, r.err
 	if merr != nil {
 		log.Warn("kafkastreams: the job is done but its metrics topic could not be read: the result carries this instance's committed metrics only", "err", merr)
 		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
