@@ -283,24 +283,51 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	harness := startHarness(ctx, srv)
 	defer harness.stop()
 	tl.mark("instance slot, producers started")
-	// A failed SASL or TLS handshake is said at once, not as createTopics'
-	// timeout 30 s later.
+	// The broker check runs beside the users' topics and the topics: on a
+	// cluster that answers, its client's connection and metadata request
+	// (80-260 ms measured) need not come first. Its error, when it has one,
+	// is the one returned, the others cancelled: a failed SASL or TLS
+	// handshake is said at once, not as createTopics' timeout 30 s later.
+	// The timeline marks the three steps in the order they end.
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	var (
+		users                    map[string]int32
+		usersErr, topicsErr      error
+		initialised, planCreated bool
+	)
+	topicsDone := make(chan struct{})
+	go func() {
+		defer close(topicsDone)
+		if users, usersErr = userTopics(tctx, bootstrap, props, pl, sources); usersErr != nil {
+			return
+		}
+		tl.mark("users' topics")
+		// Checked before the topics are asked for: a plan topic created
+		// after the plan producer's InitTransactions is read by no first
+		// attempt (planProducer.empty).
+		initialised = planProducer.initialised()
+		if planCreated, topicsErr = createTopics(tctx, bootstrap, props, pl); topicsErr == nil {
+			tl.mark("topics")
+		}
+	}()
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
+		tcancel()
+		<-topicsDone
 		return nil, brokerErr(err)
 	}
 	tl.mark("brokers")
-	users, err := userTopics(ctx, bootstrap, props, pl, sources)
-	if err != nil {
-		if unreachable(err) {
-			return nil, brokerErr(err)
+	<-topicsDone
+	if usersErr != nil {
+		if unreachable(usersErr) {
+			return nil, brokerErr(usersErr)
 		}
-		return nil, err
+		return nil, usersErr
 	}
-	tl.mark("users' topics")
-	if err := createTopics(ctx, bootstrap, props, pl); err != nil {
-		return nil, brokerErr(err)
+	if topicsErr != nil {
+		return nil, brokerErr(topicsErr)
 	}
-	tl.mark("topics")
+	planProducer.empty = initialised && planCreated
 	recorded, err := recordPlan(ctx, bootstrap, props, pl, sourceRecords(pl, streams), planProducer, tl.mark)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
@@ -624,6 +651,25 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		logProgress(log, wm.Tracker, pl, loops, wmURL, running)
 		logStuck(log, &stuck, service.Explain(wm.Tracker, wm.Info()), wm.Tracker.Now())
 	})
+	// Done: the metrics topic is read while the loops stop (their clients
+	// leave their groups and close, 40-100 ms), not after: every bundle's
+	// metrics were committed in the transaction of the data it covers, so
+	// all of them are in before the sink stages' reports at the end of time.
+	mctx, mcancel := context.WithTimeout(parent, applicationMetricsTimeout)
+	defer mcancel()
+	type appMetricsRead struct {
+		m                *committedMetrics
+		records, skipped int
+		err              error
+	}
+	appRead := make(chan appMetricsRead, 1)
+	if err == nil {
+		go func() {
+			var r appMetricsRead
+			r.m, r.records, r.skipped, r.err = readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+			appRead <- r
+		}()
+	}
 	cancel()
 	wg.Wait()
 
@@ -641,9 +687,8 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		return res, err
 	}
 	// Done: the metrics of every committed bundle of every instance.
-	mctx, mcancel := context.WithTimeout(parent, applicationMetricsTimeout)
-	defer mcancel()
-	app, records, skipped, merr := readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+	r := <-appRead
+	app, records, skipped, merr := r.m, r.records, r.skipped, r.err
 	if merr != nil {
 		log.Warn("kafkastreams: the job is done but its metrics topic could not be read: the result carries this instance's committed metrics only", "err", merr)
 		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())

@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -96,6 +97,24 @@ func decodeEnvelope(v []byte) (element []byte, reports []*pb.WatermarkReport, er
 		return nil, rs, nil
 	}
 	return nil, nil, errEmptyEnvelope
+}
+
+// reportsEndOfTime reports whether v, an Envelope record value, carries a
+// watermark report at the end of time (committed_watermark_millis at
+// mtime.MaxTimestamp: the reporting task is done). An element record (the
+// fast path of decodeEnvelope, without proto.Unmarshal) or a value that
+// does not decode is false.
+func reportsEndOfTime(v []byte) bool {
+	e, rs, err := decodeEnvelope(v)
+	if err != nil || e != nil {
+		return false
+	}
+	for _, r := range rs {
+		if mtime.Time(r.GetCommittedWatermarkMillis()) >= mtime.MaxTimestamp {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeReports returns the Envelope record value of a batch of reports

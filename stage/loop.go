@@ -806,8 +806,13 @@ func (l *Loop) leaveGroup() {
 	}
 }
 
-// poll collects records for at most CommitInterval or MaxBatchRecords.
-// Records of partitions revoked meanwhile are dropped.
+// poll collects records for at most CommitInterval or MaxBatchRecords,
+// or until the batch holds a record that ends an input (endsInput) and
+// the records the consumer already has queued are in the batch too: the
+// end of an input is what the stages downstream wait for, and waiting out
+// the interval with nothing more to come cost every stage of a bounded
+// job a commit interval at its end (7 stages, 0.1 s each). Records of
+// partitions revoked meanwhile are dropped.
 func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	if err := l.resumeHeld(); err != nil {
 		return nil, err
@@ -823,12 +828,24 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	// new task and a position back at its committed offset: its records
 	// polled before are stale and would be processed twice.
 	var owners []*task
+	// ending: the batch holds a record that ends an input; the poll takes
+	// what is queued (Poll without waiting) and stops at the first empty
+	// answer.
+	ending := false
 	for len(batch) < l.cfg.MaxBatchRecords && ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		switch e := l.consumer.Poll(int(left.Milliseconds()) + 1).(type) {
+		wait := int(left.Milliseconds()) + 1
+		if ending {
+			wait = 0
+		}
+		switch e := l.consumer.Poll(wait).(type) {
+		case nil:
+			if ending {
+				deadline = time.Now()
+			}
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
 				l.log.Warn("stage: consume error", "err", e.TopicPartition.Error)
@@ -839,6 +856,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
+			ending = ending || l.endsInput(e.Value)
 		case kafka.PartitionEOF:
 			if l.tasks[e.Partition] != nil {
 				l.head.ReachedEnd(e.Partition, int64(e.Offset))
@@ -880,6 +898,24 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 		}
 	}
 	return kept, nil
+}
+
+// endsInput reports whether an input record of this stage ends an input
+// of one of its tasks, so that poll commits it without waiting out the
+// commit interval: the impulse record of an Impulse stage (the only record
+// its input topic ever holds), or, on an internal topic, a batch of
+// watermark reports one of which is at the end of time (an upstream task
+// is done; reportsEndOfTime). A task reports only a watermark that moved
+// (Step: out' > out), so each upstream task reports the end of time once
+// (again after its partition moves to another instance): a long-running
+// job commits early a bounded number of times, and the commit interval
+// still paces its steady flow. Records of users' topics (Spec.RawInput)
+// never end an input here.
+func (l *Loop) endsInput(v []byte) bool {
+	if p, ok := l.head.(*Passthrough); ok && p.Impulse != nil {
+		return true
+	}
+	return !l.cfg.Spec.RawInput && reportsEndOfTime(v)
 }
 
 // commit decides the attempt (Step.Decide: the head and the bundles, no
