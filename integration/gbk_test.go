@@ -346,14 +346,10 @@ func TestGroupByKeyRecovery(t *testing.T) {
 	}
 }
 
-// findChangelog returns a state changelog topic of app, or "".
-func findChangelog(_ context.Context, bootstrap, app string) string {
-	c, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	md, err := c.GetMetadata(nil, true, 5000)
+// findChangelog returns a state changelog topic of app, or "", as admin's
+// metadata request says.
+func findChangelog(admin *kafka.AdminClient, app string) string {
+	md, err := admin.GetMetadata(nil, true, 5000)
 	if err != nil {
 		return ""
 	}
@@ -368,9 +364,16 @@ func findChangelog(_ context.Context, bootstrap, app string) string {
 // waitForChangelogRecords waits until one of app's changelog topics has a
 // committed record (state a restore must bring back) and returns its name.
 // It stops early with ended's error when ended (the job's state) returns one.
+// One admin client serves every poll for the topic (it was a client per
+// poll, every 100 ms for up to timeout).
 func waitForChangelogRecords(bs, app string, timeout time.Duration, ended func() error) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		return "", fmt.Errorf("admin client: %w", err)
+	}
+	defer admin.Close()
 	var changelog string
 	for changelog == "" || !hasRecords(ctx, bs, changelog) {
 		if ctx.Err() != nil {
@@ -380,7 +383,7 @@ func waitForChangelogRecords(bs, app string, timeout time.Duration, ended func()
 			return "", fmt.Errorf("waiting for changelog records of %s: %w", app, err)
 		}
 		time.Sleep(100 * time.Millisecond)
-		changelog = findChangelog(ctx, bs, app)
+		changelog = findChangelog(admin, app)
 	}
 	return changelog, nil
 }

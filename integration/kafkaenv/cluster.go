@@ -55,6 +55,62 @@ type Cluster struct {
 	MinISR int
 
 	bootstrap string
+
+	// admin is the cluster's one admin client, made by the first call
+	// that needs it (Leader) and used by every later one: a client per
+	// call, polled every 100 ms while a node is dead, made thousands of
+	// librdkafka handles in one test (a CI run segfaulted inside
+	// librdkafka among them). adminUse is held shared by every use of
+	// admin and exclusively by Stop, which closes it once no use is in
+	// flight; adminMu guards its lazy creation; stopped is set by Stop,
+	// after which no client is made.
+	adminUse sync.RWMutex
+	adminMu  sync.Mutex
+	admin    *kafka.AdminClient
+	stopped  bool
+}
+
+// ErrClusterStopped is returned by a Cluster's client methods (Leader)
+// once Stop has been called.
+var ErrClusterStopped = errors.New("kafkaenv: cluster stopped")
+
+// withAdmin runs f with the cluster's admin client, made on first use.
+// Stop waits for f to return before it closes the client. It returns
+// ErrClusterStopped after Stop, or the client's creation error.
+func (c *Cluster) withAdmin(f func(*kafka.AdminClient) error) error {
+	c.adminUse.RLock()
+	defer c.adminUse.RUnlock()
+	c.adminMu.Lock()
+	if c.stopped {
+		c.adminMu.Unlock()
+		return ErrClusterStopped
+	}
+	if c.admin == nil {
+		a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.bootstrap})
+		if err != nil {
+			c.adminMu.Unlock()
+			return fmt.Errorf("kafkaenv: admin client: %w", err)
+		}
+		c.admin = a
+	}
+	a := c.admin
+	c.adminMu.Unlock()
+	return f(a)
+}
+
+// closeAdmin closes the admin client, if one was made, once every use in
+// flight has returned (Leader's metadata request waits up to 10 s), and
+// keeps any new one from being made. It may be called more than once.
+func (c *Cluster) closeAdmin() {
+	c.adminUse.Lock()
+	defer c.adminUse.Unlock()
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	c.stopped = true
+	if c.admin != nil {
+		c.admin.Close()
+		c.admin = nil
+	}
 }
 
 // BootstrapServers returns every node's client address, comma-separated
@@ -76,8 +132,11 @@ func (c *Cluster) Describe() string {
 	return fmt.Sprintf("%d-node KRaft cluster (replication factor %d, min.insync.replicas %d): %s", len(c.Nodes), c.Replication, c.MinISR, strings.Join(parts, "; "))
 }
 
-// Stop stops every node (see Broker.Stop) and returns the first error.
+// Stop closes the cluster's admin client (after any Leader call in
+// flight returns), then stops every node (see Broker.Stop) and returns the
+// first error. Leader returns ErrClusterStopped after it.
 func (c *Cluster) Stop() error {
+	c.closeAdmin()
 	var first error
 	for _, n := range c.Nodes {
 		if err := n.Stop(); err != nil && first == nil {
@@ -98,23 +157,26 @@ func (c *Cluster) Kill(id int) error {
 }
 
 // Leader returns the node.id of the leader of partition p of topic, as the
-// cluster's metadata says now.
+// cluster's metadata says now (a metadata request to one live node, up to
+// 10 s; librdkafka sends one per call, it does not answer from its cache).
+// Every call uses the cluster's one admin client; it is safe to call
+// concurrently, and returns ErrClusterStopped after Stop.
 func (c *Cluster) Leader(topic string, p int32) (int, error) {
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.bootstrap})
-	if err != nil {
-		return 0, fmt.Errorf("kafkaenv: admin client: %w", err)
-	}
-	defer admin.Close()
-	md, err := admin.GetMetadata(&topic, false, 10000)
-	if err != nil {
-		return 0, fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
-	}
-	for _, pm := range md.Topics[topic].Partitions {
-		if pm.ID == p {
-			return int(pm.Leader), nil
+	leader := 0
+	err := c.withAdmin(func(admin *kafka.AdminClient) error {
+		md, err := admin.GetMetadata(&topic, false, 10000)
+		if err != nil {
+			return fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
 		}
-	}
-	return 0, fmt.Errorf("kafkaenv: topic %s has no partition %d", topic, p)
+		for _, pm := range md.Topics[topic].Partitions {
+			if pm.ID == p {
+				leader = int(pm.Leader)
+				return nil
+			}
+		}
+		return fmt.Errorf("kafkaenv: topic %s has no partition %d", topic, p)
+	})
+	return leader, err
 }
 
 // StartCluster starts a KRaft cluster of size nodes (3 or more; every node
