@@ -25,8 +25,9 @@ all: test
 ## test: unit tests, then the integration tests against a real Kafka broker.
 test: unit integration
 
-## unit: every package except integration/ (no broker needed).
-unit:
+## unit: every package except integration/ (no broker needed), after
+## checking that every Go file is gofmt-ed (fmt-check).
+unit: fmt-check
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v '/integration$$')
 
 ## integration: the scenario tests in integration/; one broker per package,
