@@ -126,10 +126,20 @@ func warmCoordinators(ctx context.Context, bootstrap string, groups, txns int, t
 // warmGroup asks for group until its coordinator answers it without a
 // coordinator error: partition p of __consumer_offsets, which holds it, is
 // loaded. A group that does not exist is an answer.
+//
+// A request is given 0.5 s (8 times, then twice as long as the one
+// before, up to 5 s, for a slow machine): librdkafka's
+// DescribeConsumerGroups sent while the broker created the topic did not
+// return before its deadline (5 s then) even once the coordinator answered,
+// and a new request got its answer at once.
 func warmGroup(ctx context.Context, admin *kafka.AdminClient, group string, p int, timeout time.Duration) error {
 	var last error
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wait := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		if attempt >= 8 {
+			wait = min(2*wait, 5*time.Second)
+		}
 		res, err := admin.DescribeConsumerGroups(rctx, []string{group})
 		cancel()
 		if err == nil && len(res.ConsumerGroupDescriptions) == 1 {
