@@ -8,7 +8,10 @@
 // nothing is started.
 //
 // Output: one line on stdout, `KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:NNNN`, so
-// `eval "$(localkafka -once)"` works; progress goes to stderr.
+// `eval "$(localkafka -once)"` works; progress goes to stderr. The line comes
+// once a broker it started is warm: its internal topics __consumer_offsets
+// and __transaction_state exist and are loaded (kafkaenv.Start), so a job
+// started on it does not wait for their creation.
 //
 // Flags:
 //

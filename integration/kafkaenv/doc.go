@@ -17,6 +17,13 @@
 //     Central through pom.xml (`make kafka-jars`; Start fetches them if
 //     missing). Start logs why it fell back.
 //
+// A broker Start launched is reported ready once it is warm: both internal
+// topics (__consumer_offsets, __transaction_state) exist and every
+// partition's coordinator answers, as on a user's long-lived broker (a fresh
+// one creates and loads them on first use, which a runner's start-up paid:
+// 1-4 s). StartCluster's nodes and an external cluster are taken as they
+// are.
+//
 // Every listener binds 127.0.0.1 on ports chosen free at start (or given in
 // Options). The broker configuration lives in kraftconfig, shared with the
 // image's entrypoint.

@@ -70,7 +70,8 @@ var (
 	// locally (it is never pulled: `make kafka-image` builds it).
 	ErrNoImage = errors.New("kafkaenv: broker image not built")
 	// ErrNotReady: the broker was launched but did not answer a metadata
-	// request within Options.ReadyTimeout, or exited. The message carries
+	// request within Options.ReadyTimeout, its internal topics did not warm
+	// up (Start), or it exited. The message carries
 	// the tail of the broker's log.
 	ErrNotReady = errors.New("kafkaenv: broker not ready")
 	// ErrBadOptions: Options are inconsistent (an unknown mode, ModeExternal
@@ -110,7 +111,8 @@ type Options struct {
 	// HeapMB is the broker's maximum heap in MiB (-Xmx). Default 512.
 	HeapMB int
 	// ReadyTimeout bounds the time from launch to a broker that answers a
-	// metadata request. Default 120 s.
+	// metadata request, and then (what is left of it, 10 s at least) the
+	// warm-up of its internal topics. Default 120 s.
 	ReadyTimeout time.Duration
 	// DockerProbeTimeout bounds the check that a Docker daemon answers.
 	// Default 5 s.
@@ -183,8 +185,9 @@ func (b *Broker) BootstrapServers() string { return b.bootstrap }
 func (b *Broker) Mode() Mode { return b.mode }
 
 // ReadyIn returns the time from launching the broker (storage format and
-// container creation included) to its first successful metadata response.
-// For ModeExternal it is the time to that first response.
+// container creation included) to its first successful metadata response,
+// plus the warm-up of its internal topics (Start). For ModeExternal it is
+// the time to that first response.
 func (b *Broker) ReadyIn() time.Duration { return b.readyIn }
 
 // Describe returns one line for logs saying where the broker runs, e.g.
@@ -211,8 +214,13 @@ func (b *Broker) Stop() error {
 }
 
 // Start provides a broker as described in the package doc and returns once it
-// answers a metadata request. ctx bounds the whole start; the broker outlives
-// ctx (call Stop). Errors wrap the sentinels above.
+// answers a metadata request and, for a broker it started, once it is warm:
+// its internal topics __consumer_offsets and __transaction_state exist and
+// every partition's coordinator answers (see warmCoordinators; a fresh
+// broker creates and loads them on first use, which cost a runner started
+// on it 1-4 s). An external cluster is taken as it is. ctx bounds the whole
+// start; the broker outlives ctx (call Stop). Errors wrap the sentinels
+// above.
 func Start(ctx context.Context, opts Options) (*Broker, error) {
 	o := opts.withDefaults()
 	bootstrap := strings.TrimSpace(os.Getenv(EnvBootstrapServers))
@@ -234,7 +242,30 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return launch(ctx, o, node{id: 1, brokerPort: bport, controllerPort: cport, clusterID: clusterID})
+	n := node{id: 1, brokerPort: bport, controllerPort: cport, clusterID: clusterID}
+	groups, txns, err := internalPartitions(n)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	b, err := launch(ctx, o, n)
+	if err != nil {
+		return nil, err
+	}
+	// The warm-up gets what the launch left of ReadyTimeout, and 10 s at
+	// least.
+	begin := time.Now()
+	if err := warmCoordinators(ctx, b.bootstrap, groups, txns, max(o.ReadyTimeout-b.readyIn, 10*time.Second)); err != nil {
+		tail := ""
+		if b.logPath != "" {
+			tail = "; last lines of its log:\n" + tailFile(b.logPath, 30) // before Stop removes it
+		}
+		b.Stop()
+		return nil, fmt.Errorf("%w: %s answers but its internal topics did not warm up: %v%s", ErrNotReady, b.bootstrap, err, tail)
+	}
+	warm := time.Since(begin)
+	b.readyIn += warm
+	o.Logf("kafka warm in %.1fs more: __consumer_offsets (%d partitions) and __transaction_state (%d) created and loaded", warm.Seconds(), groups, txns)
+	return b, nil
 }
 
 // launcher starts one KRaft node and returns once it answers a metadata

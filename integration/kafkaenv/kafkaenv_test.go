@@ -277,3 +277,55 @@ func TestFetchJarsTellsAMissingArtifactFromAnUnreachableRepository(t *testing.T)
 		t.Errorf("refused connections: error %q, want one saying %q and not \"not found at\"", err, want)
 	}
 }
+
+func TestPartitionForIsKafkas(t *testing.T) {
+	// Java's String.hashCode and Kafka's Utils.abs(h) % n, computed by a
+	// JVM (hashCode, then abs with Integer.MIN_VALUE as 0, then % 8).
+	for key, want := range map[string]struct {
+		hash int32
+		p    int
+	}{
+		"hello":                             {99162322, 2},
+		"polygenelubricants":                {-2147483648, 0},
+		"kafkaenv-warm-group-0":             {-1816712928, 0},
+		"kafkaenv-warm-txn-3":               {300793294, 6},
+		"commitactivity-20261201-061500-s3": {-823156255, 7},
+	} {
+		if h := javaHash(key); h != want.hash {
+			t.Errorf("javaHash(%q) = %d, want %d", key, h, want.hash)
+		}
+		if p := partitionFor(key, 8); p != want.p {
+			t.Errorf("partitionFor(%q, 8) = %d, want %d", key, p, want.p)
+		}
+	}
+}
+
+func TestNameForPartitionCoversEveryPartition(t *testing.T) {
+	for _, n := range []int{1, 3, 8, 50} {
+		seen := map[string]bool{}
+		for p := 0; p < n; p++ {
+			name := nameForPartition(warmGroupPrefix, p, n)
+			if got := partitionFor(name, n); got != p {
+				t.Errorf("nameForPartition(%d of %d) = %q, in partition %d", p, n, name, got)
+			}
+			if seen[name] {
+				t.Errorf("nameForPartition(%d of %d) = %q twice", p, n, name)
+			}
+			seen[name] = true
+		}
+	}
+}
+
+func TestInternalPartitionsFollowTheConfig(t *testing.T) {
+	g, x, err := internalPartitions(node{})
+	if err != nil || g != 8 || x != 8 {
+		t.Fatalf("internalPartitions(defaults) = %d, %d, %v; want kraftconfig's 8, 8", g, x, err)
+	}
+	g, x, err = internalPartitions(node{overrides: map[string]string{"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "2"}})
+	if err != nil || g != 3 || x != 2 {
+		t.Fatalf("internalPartitions(3, 2) = %d, %d, %v", g, x, err)
+	}
+	if _, _, err := internalPartitions(node{overrides: map[string]string{"offsets.topic.num.partitions": "0"}}); err == nil {
+		t.Fatal("internalPartitions(0 partitions) = nil error")
+	}
+}
