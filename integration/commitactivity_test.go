@@ -57,12 +57,15 @@ func counters(res beam.PipelineResult) map[string]int64 {
 // textio.Read, event times, 30-day fixed windows with CombinePerKey and
 // top.Largest, 7-day sessions, Flatten, textio.Write and the output topic)
 // over git-commits.csv plus three malformed rows, on Prism in this process
-// and on this runner against the real broker, and checks that:
+// and on this runner against the real broker (with --gbk_fire_budget=2000:
+// the GroupByKey tasks fire their panes over many transactions), and
+// checks that:
 //
 //   - both CSV files hold the same rows, and those are the rows computed
 //     directly in Go (activity.Reference);
 //   - the output topic, read_committed, holds the same rows, each once;
-//   - both runners count 60 746 parsed and 3 malformed rows.
+//   - both runners count 60 746 parsed and 3 malformed rows;
+//   - some GroupByKey task stopped at the fire budget.
 //
 // It logs both wall times and their ratio.
 func TestCommitActivityMatchesPrism(t *testing.T) {
@@ -102,6 +105,12 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 	ksOut := filepath.Join(dir, "kafkastreams.csv")
 	*runner.BootstrapServers = b.BootstrapServers()
 	*runner.ApplicationID = uniqueName(t, "app")
+	// A small fire budget: the GroupByKey tasks fire their panes over
+	// many transactions (owing the rest, woken at once), which must give
+	// Prism's rows all the same.
+	oldBudget := *runner.GBKFireBudget
+	*runner.GBKFireBudget = 2000
+	defer func() { *runner.GBKFireBudget = oldBudget }()
 	start = time.Now()
 	res, err = beam.Run(ctx, runner.Name, activity.Pipeline(activity.Options{Input: in, Output: ksOut}))
 	if err != nil {
@@ -109,6 +118,13 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 	}
 	ksTime := time.Since(start)
 	checkCounters("kafkastreams", res)
+	stops := int64(0)
+	for _, n := range res.(*runner.Result).FireBudgetStops {
+		stops += n
+	}
+	if stops == 0 {
+		t.Errorf("no GroupByKey task stopped at --gbk_fire_budget=%d: the test does not exercise owed panes", *runner.GBKFireBudget)
+	}
 	ksRows := sortedLines(t, ksOut)
 	if !slices.Equal(ksRows, prismRows) {
 		t.Errorf("kafkastreams wrote %d rows, prism %d; first differences (extra: only on kafkastreams):%s", len(ksRows), len(prismRows), activity.DiffSorted(ksRows, prismRows, 5))
@@ -126,7 +142,7 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 	if !slices.Equal(topicRows, want) {
 		t.Errorf("output topic %s holds %d rows, want %d, each once; first differences:%s", topic, len(topicRows), len(want), activity.DiffSorted(topicRows, want, 5))
 	}
-	t.Logf("%d rows; prism %v, kafkastreams %v (%.1f× prism)", len(want), prismTime.Round(time.Millisecond), ksTime.Round(time.Millisecond), ksTime.Seconds()/prismTime.Seconds())
+	t.Logf("%d rows; prism %v, kafkastreams %v (%.1f× prism; %d stops at the fire budget)", len(want), prismTime.Round(time.Millisecond), ksTime.Round(time.Millisecond), ksTime.Seconds()/prismTime.Seconds(), stops)
 }
 
 // TestCommitActivityThreeInstances runs the main job as three OS processes

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
 )
 
 // Flags of the kafkastreams runner, in Beam's style (snake_case). Each says
@@ -35,6 +37,14 @@ var (
 	// a task commits after this many records even within CommitInterval, like
 	// Kafka's max.poll.records. Default 10 000; must be positive.
 	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
+	// GBKFireBudget bounds the values one GroupByKey task fires in one
+	// transaction under the default trigger (gbk.HeadConfig.FireBudget):
+	// past it the task's other due panes fire in the next transactions, at
+	// once, and its output watermark waits for them; a pane is never cut.
+	// It keeps a transaction's memory and size bounded when the watermark
+	// passes millions of values at once (the end of a bounded input).
+	// Default gbk.DefaultFireBudget (100 000); 0 or negative: no bound.
+	GBKFireBudget = flag.Int("gbk_fire_budget", gbk.DefaultFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
 	// StateDir is where task state stores and instance slots live, like
 	// Kafka Streams' state.dir: <state_dir>/<application_id>/instance-<n>/.
 	// A restarted instance takes a free slot and with it a previous

@@ -102,5 +102,9 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 	}
 	opened[s.Name] = stores
 	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String())
-	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log})
+	budget := *GBKFireBudget
+	if budget <= 0 {
+		budget = -1 // HeadConfig: negative is no bound
+	}
+	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log, FireBudget: budget})
 }

@@ -68,6 +68,10 @@ type Result struct {
 	// committed attempts dropped as expired (behind the watermark by more
 	// than the allowed lateness; Beam's droppedDueToLateness).
 	LateDropped map[string]int64
+	// FireBudgetStops counts, by GroupByKey stage, the times one of this
+	// instance's tasks stopped firing at --gbk_fire_budget and owed the
+	// rest to the next transaction (aborted attempts included).
+	FireBudgetStops map[string]int64
 	// ApplicationMetrics says Metrics are the whole application's.
 	ApplicationMetrics bool
 	// Startup are this instance's start-up steps, in order, from the
@@ -678,9 +682,10 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		res.Stats[name] = l.Stats()
 	}
 	res.Startup, res.StartupTook = tl.snapshot()
-	res.LateDropped = map[string]int64{}
+	res.LateDropped, res.FireBudgetStops = map[string]int64{}, map[string]int64{}
 	for name, h := range gbkHeads {
 		res.LateDropped[name] = h.Dropped()
+		res.FireBudgetStops[name] = h.BudgetStops()
 	}
 	if err != nil {
 		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())

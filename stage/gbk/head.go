@@ -77,7 +77,14 @@ type Head struct {
 	jobClock map[int32]int64
 	// windowsHeld is WindowsHeld.
 	windowsHeld atomic.Int64
+	// budgetStops is BudgetStops.
+	budgetStops atomic.Int64
 }
+
+// BudgetStops counts the Advance calls after which a task owed panes past
+// its fire budget (HeadConfig.FireBudget), aborted attempts included.
+// Safe from any goroutine.
+func (h *Head) BudgetStops() int64 { return h.budgetStops.Load() }
 
 var (
 	_ stage.Head           = (*Head)(nil)
@@ -202,6 +209,9 @@ func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	panes, err := c.Advance(wm)
 	if err != nil {
 		return stage.Work{}, err
+	}
+	if c.Owes() {
+		h.budgetStops.Add(1)
 	}
 	out := make([][]byte, 0, len(panes))
 	for _, pn := range panes {
