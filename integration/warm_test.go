@@ -19,7 +19,7 @@ import (
 func TestBrokerIsWarm(t *testing.T) {
 	b := needBroker(t)
 	if b.Mode() == kafkaenv.ModeExternal {
-		t.Skip("an external cluster is taken as it is")
+		t.Skip("the broker is an external cluster (KAFKASTREAMS_KAFKA_MODE=external or KAFKA_BOOTSTRAP_SERVERS set), which kafkaenv does not warm: unset them to test the warm-up of a broker it launches")
 	}
 	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.BootstrapServers()})
 	if err != nil {
