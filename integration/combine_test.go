@@ -239,17 +239,24 @@ func TestCombineLiftedGlobalWindow(t *testing.T) {
 	}
 }
 
-// TestCombineLiftedFixedWindows: the same combines in fixed windows of 20 s
+// TestCombineLiftedFixedWindows: the same combines in fixed windows of 40 s
 // over 0..199 s, with a Reshuffle first so the precombine runs in many
 // bundles of four tasks: exact results per (key, window), and each
 // shuffle carries at most keys × windows accumulators per upstream bundle.
+//
+// The window is 40 s, not 20 s, because the Reshuffle's topic is written
+// round-robin (an unkeyed output): value i goes to partition i mod 4, and a
+// pane (key i mod 5, window) of 20 s holds the values 20w+k+5j, j = 0..3,
+// one on each partition. With one bundle per task nothing could combine and
+// the "fewer records than values" check failed (CI, stop 19). A 40 s pane
+// holds 8 values, two on each partition, five records apart.
 func TestCombineLiftedFixedWindows(t *testing.T) {
 	b := needBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 200
-	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 20*time.Second, true))
-	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), wantCombines(n, 20*time.Second))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 40*time.Second, true))
+	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), wantCombines(n, 40*time.Second))
 	checkLifted(t, ctx, b.BootstrapServers(), r, n, 4)
 }
 
