@@ -267,7 +267,7 @@ func startPlanProducer(ctx context.Context, bootstrap string, props map[string]s
 		}()
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		pp.err = prod.InitTransactions(ictx)
+		pp.err = stage.InitTransactions(ictx, prod)
 	}()
 	return pp
 }
