@@ -46,6 +46,7 @@ func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int
 		return nil, fmt.Errorf("logend: admin client for %s: %w", topic, err)
 	}
 	defer admin.Close()
+	warm(ctx, c, topic)
 	deadline := time.Now().Add(retryFor)
 	for {
 		ends, err := ask(ctx, admin, topic, partitions)
@@ -58,6 +59,24 @@ func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int
 			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// warm asks for topic's metadata through c (bounded by ctx and 5 s; the
+// answer and any error are ignored: the ListOffsets that follows reports
+// the real one), so that c has a broker connection and the topic's leaders
+// before Ends' ListOffsets. Without it, a ListOffsets through a consumer
+// made a moment before sometimes took 3.0 s to answer: in 4 of 16 runs of
+// the main job on a warm local broker, one or two task restores of an
+// empty changelog (otherwise 2-20 ms) took 3.00-3.01 s, all of it in
+// Ends. With it: none in 10 runs.
+func warm(ctx context.Context, c *kafka.Consumer, topic string) {
+	wait := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		wait = time.Until(d)
+	}
+	if wait > time.Millisecond {
+		_, _ = c.GetMetadata(&topic, false, int(wait.Milliseconds()))
 	}
 }
 
