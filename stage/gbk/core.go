@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -224,8 +225,9 @@ type Core struct {
 	st      Store
 	wm      mtime.Time
 	windows map[Window]*windowState
-	// keyWindows indexes entries by key, for merging (sessions only).
-	keyWindows map[string]map[Window]*entry
+	// keyWindows indexes entries by key, for merging (sessions only): each
+	// key's entries sorted by window (keyWins).
+	keyWindows map[string]keyWins
 	dropped    int64
 	// closedDropped counts values dropped because their window's trigger
 	// had finished; now is the processing time (ms) triggers see
@@ -264,7 +266,7 @@ type storedValues struct{ keys, vals [][]byte }
 // NewCore returns a core over st. Call Load before anything else if st may
 // hold state.
 func NewCore(strat Strategy, st Store) *Core {
-	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, fired: mtime.MinTimestamp, owedTo: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]map[Window]*entry{}}
+	c := &Core{strat: strat, st: st, wm: mtime.MinTimestamp, fired: mtime.MinTimestamp, owedTo: mtime.MinTimestamp, windows: map[Window]*windowState{}, keyWindows: map[string]keyWins{}}
 	if strat.Trigger != nil {
 		c.ti = newTrigIndex()
 	}
@@ -276,7 +278,7 @@ func NewCore(strat Strategy, st Store) *Core {
 func (c *Core) Load() error {
 	c.wm = mtime.MinTimestamp
 	c.windows = map[Window]*windowState{}
-	c.keyWindows = map[string]map[Window]*entry{}
+	c.keyWindows = map[string]keyWins{}
 	if c.ti != nil {
 		c.ti = newTrigIndex()
 	}
@@ -393,12 +395,7 @@ func (c *Core) index(e *entry) {
 	ws.entries[string(e.key)] = e
 	ws.hold = min(ws.hold, c.entryHold(e))
 	if c.strat.Merging() {
-		kw := c.keyWindows[string(e.key)]
-		if kw == nil {
-			kw = map[Window]*entry{}
-			c.keyWindows[string(e.key)] = kw
-		}
-		kw[e.win] = e
+		c.keyWindows[string(e.key)] = c.keyWindows[string(e.key)].insert(e)
 	}
 }
 
@@ -425,10 +422,11 @@ func (c *Core) unindex(e *entry) {
 			c.recomputeHold(ws)
 		}
 	}
-	if kw := c.keyWindows[string(e.key)]; kw != nil {
-		delete(kw, e.win)
-		if len(kw) == 0 {
+	if kw, ok := c.keyWindows[string(e.key)]; ok {
+		if kw = kw.remove(e.win); len(kw) == 0 {
 			delete(c.keyWindows, string(e.key))
+		} else {
+			c.keyWindows[string(e.key)] = kw
 		}
 	}
 }
@@ -531,24 +529,88 @@ func (c *Core) lookup(w Window, key []byte) *entry {
 }
 
 // mergeCandidates returns the window w grows into by merging with the
-// live windows of key that overlap it, transitively, and those windows.
+// live windows of key that overlap it, transitively, and those windows in
+// window order (Window.less).
+//
+// A key's live windows are pairwise disjoint (every Add merges what
+// overlaps), so sorted by start they are sorted by end too, and the
+// windows overlapping w are one run of them: those before the first that
+// starts at or after w's end, back to the last that ends after w's start.
+// Their span overlaps no other (a window left of the run ends at or
+// before the run's first start, one right of it starts at or after w's
+// end or the run's last end), but the neighbours are checked against the
+// span anyway until none overlaps, as the transitive rule says. O(log n +
+// merged) for n windows of the key; it was a scan of all of them with a
+// map per call (13% of the main job's CPU, its Sessions stage's 60 000
+// values).
 func (c *Core) mergeCandidates(key []byte, w Window) (Window, []*entry) {
 	kw := c.keyWindows[string(key)]
-	var out []*entry
-	taken := map[Window]bool{}
-	for changed := true; changed; {
-		changed = false
-		for ow, e := range kw {
-			if !taken[ow] && (ow == w || ow.intersects(w)) {
-				taken[ow] = true
-				out = append(out, e)
-				w = w.span(ow)
-				changed = true
-			}
+	if len(kw) == 0 {
+		return w, nil
+	}
+	hi := sort.Search(len(kw), func(i int) bool { return kw[i].win.Start >= w.End })
+	lo := hi
+	for lo > 0 && (kw[lo-1].win == w || kw[lo-1].win.intersects(w)) {
+		lo--
+	}
+	// A window equal to w at hi (an empty window starts at its end).
+	for hi < len(kw) && kw[hi].win == w {
+		hi++
+	}
+	if lo == hi {
+		return w, nil
+	}
+	for i := lo; i < hi; i++ {
+		w = w.span(kw[i].win)
+	}
+	for {
+		switch {
+		case lo > 0 && kw[lo-1].win.intersects(w):
+			lo--
+			w = w.span(kw[lo].win)
+		case hi < len(kw) && kw[hi].win.intersects(w):
+			w = w.span(kw[hi].win)
+			hi++
+		default:
+			out := append([]*entry(nil), kw[lo:hi]...)
+			sort.Slice(out, func(i, j int) bool { return out[i].win.less(out[j].win) })
+			return w, out
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].win.less(out[j].win) })
-	return w, out
+}
+
+// keyWins is one key's live entries of a merging strategy, sorted by
+// window start, then end (disjoint windows: by end too). Lookups are
+// binary searches; insert and remove move the tail (a key has few live
+// sessions at once).
+type keyWins []*entry
+
+// find returns the index of window w in kw, or where it would go.
+func (kw keyWins) find(w Window) (int, bool) {
+	i := sort.Search(len(kw), func(i int) bool {
+		x := kw[i].win
+		return x.Start > w.Start || (x.Start == w.Start && x.End >= w.End)
+	})
+	return i, i < len(kw) && kw[i].win == w
+}
+
+// insert returns kw with e in its place (replacing the entry of e's
+// window, if there is one).
+func (kw keyWins) insert(e *entry) keyWins {
+	i, ok := kw.find(e.win)
+	if ok {
+		kw[i] = e
+		return kw
+	}
+	return slices.Insert(kw, i, e)
+}
+
+// remove returns kw without the entry of window w.
+func (kw keyWins) remove(w Window) keyWins {
+	if i, ok := kw.find(w); ok {
+		return slices.Delete(kw, i, i+1)
+	}
+	return kw
 }
 
 // merge returns the entry of (key, win), win the window merged from the
