@@ -131,7 +131,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("job=git-commits.csv", func(b *testing.B) { run(b, real, 60746) })
+	b.Run("job=git-commits.csv", func(b *testing.B) { runSmallJob(b, bin, dir, real, 60746) })
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			in := filepath.Join(dir, fmt.Sprintf("synth-%d.csv", n))
@@ -150,6 +150,47 @@ func BenchmarkScale(b *testing.B) {
 			run(b, in, n)
 		})
 	}
+}
+
+// smallJobRounds is how many times BenchmarkScale runs the small job on
+// each runner: a run of a few seconds on a loaded 2-core machine varies by
+// a second (2.0-3.3 s here in one sitting), one run decides nothing.
+const smallJobRounds = 5
+
+// runSmallJob is BenchmarkScale's small-job row: the job over in (events
+// rows) smallJobRounds times on this runner and on Prism, alternating (this
+// runner first in each round), each run's rows compared with Prism's. It
+// reports the same metrics as a scale row, each the median of its rounds
+// (ours/prism: Prism's median wall over ours), and logs every round.
+func runSmallJob(b *testing.B, bin, dir, in string, events int) {
+	var ours, prism []time.Duration
+	var ourRSS, prismRSS []int64
+	for i := 0; i < smallJobRounds; i++ {
+		o := runJobChild(b, bin, dir, in, events, "kafkastreams")
+		p := runJobChild(b, bin, dir, in, events, "prism")
+		if !slices.Equal(o.rows, p.rows) {
+			b.Fatalf("round %d: this runner wrote %d rows, Prism %d; they differ:%s", i+1, len(o.rows), len(p.rows), activity.DiffSorted(o.rows, p.rows, 5))
+		}
+		ours, prism = append(ours, o.wall), append(prism, p.wall)
+		ourRSS, prismRSS = append(ourRSS, o.peakRSS), append(prismRSS, p.peakRSS)
+	}
+	o, p := median(ours), median(prism)
+	b.ReportMetric(o.Seconds(), "ours-s")
+	b.ReportMetric(float64(events)/o.Seconds(), "ours-events/s")
+	b.ReportMetric(float64(medianRSS(ourRSS))/1e6, "ours-peakRSS-MB")
+	b.ReportMetric(p.Seconds(), "prism-s")
+	b.ReportMetric(float64(events)/p.Seconds(), "prism-events/s")
+	b.ReportMetric(float64(medianRSS(prismRSS))/1e6, "prism-peakRSS-MB")
+	b.ReportMetric(p.Seconds()/o.Seconds(), "ours/prism")
+	b.Logf("%d events, median of %d rounds: this runner %.2f s (rounds %v), Prism %.2f s (rounds %v): this runner takes %.2fx Prism's wall time",
+		events, smallJobRounds, o.Seconds(), roundAll(ours), p.Seconds(), roundAll(prism), o.Seconds()/p.Seconds())
+}
+
+// medianRSS returns the median of peaks (the upper one of an even count).
+func medianRSS(peaks []int64) int64 {
+	s := slices.Clone(peaks)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // parseScale parses EnvBenchScale's list (empty: DefaultBenchScale) into
