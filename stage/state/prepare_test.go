@@ -10,8 +10,11 @@ import (
 // TestPrepareLastWritePerKey: Prepare writes, per task in partition order,
 // each key written in the attempt once, in key order, with its last value:
 // a deletion as a nil value (a tombstone), an empty value as an empty,
-// non-nil one. Checked against a map of last writes over random attempts
-// (keys overwritten and deleted in any order).
+// non-nil one; a deletion of a key the committed store lacks is left out.
+// Checked against a map of last writes and a model of the committed store
+// over random attempts (keys overwritten and deleted in any order; every
+// other attempt committed, the rest aborted); and the changelog records of
+// the committed attempts, replayed in order, give the committed store.
 func TestPrepareLastWritePerKey(t *testing.T) {
 	m, err := Open(Options{Dir: t.TempDir(), Name: "s", Topic: "s-changelog", NoRestore: true})
 	if err != nil {
@@ -19,13 +22,17 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 	}
 	defer m.Close()
 	rng := rand.New(rand.NewSource(7))
-	for attempt := 0; attempt < 20; attempt++ {
+	committed := map[int32]map[string][]byte{0: {}, 2: {}} // the model
+	replayed := map[int32]map[string][]byte{0: {}, 2: {}}  // the changelog's state
+	for p := range committed {
+		if _, err := m.Restore(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for attempt := 0; attempt < 40; attempt++ {
 		want := map[int32]map[string][]byte{}
 		for _, p := range []int32{2, 0} {
-			tk, err := m.Restore(t.Context(), p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tk := m.Task(p)
 			want[p] = map[string][]byte{}
 			for i := 0; i < 200; i++ {
 				k := fmt.Sprintf("k%02d", rng.Intn(30))
@@ -44,6 +51,12 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 			}
 		}
 		var got, exp []string
+		type record struct {
+			p int32
+			k string
+			v []byte
+		}
+		var records []record
 		rec := func(p int32, k string, v []byte) string {
 			switch {
 			case v == nil:
@@ -58,6 +71,11 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 				t.Fatalf("topic %s", topic)
 			}
 			got = append(got, rec(p, string(k), v))
+			r := record{p: p, k: string(k)}
+			if v != nil {
+				r.v = append([]byte{}, v...)
+			}
+			records = append(records, r)
 			return nil
 		}))
 		for _, p := range []int32{0, 2} {
@@ -67,13 +85,48 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
+				if _, had := committed[p][k]; want[p][k] == nil && !had {
+					continue // set and deleted in this attempt
+				}
 				exp = append(exp, rec(p, k, want[p][k]))
 			}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(exp) {
 			t.Fatalf("attempt %d: changelog records\n%v\nwant\n%v", attempt, got, exp)
 		}
-		m.Aborted(nil)
+		if attempt%2 == 1 {
+			m.Aborted(nil)
+			continue
+		}
+		must(t, m.Committed())
+		for p, w := range want {
+			for k, v := range w {
+				if v == nil {
+					delete(committed[p], k)
+				} else {
+					committed[p][k] = v
+				}
+			}
+		}
+		for _, r := range records {
+			if r.v == nil {
+				delete(replayed[r.p], r.k)
+			} else {
+				replayed[r.p][r.k] = r.v
+			}
+		}
+		for p := range committed {
+			if fmt.Sprint(replayed[p]) != fmt.Sprint(committed[p]) {
+				t.Fatalf("attempt %d: task %d: the changelog replayed gives\n%v\nthe committed store is\n%v", attempt, p, replayed[p], committed[p])
+			}
+			for k, v := range committed[p] {
+				got, ok, err := m.Task(p).Get([]byte(k))
+				must(t, err)
+				if !ok || string(got) != string(v) {
+					t.Fatalf("attempt %d: task %d: store has %s=%q (%v), the model %q", attempt, p, k, got, ok, v)
+				}
+			}
+		}
 	}
 }
 
