@@ -161,8 +161,14 @@ const smallJobRounds = 5
 // rows) smallJobRounds times on this runner and on Prism, alternating (this
 // runner first in each round), each run's rows compared with Prism's. It
 // reports the same metrics as a scale row, each the median of its rounds
-// (ours/prism: Prism's median wall over ours), and logs every round.
+// (ours/prism: Prism's median wall over ours), and logs every round. One
+// run on each runner before the rounds is not counted: on a broker started
+// a moment before (the package's, when -bench selects this row alone) the
+// first runs were up to 1.5x slower, falling run after run while the
+// broker's JVM compiled its hot paths (3.5, 3.6, 3.1, 2.7, 2.3 s).
 func runSmallJob(b *testing.B, bin, dir, in string, events int) {
+	runJobChild(b, bin, dir, in, events, "kafkastreams")
+	runJobChild(b, bin, dir, in, events, "prism")
 	var ours, prism []time.Duration
 	var ourRSS, prismRSS []int64
 	for i := 0; i < smallJobRounds; i++ {
