@@ -228,6 +228,10 @@ type Core struct {
 	// keyWindows indexes entries by key, for merging (sessions only): each
 	// key's entries sorted by window (keyWins).
 	keyWindows map[string]keyWins
+	// compacting: remember in dirty the entries of merging windows that
+	// get values (compact.go).
+	compacting bool
+	dirty      map[*entry]bool
 	dropped    int64
 	// closedDropped counts values dropped because their window's trigger
 	// had finished; now is the processing time (ms) triggers see
@@ -276,6 +280,7 @@ func NewCore(strat Strategy, st Store) *Core {
 // Load rebuilds the in-memory index from the store: after a restore, and
 // after an abort dropped the attempt's writes.
 func (c *Core) Load() error {
+	c.dirty = nil
 	c.wm = mtime.MinTimestamp
 	c.windows = map[Window]*windowState{}
 	c.keyWindows = map[string]keyWins{}
@@ -336,9 +341,9 @@ func (c *Core) Load() error {
 // non-default trigger (Strategy.Trigger) is not bounded.
 func (c *Core) SetFireBudget(n int) { c.budget = n }
 
-// NewAttempt starts a new fire budget (SetFireBudget): the step's next
-// attempt.
-func (c *Core) NewAttempt() { c.firedValues = 0 }
+// NewAttempt starts a new fire budget (SetFireBudget) and forgets the
+// entries Compactable would return: the step's next attempt.
+func (c *Core) NewAttempt() { c.firedValues, c.dirty = 0, nil }
 
 // Owes says an Advance stopped at the fire budget with panes still due.
 func (c *Core) Owes() bool { return c.owes }
@@ -506,6 +511,7 @@ func (c *Core) put(ent *entry, isNew bool, e Element) error {
 	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
 		return err
 	}
+	c.markDirty(ent)
 	ent.m.Seq++
 	ent.m.Pending++
 	ent.m.Total++

@@ -1,0 +1,95 @@
+package gbk
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+)
+
+// Compaction is Beam's combining state for merging windows, done by the
+// runner with the SDK's help: a lifted combine's GroupByKey buffers
+// accumulators, and under session windows every value arrives in its own
+// proto-session, so the precombine before the shuffle cannot combine
+// anything and a session holds one accumulator per element until it fires
+// (the main job over 10 M synthetic events: one pane of millions of
+// values). A core with compaction on (SetCompacting) remembers the entries
+// of merging windows that got values in the attempt; at the attempt's end
+// the head hands those holding more than one value to its
+// HeadConfig.Compact (the combine's MergeAccumulators, run by the SDK) and
+// stores the one accumulator it returns in their place (ReplaceValues).
+// The CombineFn's contract (MergeAccumulators associative and commutative)
+// makes the fired pane's merged accumulator the same (Beam's
+// CombineFn.mergeAccumulators; Java runners' combining state for merging
+// windows merges accumulators the same way).
+
+// SetCompacting turns on remembering the entries of merging windows that
+// get a value from now on (Compactable). Off by default.
+func (c *Core) SetCompacting(on bool) {
+	c.compacting = on
+	c.dirty = nil
+}
+
+// markDirty remembers e for Compactable.
+func (c *Core) markDirty(e *entry) {
+	if !c.compacting || !c.strat.Merging() {
+		return
+	}
+	if c.dirty == nil {
+		c.dirty = map[*entry]bool{}
+	}
+	c.dirty[e] = true
+}
+
+// Compactable returns one Pane (Key, Window and Values set; Timestamp and
+// Info not) for every live entry that got a value since the last
+// NewAttempt (or Load) and holds more than one value, in window order then
+// key order, and forgets them. Empty unless compaction is on.
+func (c *Core) Compactable() ([]Pane, error) {
+	var es []*entry
+	for e := range c.dirty {
+		if c.lookup(e.win, e.key) == e && e.m.Total > 1 {
+			es = append(es, e)
+		}
+	}
+	c.dirty = nil
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].win != es[j].win {
+			return es[i].win.less(es[j].win)
+		}
+		return bytes.Compare(es[i].key, es[j].key) < 0
+	})
+	out := make([]Pane, 0, len(es))
+	for _, e := range es {
+		_, vals, err := c.values(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Pane{Key: e.key, Window: e.win, Values: vals})
+	}
+	return out, nil
+}
+
+// ReplaceValues replaces every stored value of the live entry (key, w)
+// with the one value v (the merge of them), keeping its meta but the
+// counts: Total becomes 1, Pending 1 if it was positive. The value goes
+// after the deleted ones' positions (a later merge may still prepend
+// values below it). An error if (key, w) has no live entry.
+func (c *Core) ReplaceValues(key []byte, w Window, v []byte) error {
+	e := c.lookup(w, key)
+	if e == nil {
+		return fmt.Errorf("gbk: compaction: no live entry for key %x in window %v", key, w)
+	}
+	if err := c.deleteValues(e); err != nil {
+		return err
+	}
+	if err := c.st.Set(valueKey(e.m.SW, e.key, e.m.Seq), v); err != nil {
+		return err
+	}
+	e.m.Lo = e.m.Seq
+	e.m.Seq++
+	e.m.Total = 1
+	if e.m.Pending > 0 {
+		e.m.Pending = 1
+	}
+	return c.save(e)
+}
