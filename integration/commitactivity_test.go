@@ -125,6 +125,19 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 	if stops == 0 {
 		t.Errorf("no GroupByKey task stopped at --gbk_fire_budget=%d: the test does not exercise owed panes", *runner.GBKFireBudget)
 	}
+	// The Sessions7d combine keeps one accumulator per session
+	// (--merge_session_accumulators, on by default): sessions open across
+	// transactions had theirs merged, and the rows are still Prism's.
+	merges := int64(0)
+	for name, n := range res.(*runner.Result).SessionMerges {
+		if strings.Contains(name, "Sessions7d") {
+			merges += n
+		}
+	}
+	if merges == 0 {
+		t.Errorf("the Sessions7d GroupByKey merged no session's accumulators (SessionMerges %v): the test does not exercise --merge_session_accumulators", res.(*runner.Result).SessionMerges)
+	}
+	t.Logf("sessions whose accumulators were merged: %d; fire budget stops: %d", merges, stops)
 	ksRows := sortedLines(t, ksOut)
 	if !slices.Equal(ksRows, prismRows) {
 		t.Errorf("kafkastreams wrote %d rows, prism %d; first differences (extra: only on kafkastreams):%s", len(ksRows), len(prismRows), activity.DiffSorted(ksRows, prismRows, 5))

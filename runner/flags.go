@@ -45,6 +45,13 @@ var (
 	// passes millions of values at once (the end of a bounded input).
 	// Default gbk.DefaultFireBudget (100 000); 0 or negative: no bound.
 	GBKFireBudget = flag.Int("gbk_fire_budget", gbk.DefaultFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
+	// MergeSessionAccumulators: a lifted combine's GroupByKey over session
+	// windows (default trigger, discarding) merges the accumulators of each
+	// session at every commit with the combine's MergeAccumulators, run by
+	// the SDK, and keeps one per session instead of one per element
+	// (gbk.HeadConfig.Compact; Beam's combining state for merging windows).
+	// false keeps every accumulator until the session fires.
+	MergeSessionAccumulators = flag.Bool("merge_session_accumulators", true, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
 	// StateDir is where task state stores and instance slots live, like
 	// Kafka Streams' state.dir: <state_dir>/<application_id>/instance-<n>/.
 	// A restarted instance takes a free slot and with it a previous

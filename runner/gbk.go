@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
@@ -88,7 +91,7 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 
 // newGBKHead builds the head of GroupByKey stage s, its task stores under
 // storeDir (the instance slot's).
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*gbk.Head, error) {
+func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error)) (*gbk.Head, error) {
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
@@ -101,10 +104,79 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 		return nil, err
 	}
 	opened[s.Name] = stores
-	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String())
+	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_session_accumulators", compact != nil)
 	budget := *GBKFireBudget
 	if budget <= 0 {
 		budget = -1 // HeadConfig: negative is no bound
 	}
-	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log, FireBudget: budget})
+	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log, FireBudget: budget, Compact: compact})
 }
+
+// sessionMerger returns gbk.HeadConfig.Compact for GroupByKey stage s: a
+// lifted combine's (its first fused transform is the combine's
+// MergeAccumulators) over session windows, under the default trigger, in
+// discarding mode, with --merge_session_accumulators. Otherwise nil. It
+// registers with srv a descriptor of the MergeAccumulators transform
+// alone (input: the GroupByKey's output, KV(K, Iterable(Acc)); output:
+// KV(K, Acc), which must decode as the GroupByKey's input does); Compact
+// runs the windows it is given through it as one bundle and returns each
+// merged accumulator, checking that the bundle gave one output per window,
+// in order, with the window's key.
+func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Components, s *plan.Stage, spec *gbkSpec) (func([]gbk.Pane) ([][]byte, error), error) {
+	st := spec.strategy
+	if !*MergeSessionAccumulators || !st.Merging() || st.Trigger != nil || st.Accumulating || len(s.URNs) == 0 || s.URNs[0] != plan.URNCombinePerKeyMerge {
+		return nil, nil
+	}
+	mergeID := s.Transforms[0]
+	var out string
+	for _, pc := range comps.GetTransforms()[mergeID].GetOutputs() {
+		out = pc
+	}
+	if err := spec.codec.CheckDecodes(comps, out); err != nil {
+		return nil, fmt.Errorf("merging session accumulators: %w", err)
+	}
+	fs, err := fnapi.BuildStage(comps, fnapi.StageSpec{ID: s.Name + "/merge-session-accumulators", Transforms: []string{mergeID}, Input: s.HeadOutput, Outputs: []string{out}}, srv.Endpoint())
+	if err != nil {
+		return nil, fmt.Errorf("merging session accumulators: %w", err)
+	}
+	if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
+		return nil, fmt.Errorf("merging session accumulators: %w", err)
+	}
+	id, source, sink := fs.Descriptor.GetId(), fs.Source, fs.Sinks[out]
+	return func(panes []gbk.Pane) ([][]byte, error) {
+		elems := make([][]byte, len(panes))
+		for i, pn := range panes {
+			pn.Timestamp = pn.Window.MaxTimestamp()
+			e, err := spec.codec.Encode(pn)
+			if err != nil {
+				return nil, err
+			}
+			elems[i] = e
+		}
+		bctx, cancel := context.WithTimeout(ctx, mergeBundleTimeout)
+		defer cancel()
+		res, err := srv.ProcessBundle(bctx, id, map[string][][]byte{source: elems})
+		if err != nil {
+			return nil, err
+		}
+		outs := res.Outputs[sink]
+		if len(outs) != len(panes) {
+			return nil, fmt.Errorf("MergeAccumulators gave %d outputs for %d windows", len(outs), len(panes))
+		}
+		merged := make([][]byte, len(outs))
+		for i, o := range outs {
+			d, err := spec.codec.Decode(o)
+			if err != nil {
+				return nil, fmt.Errorf("MergeAccumulators output %d: %w", i, err)
+			}
+			if !bytes.Equal(d.Key, panes[i].Key) {
+				return nil, fmt.Errorf("MergeAccumulators output %d has key %x, its window's key is %x", i, d.Key, panes[i].Key)
+			}
+			merged[i] = d.Value
+		}
+		return merged, nil
+	}, nil
+}
+
+// mergeBundleTimeout bounds one bundle of sessionMerger's.
+const mergeBundleTimeout = 2 * time.Minute

@@ -72,6 +72,10 @@ type Result struct {
 	// instance's tasks stopped firing at --gbk_fire_budget and owed the
 	// rest to the next transaction (aborted attempts included).
 	FireBudgetStops map[string]int64
+	// SessionMerges counts, by GroupByKey stage, the sessions whose
+	// accumulators this instance merged into one at the end of an attempt
+	// (--merge_session_accumulators; aborted attempts included).
+	SessionMerges map[string]int64
 	// ApplicationMetrics says Metrics are the whole application's.
 	ApplicationMetrics bool
 	// Startup are this instance's start-up steps, in order, from the
@@ -506,7 +510,11 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
-			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores)
+			merger, err := sessionMerger(ctx, srv, pipe.GetComponents(), s, spec)
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores, merger)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
@@ -682,10 +690,11 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		res.Stats[name] = l.Stats()
 	}
 	res.Startup, res.StartupTook = tl.snapshot()
-	res.LateDropped, res.FireBudgetStops = map[string]int64{}, map[string]int64{}
+	res.LateDropped, res.FireBudgetStops, res.SessionMerges = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	for name, h := range gbkHeads {
 		res.LateDropped[name] = h.Dropped()
 		res.FireBudgetStops[name] = h.BudgetStops()
+		res.SessionMerges[name] = h.Compacted()
 	}
 	if err != nil {
 		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())

@@ -42,6 +42,16 @@ type HeadConfig struct {
 	// bounded input: every window fires). Default DefaultFireBudget;
 	// negative: no bound.
 	FireBudget int
+	// Compact, if set, turns on compaction (compact.go): at the end of
+	// each attempt (Prepare) the head passes it, in one call, every entry
+	// of a merging window that got values in the attempt and holds more
+	// than one (Core.Compactable: Key, Window and Values set), and stores
+	// the value it returns for each, in the same order, in place of the
+	// entry's values (Core.ReplaceValues). For a lifted combine's
+	// GroupByKey over session windows under the default trigger, in
+	// discarding mode: the runner's Compact runs the combine's
+	// MergeAccumulators in the SDK. An error aborts the attempt.
+	Compact func(panes []Pane) ([][]byte, error)
 }
 
 // DefaultFireBudget is HeadConfig.FireBudget's default: 100 000 values a
@@ -79,6 +89,8 @@ type Head struct {
 	windowsHeld atomic.Int64
 	// budgetStops is BudgetStops.
 	budgetStops atomic.Int64
+	// compacted is Compacted.
+	compacted atomic.Int64
 }
 
 // BudgetStops counts the Advance calls after which a task owed panes past
@@ -124,6 +136,7 @@ func (h *Head) Assign(ctx context.Context, p int32) error {
 		return fmt.Errorf("gbk: stage %s task %d: load: %w", h.cfg.Stage, p, err)
 	}
 	c.SetFireBudget(h.cfg.FireBudget)
+	c.SetCompacting(h.cfg.Compact != nil)
 	h.cores[p] = c
 	h.publishWindows()
 	h.log.Info("gbk: task ready", "task", p, "watermark", int64(c.Watermark()), "hold", int64(c.Hold()), "windows", len(c.windows))
@@ -275,10 +288,61 @@ func (h *Head) Hold(p int32) mtime.Time {
 // timers.
 func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
 
-// Prepare writes the attempt's state changes to the changelog.
+// Prepare compacts the attempt's entries (HeadConfig.Compact), then writes
+// the attempt's state changes to the changelog.
 func (h *Head) Prepare(produce stage.ProduceFunc) error {
+	if err := h.compact(); err != nil {
+		return err
+	}
 	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))
 }
+
+// compact hands the compactable entries of every task (in task order) to
+// HeadConfig.Compact in one call and stores what it returns.
+func (h *Head) compact() error {
+	if h.cfg.Compact == nil {
+		return nil
+	}
+	ps := make([]int32, 0, len(h.cores))
+	for p := range h.cores {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	var panes []Pane
+	var owner []*Core
+	for _, p := range ps {
+		c := h.cores[p]
+		got, err := c.Compactable()
+		if err != nil {
+			return fmt.Errorf("gbk: stage %s task %d: compaction: %w", h.cfg.Stage, p, err)
+		}
+		for range got {
+			owner = append(owner, c)
+		}
+		panes = append(panes, got...)
+	}
+	if len(panes) == 0 {
+		return nil
+	}
+	merged, err := h.cfg.Compact(panes)
+	if err != nil {
+		return fmt.Errorf("gbk: stage %s: compaction of %d windows: %w", h.cfg.Stage, len(panes), err)
+	}
+	if len(merged) != len(panes) {
+		return fmt.Errorf("gbk: stage %s: compaction of %d windows returned %d values", h.cfg.Stage, len(panes), len(merged))
+	}
+	for i, pn := range panes {
+		if err := owner[i].ReplaceValues(pn.Key, pn.Window, merged[i]); err != nil {
+			return fmt.Errorf("gbk: stage %s: %w", h.cfg.Stage, err)
+		}
+	}
+	h.compacted.Add(int64(len(panes)))
+	return nil
+}
+
+// Compacted counts the windows compacted (HeadConfig.Compact), aborted
+// attempts included. Safe from any goroutine.
+func (h *Head) Compacted() int64 { return h.compacted.Load() }
 
 // Committed applies the attempt's state changes to the stores.
 func (h *Head) Committed() error {

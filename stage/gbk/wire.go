@@ -54,6 +54,22 @@ func NewCodec(comps *pipepb.Components, in, out string) (*Codec, error) {
 	return &Codec{in: iw, out: ow, winDec: exec.MakeWindowDecoder(wc), winEnc: exec.MakeWindowEncoder(wc)}, nil
 }
 
+// CheckDecodes returns nil if the elements of PCollection pcoll of comps
+// decode with Decode: pcoll is KV(K, V) in the input's window coder, with
+// the input's wire K and V (a lifted combine's MergeAccumulators output,
+// KV(K, Acc), against its GroupByKey's input of accumulators); else an
+// error naming both encodings.
+func (c *Codec) CheckDecodes(comps *pipepb.Components, pcoll string) error {
+	w, err := fnapi.NewKVWire(comps, pcoll, false)
+	if err != nil {
+		return err
+	}
+	if w.Key != c.in.Key || w.Value != c.in.Value || w.WindowCoderURN != c.in.WindowCoderURN {
+		return fmt.Errorf("%s is KV(%s, %s) in %s, the GroupByKey's input KV(%s, %s) in %s", pcoll, w.Key, w.Value, w.WindowCoderURN, c.in.Key, c.in.Value, c.in.WindowCoderURN)
+	}
+	return nil
+}
+
 // KeyOf returns the key bytes of an input element (aliasing it): the Kafka
 // key of the record carrying it to the GroupByKey's topic.
 func (c *Codec) KeyOf(element []byte) ([]byte, error) { return c.in.KeyOf(element) }
