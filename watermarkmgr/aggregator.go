@@ -81,29 +81,71 @@ func (a *Aggregator) Observe(upstream string, sourcePartition int32, committedWa
 
 // Advance advances every upstream's Manager and recomputes the aggregated
 // watermark (mtime.Time, milliseconds since the Unix epoch). O(U) for U
-// upstreams.
+// upstreams. This is the rule of idleness across stages (seed 002's "an
+// idle partition never holds it back", applied where several upstreams
+// meet: a Flatten's stage, a CoGroupByKey, several topics in one Read;
+// DESIGN.md "Watermarks"). Per upstream u, with Out_u its Manager's
+// emitted watermark:
 //
-//	Out' = Out                                   if no upstream is known
-//	     = MAX(Out, MIN{ Out_u : upstream u })   otherwise
+//	done(u) ⇔ Out_u = MaxTimestamp               finished (its Out never goes back)
+//	idle(u) ⇔ ¬done(u) ∧ AllIdle_u               every task of u idle (never while held)
+//	live(u) ⇔ ¬done(u) ∧ ¬idle(u)                delivering, or held
+//	L = { u : live(u) },  I = { u : idle(u) }
 //
-// A held upstream's Out_u has not moved past what it had when the hold
-// (re-)opened (mtime.MinTimestamp if it never left it), so a held upstream
-// holds the result through the min. The outer MAX keeps Out non-decreasing
-// when an undeclared upstream appears late.
+//	candidate = MIN{ Out_u : u ∈ L }   if L ≠ ∅
+//	          = MAX{ Out_u : u ∈ I }   if L = ∅ and I ≠ ∅   (every input idle or done)
+//	          = MaxTimestamp           if every upstream is done
+//	Out'      = Out                    if no upstream is known
+//	          = MAX(Out, candidate)    otherwise
+//
+// An upstream whose every task is idle is left out of the minimum, as an
+// idle partition is within one upstream (Manager.Advance); a held upstream
+// is live, so it holds the result through the min (a held Out_u has not
+// moved past what it had when the hold (re-)opened). When no upstream is
+// live the watermark holds: the MAX over the idle upstreams is the
+// Manager's all-idle rule (order independent, and nothing at or below it
+// can arrive from an upstream that stays idle), and it never jumps to the
+// end of time while an upstream is idle, even beside upstreams that are
+// done: an idle unbounded input may still deliver, and a stage at the end
+// of time would end the job. The outer MAX keeps Out non-decreasing when an
+// undeclared upstream appears late, and across an idle upstream waking up
+// below Out (its records below Out are late, the accepted cost of idleness
+// in Beam and Flink alike). AllIdle says when the caller forwards
+// idle=true downstream.
 func (a *Aggregator) Advance() mtime.Time {
 	if len(a.names) == 0 {
 		return a.out
 	}
-	lo := mtime.MaxTimestamp
-	for _, n := range a.names {
-		if w := a.mgrs[n].Advance(); w < lo {
-			lo = w
-		}
-	}
-	if lo > a.out {
-		a.out = lo
+	if c := a.candidate(); c > a.out {
+		a.out = c
 	}
 	return a.out
+}
+
+// candidate advances every upstream's Manager and returns the candidate of
+// Advance's formula. Must not be called with no upstream known.
+func (a *Aggregator) candidate() mtime.Time {
+	live, idle := mtime.MaxTimestamp, mtime.MinTimestamp
+	anyLive, anyIdle := false, false
+	for _, n := range a.names {
+		m := a.mgrs[n]
+		w := m.Advance()
+		switch kindOf(m) {
+		case upIdle:
+			anyIdle = true
+			idle = max(idle, w)
+		case upLive:
+			anyLive = true
+			live = min(live, w)
+		}
+	}
+	switch {
+	case anyLive:
+		return live
+	case anyIdle:
+		return idle
+	}
+	return mtime.MaxTimestamp
 }
 
 // Watermark returns the aggregated watermark as of the last Advance
@@ -124,18 +166,60 @@ func (a *Aggregator) Held() bool {
 	return false
 }
 
-// AllIdle reports whether every upstream is known and all idle (see
-// Manager.AllIdle). O(U).
+// AllIdle reports whether no upstream is live and at least one is idle, in
+// Advance's terms: every upstream is known, and each is all idle
+// (Manager.AllIdle, never while held) or done (its watermark at the end of
+// time), one at least idle. The caller then forwards idle=true in its own report
+// downstream (with nothing of its own held), so that idleness travels
+// through every stage. An Aggregator whose upstreams are all done is not
+// idle: it is at the end of time. O(U).
 func (a *Aggregator) AllIdle() bool {
 	if len(a.names) == 0 {
 		return false
 	}
+	anyIdle := false
 	for _, n := range a.names {
-		if !a.mgrs[n].AllIdle() {
+		switch kindOf(a.mgrs[n]) {
+		case upIdle:
+			anyIdle = true
+		case upLive:
 			return false
 		}
 	}
-	return true
+	return anyIdle
+}
+
+// upKind is an upstream's part in Advance's formula.
+type upKind int
+
+const (
+	upLive upKind = iota // delivering, or held: in the minimum
+	upIdle               // every task idle: left out of the minimum
+	upDone               // at the end of time (held or not: it never goes back)
+)
+
+// kindOf classifies upstream Manager m as of its last Advance.
+func kindOf(m *Manager) upKind {
+	switch {
+	case m.Watermark() >= mtime.MaxTimestamp:
+		return upDone
+	case m.AllIdle():
+		return upIdle
+	}
+	return upLive
+}
+
+// Live returns the upstreams that are live in Advance's terms (not all
+// idle, not done: they define the minimum), sorted; for explanations
+// (which upstream holds a stage). O(U).
+func (a *Aggregator) Live() []string {
+	var out []string
+	for _, n := range a.names {
+		if kindOf(a.mgrs[n]) == upLive {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Upstreams returns the upstream stage names, sorted.

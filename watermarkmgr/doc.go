@@ -62,7 +62,13 @@
 //     the set of reports observed since the previous Advance, not on their
 //     order, as long as the reports of one batch carry the same total and
 //     name distinct partitions.
-//  6. Errors: an invalid report returns an error wrapping one of the Err*
+//  6. Idleness across stages (Aggregator.Advance): an upstream stage whose
+//     every task is idle is left out of the min over upstreams, as an idle
+//     partition is within one (2.); when no upstream is live the candidate is
+//     the max over the idle ones and the Aggregator is AllIdle, so the
+//     task's report says idle and idleness travels downstream; the end of
+//     time only when every upstream is there (testdata/idle_upstream.txt).
+//  7. Errors: an invalid report returns an error wrapping one of the Err*
 //     sentinels and leaves the state unchanged; nothing panics on input from
 //     outside the process.
 package watermarkmgr

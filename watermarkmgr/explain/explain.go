@@ -405,8 +405,11 @@ func (e *explainer) stale(p *Partition) bool {
 }
 
 // lowestUpstream is the upstream that defines s's input watermark: one not
-// reported yet, else one held, else the lowest watermark; nil for a stage
-// without upstreams. Ties go to the first in s.Upstreams.
+// reported yet, else one held, else the lowest watermark, leaving out the
+// upstreams whose every task is idle and those at the end of time (the
+// WatermarkManager's rule where upstreams meet, watermarkmgr.Aggregator);
+// nil for a stage without upstreams, or when every upstream is idle or
+// done. Ties go to the first in s.Upstreams.
 func (e *explainer) lowestUpstream(s *Stage) *Stage {
 	var best *Stage
 	rank := func(u *Stage) (int, mtime.Time) {
@@ -422,6 +425,9 @@ func (e *explainer) lowestUpstream(s *Stage) *Stage {
 		u := e.byName[name]
 		if u == nil {
 			u = &Stage{Name: name}
+		}
+		if u.Reported && !u.Held && (u.AllIdle || u.Watermark >= mtime.MaxTimestamp) {
+			continue // left out of the minimum
 		}
 		if best == nil {
 			best = u

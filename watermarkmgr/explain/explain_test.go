@@ -43,6 +43,23 @@ func TestExplain(t *testing.T) {
 		wantText  []string
 	}{
 		{
+			// apache/beam#33815: s1 (topic b) never got a record and is
+			// idle at the start of time; it is left out, so the chain goes
+			// to s2, the live upstream, not to s1.
+			name: "an idle upstream is left out: the chain follows the live one",
+			stages: []Stage{
+				running("s3", []string{"s1", "s2"}, wm1, 0, at(10), Partition{Partition: 0, Watermark: wm1, Reported: true, LastReport: fresh}),
+				{Name: "s1", Reported: true, Watermark: mtime.MinTimestamp, Total: 1, AllIdle: true, MinPartition: -1, MovedAt: at(5),
+					Partitions: []Partition{{Partition: 0, Reported: true, Idle: true, Watermark: mtime.MinTimestamp, LastReport: fresh}}},
+				running("s2", nil, wm1, 0, at(10), Partition{Partition: 0, Watermark: wm1, Reported: true, LastReport: at(7), Owner: "vm-2"}),
+			},
+			wantStuck: true, wantCause: CauseTaskNotReported, wantRoot: "s2", wantPart: 0,
+			wantText: []string{
+				"s3 is held by its input from s2 (at 2026-11-30T11:00:00.000Z)",
+				"s2 task 0 has not reported since 12:00:07",
+			},
+		},
+		{
 			name:      "done",
 			stages:    []Stage{running("s2", []string{"s1"}, mtime.MaxTimestamp, -1, at(10))},
 			wantCause: CauseDone, wantRoot: "s2", wantPart: -1,
