@@ -141,13 +141,13 @@ func (s *Set) run(ctx context.Context) {
 			if st == nil {
 				continue
 			}
-			before := st.Watermark()
+			before, wasIdle := st.Watermark(), st.Idle()
 			if err := st.Record(e.Value); err != nil {
 				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage.Name, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
 				return
 			}
-			if st.Watermark() != before {
-				s.log.Debug("sideinput: watermark", "side_input", st.spec.Side.LocalName, "transform", st.spec.Side.TransformName, "watermark", st.Watermark())
+			if st.Watermark() != before || st.Idle() != wasIdle {
+				s.log.Debug("sideinput: watermark", "side_input", st.spec.Side.LocalName, "transform", st.spec.Side.TransformName, "watermark", st.Watermark(), "idle", st.Idle())
 				s.notify()
 			}
 		case kafka.Error:
@@ -178,8 +178,8 @@ func (s *Set) notify() {
 	s.mu.Unlock()
 }
 
-// Changed returns a channel closed the next time a side watermark moves (or
-// the reader fails): a task held back by Ready may be ready then.
+// Changed returns a channel closed the next time a side watermark moves or
+// a side input goes idle or wakes (or the reader fails): a task held back by Ready may be ready then.
 func (s *Set) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

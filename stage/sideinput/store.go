@@ -300,20 +300,37 @@ func (s *Store) Late() uint64 {
 	return s.mu.late
 }
 
-// ReadyFor reports whether the side input window that main window w reads
-// (Spec.Mapping) is complete (Ready).
-func (s *Store) ReadyFor(w typex.Window) bool {
-	return Ready(s.spec.Mapping.Map(w), s.Watermark())
+// Idle reports whether the side input's producer is idle: every one of its
+// tasks reports idle (watermarkmgr.Aggregator.AllIdle). An idle side input
+// is left out of the main input's readiness, as an idle upstream is left
+// out of a watermark's minimum (DESIGN.md "Watermarks", seed 002): its
+// windows are served with what it has delivered, and an element it
+// delivers later for a window already served is kept and counted in Late.
+// Without this a side input read from a quiet topic held the main input
+// for ever.
+func (s *Store) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.agg.AllIdle()
 }
 
-// readyLocked decodes an encoded side window and says whether it is ready.
-// Must be called with s.mu held.
+// ReadyFor reports whether the side input window that main window w reads
+// (Spec.Mapping) is complete (Ready), or the side input is idle (Idle).
+func (s *Store) ReadyFor(w typex.Window) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Ready(s.spec.Mapping.Map(w), s.mu.wm) || s.mu.agg.AllIdle()
+}
+
+// readyLocked decodes an encoded side window and says whether it is ready
+// (complete, or the side input idle: ReadyFor). Must be called with s.mu
+// held.
 func (s *Store) readyLocked(win []byte) (bool, error) {
 	w, err := s.winDec.DecodeSingle(bytes.NewReader(win))
 	if err != nil {
 		return false, fmt.Errorf("sideinput: window %x: %w", win, err)
 	}
-	return Ready(w, s.mu.wm), nil
+	return Ready(w, s.mu.wm) || s.mu.agg.AllIdle(), nil
 }
 
 // window returns the data of encoded window win, or an error wrapping

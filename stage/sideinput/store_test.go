@@ -331,3 +331,58 @@ func TestStoreReportBatch(t *testing.T) {
 		t.Fatal("a batch of no report: no error")
 	}
 }
+
+// TestStoreIdleSideInputIsReady: a side input whose producer's every task
+// is idle is left out of the main input's readiness (DESIGN.md
+// "Watermarks": idleness where upstreams meet), at whatever watermark it
+// idled: its windows are served with what it has; an element it delivers
+// later for a served window is kept and counted Late; when it wakes it
+// holds again. Before, a side input from a quiet topic held the main input
+// for ever.
+func TestStoreIdleSideInputIsReady(t *testing.T) {
+	f := newFixture(t, false, nil)
+	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(spec)
+	if err := st.Record(f.element(t, &exec.FullValue{Elm: "a"})); err != nil {
+		t.Fatal(err)
+	}
+	idle := func(p, total int32, wm mtime.Time, idle bool) []byte {
+		b, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{Stage: f.stage.SideInputs[0].Upstream,
+			SourcePartition: p, TotalSourcePartitions: total, CommittedWatermarkMillis: int64(wm), Idle: idle}}})
+		return b
+	}
+	// One of two producer tasks idle: held (the other has not reported).
+	if err := st.Record(idle(0, 2, mtime.MinTimestamp, true)); err != nil {
+		t.Fatal(err)
+	}
+	if st.ReadyFor(window.GlobalWindow{}) || st.Idle() {
+		t.Fatal("ready (or idle) while a producer task has not reported")
+	}
+	if err := st.Record(idle(1, 2, 1000, true)); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Idle() || !st.ReadyFor(window.GlobalWindow{}) || !st.ReadyFor(window.IntervalWindow{Start: 5000, End: 6000}) {
+		t.Fatalf("every producer task idle: idle=%v, want ready for every window", st.Idle())
+	}
+	got, err := st.Iterable([]byte{})
+	if err != nil || fmt.Sprintf("%q", got) != `["\x01a"]` {
+		t.Fatalf("served %q, %v; want the element delivered so far", got, err)
+	}
+	if err := st.Record(f.element(t, &exec.FullValue{Elm: "bb"})); err != nil {
+		t.Fatal(err)
+	}
+	if st.Late() != 1 {
+		t.Errorf("Late = %d after an element for a served window, want 1", st.Late())
+	}
+	// A task wakes: the side input holds again (its watermark 1000 is below
+	// the global window's end).
+	if err := st.Record(idle(1, 2, 1000, false)); err != nil {
+		t.Fatal(err)
+	}
+	if st.Idle() || st.ReadyFor(window.GlobalWindow{}) {
+		t.Fatal("ready after a producer task woke")
+	}
+}
