@@ -35,6 +35,15 @@
 // watermark state and its checkpoint; sidegate.go pausing tasks held back
 // by side inputs.
 //
+// Idleness travels with the watermark (DESIGN.md "Watermarks", seed 002): a
+// task's input watermark is its watermarkmgr.Aggregator's over its upstream
+// stages, which leaves out an upstream whose every task is idle and holds
+// when every upstream is idle; a task reports idle when every upstream is
+// idle and its head holds nothing (Head.Hold at the end of time), or when
+// its head's own input is quiet (Head.Idle: a Kafka source partition), so a
+// stage whose every input is idle is idle downstream. A side input whose
+// producer is idle is left out of the main input's readiness (sideinput).
+//
 // The ordering rule (Step's doc comment has it in full): a watermark
 // report read between two records of a task is a point in the stream. At a
 // point the step runs the pending bundle if its work is a Barrier (it may

@@ -386,9 +386,12 @@ func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
 // ReadTopics reads every topic of topics (at least one, no repeats) into one
 // PCollection<KV<[]byte, []byte>>, each with the same options. It is one
 // Read per topic, flattened: on the kafkastreams runner one source stage per
-// topic, whose partitions all hold the watermark downstream (its minimum is
-// over every partition of every topic, as seed 000 says for the source
-// partitions of one source), with one consumer group and offsets each.
+// topic, with one consumer group and offsets each. The watermark downstream
+// is the minimum over every partition of every topic that is not idle (seed
+// 000 and 002, as for the partitions of one topic): an idle partition is
+// left out, and so is a topic whose every partition is idle (a topic that
+// never gets a record holds nothing once its idleness has passed); when
+// every partition of every topic is idle the watermark holds where it is.
 func ReadTopics(s beam.Scope, topics []string, opts ...Option) beam.PCollection {
 	if len(topics) == 0 {
 		panic(fmt.Errorf("%w: ReadTopics of no topic", ErrConfig))
