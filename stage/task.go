@@ -1,10 +1,13 @@
 package stage
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
+	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
@@ -41,6 +44,10 @@ type task struct {
 	// In memory only, as advanced.
 	clockAdvanced, clockOut       int64
 	hasClockAdvanced, hasClockOut bool
+	// floor is the input watermark the task's checkpoint held (mtime.Time,
+	// ms; mtime.MinTimestamp for a fresh task): the restored Aggregator
+	// starts from the start of time, the task's input watermark does not.
+	floor mtime.Time
 }
 
 // Task is the watermark state of one task (input partition) of a stage,
@@ -60,6 +67,7 @@ func newTask(partition int32, upstreams []string) *task {
 		last:      map[string]map[int32]*pb.WatermarkReport{},
 		out:       mtime.MinTimestamp,
 		advanced:  mtime.MinTimestamp,
+		floor:     mtime.MinTimestamp,
 	}
 }
 
@@ -79,14 +87,16 @@ func (t *task) observe(r *pb.WatermarkReport) error {
 }
 
 // inputWatermark advances the aggregator and returns the input watermark and
-// whether every upstream is idle. A task without upstreams (a source
-// stage's) has its whole input once it is read: the end of time.
+// whether every upstream is idle: MAX(floor, Aggregator.Advance()), floor
+// the input watermark of the checkpoint the task was restored from. A task
+// without upstreams (a source stage's) has its whole input once it is
+// read: the end of time.
 func (t *task) inputWatermark() (mtime.Time, bool) {
 	if len(t.upstreams) == 0 {
 		return mtime.MaxTimestamp, false
 	}
 	wm := t.agg.Advance()
-	return wm, t.agg.AllIdle()
+	return max(wm, t.floor), t.agg.AllIdle()
 }
 
 // inputClock is the task's synchronized processing time in a job with a
@@ -106,62 +116,327 @@ func (t *task) inputClock() (ms int64, ok bool) {
 	return ms, ok
 }
 
-// checkpoint encodes the task's state for the offset commit metadata: the
-// latest report of every upstream source partition, compactly
-// (compactUpstream) where a stage's reports allow it, else in full. Kafka
-// refuses metadata longer than the broker's offset.metadata.max.bytes
-// (default 4096): full reports passed it at 32 upstream partitions of a
-// Kafka source stage, the compact form holds a thousand partitions of
-// close watermarks.
+// maxMetadataBytes is Kafka's default offset.metadata.max.bytes (4096): the
+// broker refuses an offset commit whose metadata is longer, and with it the
+// transaction.
+const maxMetadataBytes = 4096
+
+// checkpoint encodes the task's state for the offset commit metadata
+// (base64 of a TaskCheckpoint, at most maxMetadataBytes): the input
+// watermark, and per upstream the state of its Manager (form 2 of
+// UpstreamCheckpoint) and the job clock of the latest reports.
+//
+// Per upstream, with Out its Manager's emitted watermark as of the last
+// Advance (mtime.Time, ms), a partition's watermark wm is stored as
+//
+//	Out                        if wm <= Out   (lossless: Out' = MAX(Out, candidate))
+//	mtime.MaxTimestamp         if wm = MaxTimestamp (always exact)
+//	base + (wm-base)>>s<<s     otherwise, base the smallest such wm
+//
+// with s = 0 (exact) unless the exact form is longer than maxMetadataBytes:
+// then s is the smallest shift that fits, and processing times are rounded
+// down alike. A rounded-down watermark or clock only delays: the restored
+// input watermark is never above the uncheckpointed task's, and equals it
+// again once every rounded partition reports again (a partition's watermark
+// is the max of its reports). What it costs: a rounded partition that never
+// reports again (an upstream task whose output watermark does not move and
+// whose idle flag does not change) holds the restored task up to 2^s ms
+// behind the uncheckpointed one. The exact form holds 1 000 partitions of
+// any mix of idle, start-of-time, end-of-time and close watermarks, and a
+// few hundred years apart; see TestCheckpointFitsOffsetMetadata.
+// It is an error only when even the coarsest rounding does not fit.
 func (t *task) checkpoint() (string, error) {
-	cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out)}
-	for _, u := range sortedKeys(t.last) {
-		m := t.last[u]
-		rs := make([]*pb.WatermarkReport, 0, len(m))
-		for _, p := range sortedInt32Keys(m) {
-			rs = append(rs, m[p])
+	snap := t.agg.Snapshot()
+	ups := make([]*upstreamState, 0, len(t.last))
+	for _, u := range snap.Upstreams {
+		if len(t.last[u.Name]) > 0 {
+			ups = append(ups, newUpstreamState(u.Name, u.Snapshot, t.last[u.Name]))
 		}
-		if c := compactUpstream(u, rs); c != nil {
-			cp.Upstreams = append(cp.Upstreams, c)
-			continue
-		}
-		cp.Reports = append(cp.Reports, rs...)
 	}
-	b, err := proto.Marshal(cp)
+	encode := func(shift uint) (string, error) {
+		cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out), InputWatermarkMillis: proto.Int64(int64(max(snap.Watermark, t.floor)))}
+		for _, u := range ups {
+			cp.Upstreams = append(cp.Upstreams, u.encode(shift))
+		}
+		b, err := proto.Marshal(cp)
+		if err != nil {
+			return "", err
+		}
+		return base64.StdEncoding.EncodeToString(b), nil
+	}
+	md, err := encode(0)
+	if err != nil || len(md) <= maxMetadataBytes {
+		return md, err
+	}
+	// The encoded length does not grow with the shift: the smallest that
+	// fits is in [lo, hi], and best is encode(hi).
+	lo, hi := uint(1), uint(maxShift)
+	best, err := encode(hi)
 	if err != nil {
 		return "", err
 	}
-	return base64.StdEncoding.EncodeToString(b), nil
+	if len(best) > maxMetadataBytes {
+		return "", fmt.Errorf("stage: input partition %d: checkpoint of %d upstream partitions is %d bytes even with watermarks rounded to 2^%d ms, more than offset.metadata.max.bytes (%d)", t.partition, t.upstreamPartitions(), len(best), hi, maxMetadataBytes)
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		m, err := encode(mid)
+		if err != nil {
+			return "", err
+		}
+		if len(m) <= maxMetadataBytes {
+			hi, best = mid, m
+		} else {
+			lo = mid + 1
+		}
+	}
+	return best, nil
 }
 
-// compactUpstream returns stage's reports rs (sorted by source partition,
-// at least one) as an UpstreamCheckpoint, or nil when they cannot be
-// (their totals differ, or one carries a processing time): what
-// expandUpstream gives back are the same reports without their source and
-// instance, which no task reads back.
-func compactUpstream(stage string, rs []*pb.WatermarkReport) *pb.UpstreamCheckpoint {
-	c := &pb.UpstreamCheckpoint{Stage: stage, TotalSourcePartitions: rs[0].GetTotalSourcePartitions(), BaseWatermarkMillis: rs[0].GetCommittedWatermarkMillis()}
-	dense := true
-	for i, r := range rs {
-		if r.GetTotalSourcePartitions() != c.TotalSourcePartitions || r.ProcessingTimeMillis != nil {
-			return nil
-		}
-		c.BaseWatermarkMillis = min(c.BaseWatermarkMillis, r.GetCommittedWatermarkMillis())
-		dense = dense && r.GetSourcePartition() == int32(i)
+// maxShift is the coarsest rounding of checkpoint: every watermark ahead of
+// Out below 2^63 ms from its base becomes base or base + 2^62.
+const maxShift = 62
+
+// upstreamPartitions is the number of upstream partitions the task holds a
+// latest report of.
+func (t *task) upstreamPartitions() int {
+	n := 0
+	for _, m := range t.last {
+		n += len(m)
 	}
-	for _, r := range rs {
-		c.WatermarkOffsets = append(c.WatermarkOffsets, uint64(r.GetCommittedWatermarkMillis()-c.BaseWatermarkMillis))
-		if !dense {
-			c.SourcePartitions = append(c.SourcePartitions, r.GetSourcePartition())
+	return n
+}
+
+// upstreamState is what checkpoint keeps of one upstream, before rounding.
+type upstreamState struct {
+	name  string
+	total int32
+	out   mtime.Time
+	// parts are the partitions the Manager counts as reported, ascending.
+	parts []partState
+	// ahead are the distinct watermarks in (out, MaxTimestamp), ascending;
+	// ptBase the smallest processing time, hasPT whether one of parts has
+	// one.
+	ahead      []int64
+	ptBase     int64
+	hasPT      bool
+	unobserved []*pb.WatermarkReport
+}
+
+type partState struct {
+	p    int32
+	wm   mtime.Time
+	idle bool
+	pt   *int64
+}
+
+func newUpstreamState(name string, s watermarkmgr.Snapshot, last map[int32]*pb.WatermarkReport) *upstreamState {
+	u := &upstreamState{name: name, total: s.Total, out: s.Watermark}
+	counted := map[int32]bool{}
+	for _, ps := range s.Partitions {
+		if !ps.Reported {
+			continue
 		}
-		if r.GetIdle() {
-			c.IdlePartitions = append(c.IdlePartitions, r.GetSourcePartition())
+		counted[ps.Partition] = true
+		st := partState{p: ps.Partition, wm: ps.Watermark, idle: ps.Idle}
+		if r := last[ps.Partition]; r != nil && r.ProcessingTimeMillis != nil {
+			v := r.GetProcessingTimeMillis()
+			st.pt = &v
+			if !u.hasPT || v < u.ptBase {
+				u.ptBase, u.hasPT = v, true
+			}
+		}
+		if st.wm > u.out && st.wm < mtime.MaxTimestamp {
+			u.ahead = append(u.ahead, int64(st.wm))
+		}
+		u.parts = append(u.parts, st)
+	}
+	slices.Sort(u.ahead)
+	u.ahead = slices.Compact(u.ahead)
+	for _, p := range sortedInt32Keys(last) {
+		if !counted[p] {
+			u.unobserved = append(u.unobserved, last[p])
+		}
+	}
+	return u
+}
+
+// encode returns the form 2 UpstreamCheckpoint of u, watermarks ahead of
+// Out and processing times rounded down to 2^shift ms from their base.
+func (u *upstreamState) encode(shift uint) *pb.UpstreamCheckpoint {
+	c := &pb.UpstreamCheckpoint{Stage: u.name, TotalSourcePartitions: u.total, EmittedWatermarkMillis: proto.Int64(int64(u.out)),
+		WatermarkShift: uint32(shift), UnobservedReports: u.unobserved}
+	bases := aheadBases(u.ahead, shift)
+	c.AheadBasesMillis = bases
+	if u.hasPT {
+		c.ProcessingTimeBaseMillis = u.ptBase
+	}
+	var reported, idle []int32
+	for _, st := range u.parts {
+		reported = append(reported, st.p)
+		if st.idle {
+			idle = append(idle, st.p)
+		}
+		switch {
+		case st.wm <= u.out:
+			c.WatermarkCodes = append(c.WatermarkCodes, 0)
+		case st.wm == mtime.MaxTimestamp:
+			c.WatermarkCodes = append(c.WatermarkCodes, 1)
+		default:
+			c.WatermarkCodes = append(c.WatermarkCodes, aheadCode(bases, int64(st.wm), shift))
+		}
+		if u.hasPT {
+			code := uint64(0)
+			if st.pt != nil {
+				code = 1 + uint64(*st.pt-u.ptBase)>>shift
+			}
+			c.ProcessingTimeCodes = append(c.ProcessingTimeCodes, code)
+		}
+	}
+	if len(reported) < int(u.total) {
+		if bm := bitmap(reported, u.total); len(bm) < 2*len(reported) {
+			c.Reported = bm
+		} else {
+			c.SourcePartitions = reported
+		}
+	}
+	if len(idle) > 0 {
+		if bm := bitmap(idle, u.total); len(bm) < 2*len(idle) {
+			c.Idle = bm
+		} else {
+			c.IdlePartitions = idle
 		}
 	}
 	return c
 }
 
-// expandUpstream returns the reports of an UpstreamCheckpoint, sorted by
+// aheadCode is the code of watermark v >= bases[0] (ms): 2 + d*k + j for
+// the largest bases[j] <= v, k = len(bases) and d = (v-bases[j]) >> shift.
+func aheadCode(bases []int64, v int64, shift uint) uint64 {
+	j, found := slices.BinarySearch(bases, v)
+	if !found {
+		j--
+	}
+	return 2 + uint64(v-bases[j])>>shift*uint64(len(bases)) + uint64(j)
+}
+
+// maxAheadBases bounds the clusters aheadBases tries.
+const maxAheadBases = 64
+
+// aheadBases returns the bases of the watermarks ahead (distinct,
+// ascending; none: nil) that make their codes shortest: for k = 1 ...
+// maxAheadBases clusters split at the k-1 largest gaps between consecutive
+// watermarks, the smallest of each cluster, the k of the fewest bytes (the
+// bases' varints and the codes').
+func aheadBases(ahead []int64, shift uint) []int64 {
+	if len(ahead) == 0 {
+		return nil
+	}
+	// gaps: indices i >= 1 of ahead, the largest gap ahead[i]-ahead[i-1]
+	// first.
+	gaps := make([]int, 0, len(ahead)-1)
+	for i := 1; i < len(ahead); i++ {
+		gaps = append(gaps, i)
+	}
+	slices.SortStableFunc(gaps, func(a, b int) int {
+		return cmp.Compare(ahead[b]-ahead[b-1], ahead[a]-ahead[a-1])
+	})
+	var best []int64
+	bestSize := -1
+	split := make([]bool, len(ahead))
+	for k := 1; k <= min(maxAheadBases, len(ahead)); k++ {
+		if k > 1 {
+			split[gaps[k-2]] = true
+		}
+		bases := make([]int64, 0, k)
+		size := 0
+		for i, v := range ahead {
+			if i == 0 || split[i] {
+				bases = append(bases, v)
+				size += protowire.SizeVarint(protowire.EncodeZigZag(v))
+			}
+			// Each distinct watermark counted once: a proxy for the
+			// partitions' codes that keeps the choice O(k·n).
+			size += protowire.SizeVarint(2 + uint64(v-bases[len(bases)-1])>>shift*uint64(k) + uint64(len(bases)-1))
+		}
+		if bestSize < 0 || size < bestSize {
+			best, bestSize = bases, size
+		}
+	}
+	return best
+}
+
+// bitmap returns the set ps of partitions below total as bits (bit p%8 of
+// byte p/8).
+func bitmap(ps []int32, total int32) []byte {
+	b := make([]byte, (total+7)/8)
+	for _, p := range ps {
+		b[p/8] |= 1 << (p % 8)
+	}
+	return b
+}
+
+// bitSet reports whether bit p of bitmap b is set.
+func bitSet(b []byte, p int32) bool { return int(p/8) < len(b) && b[p/8]&(1<<(p%8)) != 0 }
+
+// restoreUpstream returns the reports of a form 2 UpstreamCheckpoint, its
+// Manager's emitted watermark and its unobserved reports; a malformed one
+// is an error.
+func restoreUpstream(c *pb.UpstreamCheckpoint) (rs []*pb.WatermarkReport, out mtime.Time, err error) {
+	out = mtime.Time(c.GetEmittedWatermarkMillis())
+	total := c.GetTotalSourcePartitions()
+	if total <= 0 || total > watermarkmgr.MaxSourcePartitions {
+		return nil, 0, fmt.Errorf("stage: checkpoint of upstream %s: total %d", c.GetStage(), total)
+	}
+	var reported []int32
+	switch {
+	case len(c.GetSourcePartitions()) > 0:
+		reported = c.GetSourcePartitions()
+	case len(c.GetReported()) > 0:
+		for p := int32(0); p < total; p++ {
+			if bitSet(c.GetReported(), p) {
+				reported = append(reported, p)
+			}
+		}
+	default:
+		for p := int32(0); p < total; p++ {
+			reported = append(reported, p)
+		}
+	}
+	codes, pts := c.GetWatermarkCodes(), c.GetProcessingTimeCodes()
+	if len(codes) != len(reported) || len(pts) != 0 && len(pts) != len(reported) || c.GetWatermarkShift() > maxShift {
+		return nil, 0, fmt.Errorf("stage: checkpoint of upstream %s: %d watermarks and %d processing times for %d partitions (shift %d)", c.GetStage(), len(codes), len(pts), len(reported), c.GetWatermarkShift())
+	}
+	idle := map[int32]bool{}
+	for _, p := range c.GetIdlePartitions() {
+		idle[p] = true
+	}
+	shift := c.GetWatermarkShift()
+	for i, p := range reported {
+		r := &pb.WatermarkReport{Stage: c.GetStage(), SourcePartition: p, TotalSourcePartitions: total, Idle: idle[p] || bitSet(c.GetIdle(), p)}
+		switch code := codes[i]; code {
+		case 0:
+			r.CommittedWatermarkMillis = int64(out)
+		case 1:
+			r.CommittedWatermarkMillis = int64(mtime.MaxTimestamp)
+		default:
+			bases := c.GetAheadBasesMillis()
+			if len(bases) == 0 {
+				return nil, 0, fmt.Errorf("stage: checkpoint of upstream %s: partition %d ahead of Out without a base", c.GetStage(), p)
+			}
+			k := uint64(len(bases))
+			r.CommittedWatermarkMillis = bases[(code-2)%k] + int64((code-2)/k<<shift)
+		}
+		if len(pts) > 0 && pts[i] > 0 {
+			r.ProcessingTimeMillis = proto.Int64(c.GetProcessingTimeBaseMillis() + int64((pts[i]-1)<<shift))
+		}
+		rs = append(rs, r)
+	}
+	return rs, out, nil
+}
+
+// expandUpstream returns the reports of a form 1 UpstreamCheckpoint (written
+// by the previous version: offsets from the smallest watermark), sorted by
 // source partition; a malformed one (source_partitions neither empty nor
 // as many as the watermarks) is an error.
 func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
@@ -188,6 +463,19 @@ func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
 // restoreTask rebuilds a task from a checkpoint; an empty checkpoint gives a
 // fresh task. A checkpoint that does not decode is an error naming the
 // partition: the runner refuses to guess a watermark.
+//
+// A form 2 upstream (see checkpoint) is restored as the Manager it was:
+// first, when its Out is above the start of time, a report of partition 0
+// at Out alone (total 1) and one Advance set the new Manager's Out (partition
+// 0 has reported in any Manager whose Out moved: the first Advance that moved
+// it saw every partition, and a change of total forgets only partitions at or
+// above the new total, at least 1); then every partition's report with the
+// Manager's total, which replaces partition 0's watermark (stored >= Out) and
+// idle flag. Out matters while the Manager is held (a total changed): the
+// held Manager emits Out, not the start of time. The task's input watermark
+// is floored at the checkpoint's (the Aggregator's own Out is not restored).
+// Checkpoints of the previous version (form 1 upstreams and full reports)
+// restore as they did: their reports observed in order.
 func restoreTask(partition int32, upstreams []string, metadata string) (*task, error) {
 	t := newTask(partition, upstreams)
 	if metadata == "" {
@@ -202,17 +490,46 @@ func restoreTask(partition int32, upstreams []string, metadata string) (*task, e
 		return nil, fmt.Errorf("stage: input partition %d: committed offset metadata is not a task checkpoint: %w", partition, err)
 	}
 	reports := cp.GetReports()
+	var unobserved []*pb.WatermarkReport
+	primed := false
 	for _, c := range cp.GetUpstreams() {
-		rs, err := expandUpstream(c)
+		var rs []*pb.WatermarkReport
+		if c.EmittedWatermarkMillis == nil {
+			rs, err = expandUpstream(c)
+		} else {
+			var out mtime.Time
+			rs, out, err = restoreUpstream(c)
+			if err == nil && out > mtime.MinTimestamp && len(rs) > 0 && rs[0].GetSourcePartition() == 0 {
+				err = t.agg.Observe(c.GetStage(), 0, out, 1, false)
+				primed = true
+			}
+			unobserved = append(unobserved, c.GetUnobservedReports()...)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stage: restoring input partition %d: %w", partition, err)
 		}
 		reports = append(reports, rs...)
 	}
+	if primed {
+		t.agg.Advance()
+	}
 	for _, r := range reports {
 		if err := t.observe(r); err != nil {
 			return nil, fmt.Errorf("stage: restoring input partition %d: %w", partition, err)
 		}
+	}
+	for _, r := range unobserved {
+		m := t.last[r.GetStage()]
+		if m == nil {
+			m = map[int32]*pb.WatermarkReport{}
+			t.last[r.GetStage()] = m
+		}
+		if m[r.GetSourcePartition()] == nil {
+			m[r.GetSourcePartition()] = r
+		}
+	}
+	if cp.InputWatermarkMillis != nil {
+		t.floor = mtime.Time(cp.GetInputWatermarkMillis())
 	}
 	t.out = mtime.Time(cp.GetOutputWatermarkMillis())
 	t.reported = t.out > mtime.MinTimestamp
