@@ -87,6 +87,72 @@ func TestRestoredTaskKeepsItsHeldUpstream(t *testing.T) {
 	}
 }
 
+// TestRestoredTaskKeepsEachUpstreamsOut: an upstream Manager's emitted
+// watermark Out can be above what its partitions' reports give on their
+// own, and a restored task must keep it. Each row is a history, a
+// checkpoint, then the same reports to the original and the restored task;
+// in is the input watermark both must have after each. all idle, then one
+// wakes: a/0 (10) and a/1 (20) idle make Out 20 (the max when all are
+// idle); a/0 waking at 10 does not lower it. A re-opened hold: a's total
+// grows to 3 at Out 100, b is at 50; while a is held it emits 100, so b at
+// 80 gives 80 and b at 200 gives 100. Both fail on the previous version's
+// checkpoint: its restored Manager started from the start of time (10, not
+// 20), and its reports, replayed in partition order with their own totals,
+// left a's total at 2 (not held).
+func TestRestoredTaskKeepsEachUpstreamsOut(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		up            []string
+		before, after []*pb.WatermarkReport
+		in            []mtime.Time
+	}{
+		{"all idle, then one wakes", []string{"a"},
+			[]*pb.WatermarkReport{report("a", 0, 10, 2, true), report("a", 1, 20, 2, true)},
+			[]*pb.WatermarkReport{report("a", 0, 10, 2, false)},
+			[]mtime.Time{20}},
+		{"a re-opened hold", []string{"a", "b"},
+			[]*pb.WatermarkReport{report("a", 0, 100, 2, false), report("a", 1, 100, 2, false), report("b", 0, 50, 1, false), nil, report("a", 0, 100, 3, false)},
+			[]*pb.WatermarkReport{report("b", 0, 80, 1, false), report("b", 0, 200, 1, false)},
+			[]mtime.Time{80, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := newTask(0, tc.up)
+			for _, r := range tc.before {
+				if r == nil {
+					tk.inputWatermark()
+					continue
+				}
+				if err := tk.observe(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tk.inputWatermark()
+			md, err := tk.checkpoint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := restoreTask(0, tc.up, md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.agg.Held() != tk.agg.Held() {
+				t.Fatalf("restored held %v, original %v", back.agg.Held(), tk.agg.Held())
+			}
+			for i, r := range tc.after {
+				for _, k := range []*task{tk, back} {
+					if err := k.observe(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, _ := tk.inputWatermark()
+				if got, _ := back.inputWatermark(); got != want || want != tc.in[i] {
+					t.Fatalf("after %v: restored input watermark %d, original %d, want %d", r, got, want, tc.in[i])
+				}
+			}
+		})
+	}
+}
+
 func TestRestoreRefusesBadCheckpoints(t *testing.T) {
 	if _, err := restoreTask(2, nil, "not base64!"); err == nil || !strings.Contains(err.Error(), "input partition 2") {
 		t.Fatalf("want an error naming partition 2, got %v", err)
