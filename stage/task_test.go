@@ -219,7 +219,7 @@ const pinnedBeam = 1
 // close), beside a stage with only some partitions reported (not 0..n-1),
 // one whose reports differ in their total and one whose reports carry
 // processing times, stays within Kafka's default offset.metadata.max.bytes
-// (4096) and exact (shift 0). The restored task has every partition's
+// (4096) and exact (precision 0). The restored task has every partition's
 // Manager state (a watermark at or below the upstream's Out as Out), and
 // the same input watermark again after partition 0 moves.
 func TestCheckpointFitsOffsetMetadata(t *testing.T) {
@@ -268,8 +268,8 @@ func TestCheckpointFitsOffsetMetadata(t *testing.T) {
 	if len(md) > 4096 {
 		t.Fatalf("checkpoint of %d upstream partitions is %d bytes, more than Kafka's default offset.metadata.max.bytes (4096)", n, len(md))
 	}
-	if s := checkpointShift(t, md); s != 0 {
-		t.Fatalf("checkpoint of %d bytes rounded watermarks to 2^%d ms: want it exact", len(md), s)
+	if s := checkpointPrecision(t, md); s != 0 {
+		t.Fatalf("checkpoint of %d bytes rounded watermarks to %d significant bits: want it exact", len(md), s)
 	}
 	t.Logf("checkpoint of %d upstream partitions: %d bytes", tk.upstreamPartitions(), len(md))
 	back, err := restoreTask(7, up, md)
@@ -361,9 +361,9 @@ func compactUpstreamV1(stage string, rs []*pb.WatermarkReport) *pb.UpstreamCheck
 	return c
 }
 
-// checkpointShift decodes a checkpoint and returns the largest
-// watermark_shift of its upstreams: 0 when every watermark is exact.
-func checkpointShift(t *testing.T, md string) uint32 {
+// checkpointPrecision decodes a checkpoint and returns the largest
+// precision_bits of its upstreams: 0 when every watermark is exact.
+func checkpointPrecision(t *testing.T, md string) uint32 {
 	t.Helper()
 	b, err := base64.StdEncoding.DecodeString(md)
 	if err != nil {
@@ -375,7 +375,7 @@ func checkpointShift(t *testing.T, md string) uint32 {
 	}
 	s := uint32(0)
 	for _, c := range cp.GetUpstreams() {
-		s = max(s, c.GetWatermarkShift())
+		s = max(s, c.GetPrecisionBits())
 	}
 	return s
 }
@@ -544,7 +544,7 @@ func newUpstreamGen(rng *rand.Rand, n int) *upstreamGen {
 // some upstreams with processing times) checkpoints within
 // offset.metadata.max.bytes; restored, and fed the same reports as the
 // uncheckpointed task, it has the same input watermark, all-idle flag and
-// job clock after every batch when the checkpoint is exact (shift 0). When
+// job clock after every batch when the checkpoint is exact (precision 0). When
 // it is rounded, its input watermark is never above the original's and
 // equals it once every partition has reported again.
 func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
@@ -588,8 +588,8 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 		if len(md) > maxMetadataBytes {
 			t.Fatalf("iteration %d: checkpoint is %d bytes", iter, len(md))
 		}
-		shift := checkpointShift(t, md)
-		if shift == 0 {
+		precision := checkpointPrecision(t, md)
+		if precision == 0 {
 			exact++
 		} else {
 			rounded++
@@ -608,14 +608,14 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 			cb, okb := back.inputClock()
 			switch {
 			case wb > wo:
-				t.Fatalf("iteration %d %s: restored input watermark %d above the original's %d (shift %d)", iter, step, wb, wo, shift)
+				t.Fatalf("iteration %d %s: restored input watermark %d above the original's %d (precision %d)", iter, step, wb, wo, precision)
 			case mustEqual && (wb != wo || ib != io):
-				t.Fatalf("iteration %d %s: restored input watermark %d idle %v, original %d %v (shift %d)", iter, step, wb, ib, wo, io, shift)
-			case shift == 0 && (co != cb || oko != okb):
+				t.Fatalf("iteration %d %s: restored input watermark %d idle %v, original %d %v (precision %d)", iter, step, wb, ib, wo, io, precision)
+			case precision == 0 && (co != cb || oko != okb):
 				t.Fatalf("iteration %d %s: restored job clock %d %v, original %d %v", iter, step, cb, okb, co, oko)
 			}
 		}
-		compare("restored", shift == 0)
+		compare("restored", precision == 0)
 		for step := 0; step < 100; step++ {
 			for i, n := 0, rng.Intn(20); i < n; i++ {
 				u := g.names[rng.Intn(len(g.names))]
@@ -624,7 +624,7 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 				}
 				observe(g.report(u, int32(rng.Intn(int(g.totals[u])))), orig, back)
 			}
-			compare(fmt.Sprintf("step %d", step), shift == 0)
+			compare(fmt.Sprintf("step %d", step), precision == 0)
 		}
 		// Every partition reports again, at or above what both hold and the
 		// original's input watermark: the rounded checkpoint has caught up.
@@ -645,5 +645,142 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 	t.Logf("%d exact checkpoints, %d rounded", exact, rounded)
 	if exact == 0 || rounded == 0 {
 		t.Fatalf("the mixes gave %d exact and %d rounded checkpoints: both must be exercised", exact, rounded)
+	}
+}
+
+// worstTask returns a task downstream of one upstream of n partitions (the
+// long name of a Kafka source stage) in the given mix; every partition
+// has reported unless held, in which case every 7th has not. clock "few":
+// the reports carry one of 4 processing times (a TestStream's clock, which
+// every task downstream of it reports as the min over its upstreams);
+// "random": any in a day.
+func worstTask(n int32, mix string, held bool, clock string) *task {
+	rng := rand.New(rand.NewSource(int64(n)))
+	u := "s0-kafkaio.Read_bench-parts-128-1796092197226"
+	tk := newTask(0, []string{u})
+	now := int64(1_764_547_200_000)
+	for p := int32(0); p < n; p++ {
+		if held && p%7 == 3 {
+			continue
+		}
+		var wm int64
+		idle := p%3 == 1
+		switch mix {
+		case "issue": // idle at the start of time, finished, close.
+			switch p % 3 {
+			case 1:
+				wm = int64(mtime.MinTimestamp)
+			case 2:
+				wm = int64(mtime.MaxTimestamp)
+			default:
+				wm = now + rng.Int63n(1000)
+			}
+		case "one behind": // one partition years behind, the others close.
+			wm, idle = now+rng.Int63n(1000), false
+			if p == 0 {
+				wm = now - 5*year
+			}
+		case "hours": // spread over two days.
+			wm = now + rng.Int63n(2*24*3600*1000)
+		case "years": // spread over 200 years.
+			wm = now + rng.Int63n(200*year) - 100*year
+		case "anywhere": // spread over Beam's whole range, the start of time non-idle.
+			wm = int64(mtime.MinTimestamp) + rng.Int63n(int64(mtime.MaxTimestamp-mtime.MinTimestamp))
+			if p == 0 {
+				wm, idle = int64(mtime.MinTimestamp), false
+			}
+		}
+		r := report(u, p, mtime.Time(wm), n, idle)
+		switch clock {
+		case "few":
+			r.ProcessingTimeMillis = proto.Int64(int64(p%4) * 3_600_000)
+		case "random":
+			r.ProcessingTimeMillis = proto.Int64(rng.Int63n(24 * 3600 * 1000))
+		}
+		_ = tk.observe(r)
+	}
+	tk.inputWatermark()
+	return tk
+}
+
+// largestFitting returns the largest n <= hi (hi > 2) for which fits does,
+// by bisection from [1, hi].
+func largestFitting(hi int32, fits func(n int32) bool) int32 {
+	lo := int32(1)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// TestCheckpointLargestUpstream measures the largest upstream (partitions
+// of one upstream stage with a Kafka source's long name) whose checkpoint
+// fits offset.metadata.max.bytes, for each mix, held (every 7th partition
+// unreported) or not, with a job clock or not (worstTask): exactly
+// (precision 0), and at all (rounded), and asserts the measured sizes
+// (rounded down) so that a change of the encoding that loses them fails.
+// The worst mix is "anywhere": independent watermarks over Beam's whole
+// range, about 54 bits each, and the worst clock "random", one of 86.4
+// million per partition. The issue's mix (idle at the start of time,
+// finished, close) and one partition years behind fit exactly far beyond
+// 1 000; every mix fits 1 000 partitions rounded.
+func TestCheckpointLargestUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bisects checkpoints of up to 20 000 partitions")
+	}
+	type row struct {
+		mix          string
+		held         bool
+		clock        string
+		exact, atAll int32 // at least
+	}
+	for _, r := range []row{
+		{"issue", false, "", 2000, 2600}, {"issue", true, "few", 1300, 1500}, {"issue", true, "random", 600, 1500},
+		{"one behind", false, "", 1500, 2900}, {"one behind", true, "", 1600, 3000},
+		{"hours", false, "", 700, 2600}, {"years", false, "", 450, 2600},
+		{"anywhere", false, "", 350, 2600}, {"anywhere", true, "", 400, 2600},
+		{"anywhere", true, "few", 350, 1500}, {"anywhere", true, "random", 250, 1500},
+	} {
+		exact := largestFitting(20000, func(n int32) bool {
+			md, err := worstTask(n, r.mix, r.held, r.clock).checkpoint()
+			return err == nil && checkpointPrecision(t, md) == 0
+		})
+		atAll := largestFitting(20000, func(n int32) bool {
+			_, err := worstTask(n, r.mix, r.held, r.clock).checkpoint()
+			return err == nil
+		})
+		md, err := worstTask(1000, r.mix, r.held, r.clock).checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-10s held %-5v clock %-6s: exact up to %5d partitions, rounded up to %5d; at 1000: %d bytes, precision %d bits", r.mix, r.held, r.clock, exact, atAll, len(md), checkpointPrecision(t, md))
+		if exact < r.exact || atAll < r.atAll {
+			t.Errorf("%s held %v clock %q: exact up to %d, at all up to %d; want at least %d and %d", r.mix, r.held, r.clock, exact, atAll, r.exact, r.atAll)
+		}
+	}
+}
+
+// TestOffsetCodeRoundsDownWithinItsPrecision: at precision m an offset d
+// comes back as d' with d - d/2^(m-1) < d' <= d (exactly d below 2^m and at
+// precision 0), and a larger offset never gets a smaller code.
+func TestOffsetCodeRoundsDownWithinItsPrecision(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for i := 0; i < 200000; i++ {
+		m := uint(rng.Intn(maxPrecision + 1))
+		d := uint64(rng.Int63n(1 << uint(rng.Intn(62)+1)))
+		c := offsetCode(d, m)
+		back := offsetFromCode(c, m)
+		exact := m == 0 || d < 1<<m
+		if back > d || exact && back != d || !exact && d-back >= max(1, d>>(m-1)) {
+			t.Fatalf("offset %d at precision %d: code %d, back %d", d, m, c, back)
+		}
+		if e := d + uint64(rng.Intn(1000)); offsetCode(e, m) < c {
+			t.Fatalf("precision %d: offset %d has code %d, the larger %d has %d", m, d, c, e, offsetCode(e, m))
+		}
 	}
 }

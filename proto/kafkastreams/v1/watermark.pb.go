@@ -835,8 +835,9 @@ func (x *TaskCheckpoint) GetInputWatermarkMillis() int64 {
 // (TestClampingBelowOutChangesNoEmittedWatermark), so partitions that are
 // idle, behind or at the start of time cost one byte. Partitions ahead of
 // Out are exact unless the whole checkpoint would not fit
-// offset.metadata.max.bytes; then they are rounded down by watermark_shift
-// (a lower watermark only delays: see stage's task.checkpoint).
+// offset.metadata.max.bytes; then they are rounded down to precision_bits
+// significant bits (a lower watermark only delays: see stage's
+// task.checkpoint).
 type UpstreamCheckpoint struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Stage                 string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
@@ -870,20 +871,22 @@ type UpstreamCheckpoint struct {
 	// watermark_codes has one code per reported partition, ascending: 0: Out
 	// (the partition's watermark is at or below it); 1: mtime.MaxTimestamp
 	// (exact: a finished upstream never reports again, and a bounded job must
-	// end); c >= 2: with k = len(ahead_bases_millis), j = (c-2) % k and
-	// d = (c-2) / k, ahead_bases_millis[j] + d << watermark_shift.
+	// end); c >= 2: with k = len(ahead_bases_millis), j = (c-2) % k,
+	// ahead_bases_millis[j] + the offset of code (c-2) / k at precision_bits.
 	WatermarkCodes []uint64 `protobuf:"varint,11,rep,packed,name=watermark_codes,json=watermarkCodes,proto3" json:"watermark_codes,omitempty"`
-	// watermark_shift is 0 (every watermark exact) unless the exact form did
-	// not fit: the watermarks ahead of Out and the processing times are then
-	// rounded down to a multiple of 2^watermark_shift ms from their base.
-	WatermarkShift uint32 `protobuf:"varint,12,opt,name=watermark_shift,json=watermarkShift,proto3" json:"watermark_shift,omitempty"`
-	// processing_time_base_millis is the smallest processing_time_millis
-	// (ms of the job clock) of the reported partitions' latest reports;
-	// processing_time_codes is empty when none carries one, else one code
-	// per reported partition: 0: none; c >= 1: processing_time_base_millis +
-	// (c-1) << watermark_shift.
-	ProcessingTimeBaseMillis int64    `protobuf:"zigzag64,13,opt,name=processing_time_base_millis,json=processingTimeBaseMillis,proto3" json:"processing_time_base_millis,omitempty"`
-	ProcessingTimeCodes      []uint64 `protobuf:"varint,14,rep,packed,name=processing_time_codes,json=processingTimeCodes,proto3" json:"processing_time_codes,omitempty"`
+	// precision_bits is 0 when every watermark and processing time is exact:
+	// an offset's code is the offset (ms). It is m >= 1 when the exact form did
+	// not fit: an offset d >= 2^m keeps its m most significant bits, rounded
+	// down: e = bitlen(d) - m, code e*2^(m-1) + (d >> e), offset (code -
+	// e'*2^(m-1)) << e' with e' = code/2^(m-1) - 1 (stage's offsetCode).
+	PrecisionBits uint32 `protobuf:"varint,12,opt,name=precision_bits,json=precisionBits,proto3" json:"precision_bits,omitempty"`
+	// processing_time_bases_millis are the bases, clustered as the
+	// watermarks', of the processing_time_millis (ms of the job clock) of the
+	// reported partitions' latest reports; processing_time_codes is empty when
+	// none carries one, else one code per reported partition: 0: none; c >=
+	// 1: as a watermark's code c+1.
+	ProcessingTimeBasesMillis []int64  `protobuf:"zigzag64,13,rep,packed,name=processing_time_bases_millis,json=processingTimeBasesMillis,proto3" json:"processing_time_bases_millis,omitempty"`
+	ProcessingTimeCodes       []uint64 `protobuf:"varint,14,rep,packed,name=processing_time_codes,json=processingTimeCodes,proto3" json:"processing_time_codes,omitempty"`
 	// unobserved_reports are the task's latest reports of partitions the
 	// Manager does not count (forgotten by a change of the total and not
 	// reported since): kept for the task's job clock, never observed.
@@ -999,18 +1002,18 @@ func (x *UpstreamCheckpoint) GetWatermarkCodes() []uint64 {
 	return nil
 }
 
-func (x *UpstreamCheckpoint) GetWatermarkShift() uint32 {
+func (x *UpstreamCheckpoint) GetPrecisionBits() uint32 {
 	if x != nil {
-		return x.WatermarkShift
+		return x.PrecisionBits
 	}
 	return 0
 }
 
-func (x *UpstreamCheckpoint) GetProcessingTimeBaseMillis() int64 {
+func (x *UpstreamCheckpoint) GetProcessingTimeBasesMillis() []int64 {
 	if x != nil {
-		return x.ProcessingTimeBaseMillis
+		return x.ProcessingTimeBasesMillis
 	}
-	return 0
+	return nil
 }
 
 func (x *UpstreamCheckpoint) GetProcessingTimeCodes() []uint64 {
@@ -1292,9 +1295,9 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x04idle\x18\t \x01(\fR\x04idle\x12,\n" +
 	"\x12ahead_bases_millis\x18\n" +
 	" \x03(\x12R\x10aheadBasesMillis\x12'\n" +
-	"\x0fwatermark_codes\x18\v \x03(\x04R\x0ewatermarkCodes\x12'\n" +
-	"\x0fwatermark_shift\x18\f \x01(\rR\x0ewatermarkShift\x12=\n" +
-	"\x1bprocessing_time_base_millis\x18\r \x01(\x12R\x18processingTimeBaseMillis\x122\n" +
+	"\x0fwatermark_codes\x18\v \x03(\x04R\x0ewatermarkCodes\x12%\n" +
+	"\x0eprecision_bits\x18\f \x01(\rR\rprecisionBits\x12?\n" +
+	"\x1cprocessing_time_bases_millis\x18\r \x03(\x12R\x19processingTimeBasesMillis\x122\n" +
 	"\x15processing_time_codes\x18\x0e \x03(\x04R\x13processingTimeCodes\x12O\n" +
 	"\x12unobserved_reports\x18\x0f \x03(\v2 .kafkastreams.v1.WatermarkReportR\x11unobservedReportsB\x1b\n" +
 	"\x19_emitted_watermark_millis\"\xca\x02\n" +
