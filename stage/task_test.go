@@ -232,6 +232,19 @@ func TestRestoreRefusesBadCheckpoints(t *testing.T) {
 	if tk, err := restoreTask(4, []string{"a"}, ""); err != nil || tk.out != mtime.MinTimestamp || tk.reported {
 		t.Fatalf("no checkpoint: want a fresh task, got %+v, %v", tk, err)
 	}
+	// Malformed form 2 upstreams: fewer codes than partitions, a code
+	// ahead of Out without a base, a precision past maxPrecision, no total.
+	for _, c := range []*pb.UpstreamCheckpoint{
+		{Stage: "a", TotalSourcePartitions: 3, EmittedWatermarkMillis: proto.Int64(5), WatermarkCodes: []uint64{0, 0}},
+		{Stage: "a", TotalSourcePartitions: 1, EmittedWatermarkMillis: proto.Int64(5), WatermarkCodes: []uint64{2}},
+		{Stage: "a", TotalSourcePartitions: 1, EmittedWatermarkMillis: proto.Int64(5), WatermarkCodes: []uint64{0}, PrecisionBits: 63},
+		{Stage: "a", EmittedWatermarkMillis: proto.Int64(5)},
+	} {
+		b, _ := proto.Marshal(&pb.TaskCheckpoint{Upstreams: []*pb.UpstreamCheckpoint{c}})
+		if _, err := restoreTask(6, []string{"a"}, base64.StdEncoding.EncodeToString(b)); err == nil || !strings.Contains(err.Error(), "input partition 6") {
+			t.Fatalf("checkpoint %v: want an error naming partition 6, got %v", c, err)
+		}
+	}
 }
 
 func TestObserveRefusesBadReportsAndKeepsState(t *testing.T) {
