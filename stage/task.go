@@ -251,9 +251,9 @@ type upstreamState struct {
 	out   mtime.Time
 	// parts are the partitions the Manager counts as reported, ascending.
 	parts []partState
-	// ahead are the watermarks in (out, MaxTimestamp) of parts, ascending;
-	// pts the processing times of parts' latest reports, ascending.
-	ahead, pts []int64
+	// ahead are the watermarks in (out, MaxTimestamp) of parts; pts the
+	// processing times of parts' latest reports.
+	ahead, pts values
 	unobserved []*pb.WatermarkReport
 }
 
@@ -266,6 +266,7 @@ type partState struct {
 
 func newUpstreamState(name string, s watermarkmgr.Snapshot, last map[int32]*pb.WatermarkReport) *upstreamState {
 	u := &upstreamState{name: name, total: s.Total, out: s.Watermark}
+	var ahead, pts []int64
 	counted := map[int32]bool{}
 	for _, ps := range s.Partitions {
 		if !ps.Reported {
@@ -276,15 +277,14 @@ func newUpstreamState(name string, s watermarkmgr.Snapshot, last map[int32]*pb.W
 		if r := last[ps.Partition]; r != nil && r.ProcessingTimeMillis != nil {
 			v := r.GetProcessingTimeMillis()
 			st.pt = &v
-			u.pts = append(u.pts, v)
+			pts = append(pts, v)
 		}
 		if st.wm > u.out && st.wm < mtime.MaxTimestamp {
-			u.ahead = append(u.ahead, int64(st.wm))
+			ahead = append(ahead, int64(st.wm))
 		}
 		u.parts = append(u.parts, st)
 	}
-	slices.Sort(u.ahead)
-	slices.Sort(u.pts)
+	u.ahead, u.pts = newValues(ahead), newValues(pts)
 	for _, p := range sortedInt32Keys(last) {
 		if !counted[p] {
 			u.unobserved = append(u.unobserved, last[p])
@@ -314,7 +314,7 @@ func (u *upstreamState) encode(m uint) *pb.UpstreamCheckpoint {
 		default:
 			c.WatermarkCodes = append(c.WatermarkCodes, 2+clusterCode(c.AheadBasesMillis, int64(st.wm), m))
 		}
-		if len(u.pts) > 0 {
+		if len(u.pts.distinct) > 0 {
 			code := uint64(0)
 			if st.pt != nil {
 				code = 1 + clusterCode(c.ProcessingTimeBasesMillis, *st.pt, m)
@@ -363,39 +363,59 @@ func fromClusterCode(bases []int64, c uint64, m uint) (v int64, ok bool) {
 // maxClusters bounds the clusters aheadBases tries.
 const maxClusters = 64
 
-// aheadBases returns the bases of the values vs (ascending, repeated as
-// often as partitions have them; none: nil) that make their codes
-// shortest: for k = 1 ... maxClusters clusters split at the k-1 largest
-// gaps between consecutive distinct values, the smallest of each cluster,
-// the k of the fewest bytes (the bases' varints and the codes'). With at
-// most maxClusters distinct values every code is its base's index.
-func aheadBases(vs []int64, m uint) []int64 {
-	if len(vs) == 0 {
-		return nil
-	}
-	var distinct []int64
-	var count []int
-	for _, v := range vs {
-		if n := len(distinct); n > 0 && distinct[n-1] == v {
-			count[n-1]++
+// values are the watermarks or processing times of an upstream's
+// partitions that clusterCode encodes, as aheadBases reads them: distinct
+// ones ascending, how many partitions have each, and the indices i >= 1 of
+// distinct by decreasing gap distinct[i]-distinct[i-1] (ties: lower i first).
+type values struct {
+	distinct []int64
+	count    []int
+	gaps     []int
+}
+
+// newValues returns the values of vs (any order; sorted in place).
+func newValues(vs []int64) values {
+	slices.Sort(vs)
+	var v values
+	for _, x := range vs {
+		if n := len(v.distinct); n > 0 && v.distinct[n-1] == x {
+			v.count[n-1]++
 			continue
 		}
-		distinct, count = append(distinct, v), append(count, 1)
+		v.distinct, v.count = append(v.distinct, x), append(v.count, 1)
 	}
-	// gaps: indices i >= 1 of distinct, the largest gap first.
-	gaps := make([]int, 0, len(distinct)-1)
-	for i := 1; i < len(distinct); i++ {
-		gaps = append(gaps, i)
+	d := v.distinct
+	for i := 1; i < len(d); i++ {
+		v.gaps = append(v.gaps, i)
 	}
-	slices.SortStableFunc(gaps, func(a, b int) int {
-		return cmp.Compare(uint64(distinct[b]-distinct[b-1]), uint64(distinct[a]-distinct[a-1]))
+	slices.SortFunc(v.gaps, func(a, b int) int {
+		if c := cmp.Compare(uint64(d[b]-d[b-1]), uint64(d[a]-d[a-1])); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
 	})
+	return v
+}
+
+// aheadBases returns the bases of vs that make their codes at precision m
+// shortest (none: nil): for k clusters split at the k-1 largest gaps
+// between consecutive distinct values (k = 1, 2, 4 ... maxClusters, and the
+// number of distinct values if at most maxClusters), the smallest of each
+// cluster, the k of the fewest bytes (the bases' varints and the codes').
+// With at most maxClusters distinct values every code is its base's index.
+// O(n) for n distinct values.
+func aheadBases(vs values, m uint) []int64 {
+	distinct, count, gaps := vs.distinct, vs.count, vs.gaps
+	if len(distinct) == 0 {
+		return nil
+	}
 	var best []int64
 	bestSize := -1
 	split := make([]bool, len(distinct))
-	for k := 1; k <= min(maxClusters, len(distinct)); k++ {
-		if k > 1 {
-			split[gaps[k-2]] = true
+	splits := 0
+	for k := 1; k <= min(maxClusters, len(distinct)); k = nextClusters(k, len(distinct)) {
+		for ; splits < k-1; splits++ {
+			split[gaps[splits]] = true
 		}
 		bases := make([]int64, 0, k)
 		size := 0
@@ -411,6 +431,15 @@ func aheadBases(vs []int64, m uint) []int64 {
 		}
 	}
 	return best
+}
+
+// nextClusters is the number of clusters aheadBases tries after k, for nd
+// distinct values: the next power of two, or nd if it comes first.
+func nextClusters(k, nd int) int {
+	if k < nd && nd < 2*k {
+		return nd
+	}
+	return 2 * k
 }
 
 // bitmap returns the set ps of partitions below total as bits (bit p%8 of

@@ -864,3 +864,25 @@ func TestOffsetCodeRoundsDownWithinItsPrecision(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckpoint: the checkpoint of 1 000 upstream partitions, exact
+// (the issue's mix) and rounded (anywhere: it bisects the precision), and
+// the previous version's of the issue's mix (form 1) beside them.
+func BenchmarkCheckpoint(b *testing.B) {
+	for _, mix := range []string{"issue", "anywhere"} {
+		tk := worstTask(1000, mix, false, "")
+		b.Run(mix, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := tk.checkpoint(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("previous", func(b *testing.B) {
+		tk := worstTask(1000, "issue", false, "")
+		for i := 0; i < b.N; i++ {
+			_, _ = checkpointV1(tk)
+		}
+	})
+}
