@@ -46,8 +46,11 @@ type task struct {
 	clockAdvanced, clockOut       int64
 	hasClockAdvanced, hasClockOut bool
 	// floor is the input watermark the task's checkpoint held (mtime.Time,
-	// ms; mtime.MinTimestamp for a fresh task): the restored Aggregator
-	// starts from the start of time, the task's input watermark does not.
+	// ms; mtime.MinTimestamp for a fresh task or a checkpoint of the
+	// previous version). restoreTask rebuilds each upstream's Manager with
+	// its Out, not the Aggregator's own Out, which can be above the min of
+	// the Managers' (an upstream that reported late, or one left out of the
+	// min); the input watermark, MAX(floor, Aggregator), does not go back.
 	floor mtime.Time
 }
 
@@ -143,12 +146,13 @@ const maxMetadataBytes = 4096
 // (nearly) exact, one years ahead loses hours.
 //
 // A rounded-down watermark or clock only delays: the restored input
-// watermark is never above the uncheckpointed task's, and equals it again
-// once every rounded partition reports again (a partition's watermark is
-// the max of its reports). What it costs: a rounded partition that never
-// reports again (an upstream task whose output watermark, idle flag and
-// clock do not change; a finished one is at the end of time, exact) holds
-// the restored task behind the uncheckpointed one by what its rounding lost.
+// watermark and job clock are never above the uncheckpointed task's, and
+// the input watermark is equal again once every rounded partition reports
+// at or above what it had (a partition's watermark is the max of its
+// reports). What it costs: a rounded partition that never reports again (an
+// upstream task whose output watermark, idle flag and clock do not change;
+// a finished one is at the end of time, exact) holds the restored task
+// behind the uncheckpointed one by what its rounding lost.
 // Measured by TestCheckpointLargestUpstream (one upstream with a Kafka
 // source's name), it is exact up to about 2 100 partitions idle at the
 // start of time, finished or close (1 300 with a TestStream's job clock and
@@ -180,8 +184,10 @@ func (t *task) checkpoint() (string, error) {
 	if err != nil || len(md) <= maxMetadataBytes {
 		return md, err
 	}
-	// The encoded length does not shrink as the precision grows: the
-	// largest that fits is in [lo, hi], and best is encode(lo).
+	// The encoded length grows with the precision (nearly: the clusters
+	// chosen change with it), so bisection finds a precision that fits,
+	// the largest one where the length is monotone: it is in [lo, hi], and
+	// best is encode(lo).
 	lo, hi := uint(1), uint(maxPrecision)
 	best, err := encode(lo)
 	if err != nil {

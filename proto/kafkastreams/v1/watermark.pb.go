@@ -738,7 +738,9 @@ func (x *PartitionWatermark) GetMinimum() bool {
 // offset.metadata.max.bytes (default 4096).
 type TaskCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// reports holds the latest report of every upstream source partition.
+	// reports holds the latest report of every upstream source partition
+	// that the previous version could not put in `upstreams`; written only by
+	// it (still read).
 	Reports []*WatermarkReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
 	// output_watermark_millis is the last watermark the task reported.
 	OutputWatermarkMillis int64 `protobuf:"varint,2,opt,name=output_watermark_millis,json=outputWatermarkMillis,proto3" json:"output_watermark_millis,omitempty"`
@@ -746,13 +748,15 @@ type TaskCheckpoint struct {
 	// entry per stage, in place of `reports` (a writer puts a stage's
 	// reports in one or the other): Kafka refuses a commit whose metadata is
 	// longer than offset.metadata.max.bytes, and 32 full reports of a Kafka
-	// source stage already were. A stage whose reports differ in
-	// total_source_partitions or carry a processing time goes in `reports`.
+	// source stage already were. The previous version put a stage whose
+	// reports differ in total_source_partitions or carry a processing time
+	// in `reports`, every other in form 1; since issue 21 §5 every stage is
+	// here in form 2 (see UpstreamCheckpoint).
 	Upstreams []*UpstreamCheckpoint `protobuf:"bytes,3,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
 	// input_watermark_millis is the task's input watermark (the Aggregator's
 	// emitted watermark as of its last Advance, mtime.Time ms) when the
-	// checkpoint was written; a restored task never reports an input
-	// watermark below it. Unset in checkpoints written before issue 21 §5.
+	// checkpoint was written; a restored task's input watermark is never
+	// below it. Unset in checkpoints written before issue 21 §5.
 	InputWatermarkMillis *int64 `protobuf:"zigzag64,4,opt,name=input_watermark_millis,json=inputWatermarkMillis,proto3,oneof" json:"input_watermark_millis,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
