@@ -98,7 +98,11 @@ func TestRestoredTaskKeepsItsHeldUpstream(t *testing.T) {
 // 80 gives 80 and b at 200 gives 100. Both fail on the previous version's
 // checkpoint: its restored Manager started from the start of time (10, not
 // 20), and its reports, replayed in partition order with their own totals,
-// left a's total at 2 (not held).
+// left a's total at 2 (not held). Every upstream idle, then one wakes: a
+// idle at 100 and b at 50, both idle, make the input watermark 100 (the
+// Aggregator's max over idle upstreams); b waking at 50 leaves it at 100,
+// above what the Managers give on their own (50): b at 60 keeps 100, b at
+// 150 gives 150 (a idle is left out).
 func TestRestoredTaskKeepsEachUpstreamsOut(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
@@ -114,6 +118,10 @@ func TestRestoredTaskKeepsEachUpstreamsOut(t *testing.T) {
 			[]*pb.WatermarkReport{report("a", 0, 100, 2, false), report("a", 1, 100, 2, false), report("b", 0, 50, 1, false), nil, report("a", 0, 100, 3, false)},
 			[]*pb.WatermarkReport{report("b", 0, 80, 1, false), report("b", 0, 200, 1, false)},
 			[]mtime.Time{80, 100}},
+		{"every upstream idle, then one wakes", []string{"a", "b"},
+			[]*pb.WatermarkReport{report("a", 0, 100, 1, true), report("b", 0, 50, 1, false), nil, report("b", 0, 50, 1, true), nil, report("b", 0, 50, 1, false)},
+			[]*pb.WatermarkReport{report("b", 0, 60, 1, false), report("b", 0, 150, 1, false)},
+			[]mtime.Time{100, 150}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tk := newTask(0, tc.up)
