@@ -411,7 +411,12 @@ func checkpointString(t *testing.T, md string) string {
 	s := "out=" + stepTime(mtime.Time(cp.GetOutputWatermarkMillis()))
 	reports := cp.GetReports()
 	for _, c := range cp.GetUpstreams() {
-		rs, err := expandUpstream(c)
+		var rs []*pb.WatermarkReport
+		if c.EmittedWatermarkMillis == nil {
+			rs, err = expandUpstream(c)
+		} else {
+			rs, _, err = restoreUpstream(c)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

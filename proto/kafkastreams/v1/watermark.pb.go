@@ -738,7 +738,9 @@ func (x *PartitionWatermark) GetMinimum() bool {
 // offset.metadata.max.bytes (default 4096).
 type TaskCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// reports holds the latest report of every upstream source partition.
+	// reports holds the latest report of every upstream source partition
+	// that the previous version could not put in `upstreams`; written only by
+	// it (still read).
 	Reports []*WatermarkReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
 	// output_watermark_millis is the last watermark the task reported.
 	OutputWatermarkMillis int64 `protobuf:"varint,2,opt,name=output_watermark_millis,json=outputWatermarkMillis,proto3" json:"output_watermark_millis,omitempty"`
@@ -746,11 +748,18 @@ type TaskCheckpoint struct {
 	// entry per stage, in place of `reports` (a writer puts a stage's
 	// reports in one or the other): Kafka refuses a commit whose metadata is
 	// longer than offset.metadata.max.bytes, and 32 full reports of a Kafka
-	// source stage already were. A stage whose reports differ in
-	// total_source_partitions or carry a processing time goes in `reports`.
-	Upstreams     []*UpstreamCheckpoint `protobuf:"bytes,3,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// source stage already were. The previous version put a stage whose
+	// reports differ in total_source_partitions or carry a processing time
+	// in `reports`, every other in form 1; since issue 21 §5 every stage is
+	// here in form 2 (see UpstreamCheckpoint).
+	Upstreams []*UpstreamCheckpoint `protobuf:"bytes,3,rep,name=upstreams,proto3" json:"upstreams,omitempty"`
+	// input_watermark_millis is the task's input watermark (the Aggregator's
+	// emitted watermark as of its last Advance, mtime.Time ms) when the
+	// checkpoint was written; a restored task's input watermark is never
+	// below it. Unset in checkpoints written before issue 21 §5.
+	InputWatermarkMillis *int64 `protobuf:"zigzag64,4,opt,name=input_watermark_millis,json=inputWatermarkMillis,proto3,oneof" json:"input_watermark_millis,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *TaskCheckpoint) Reset() {
@@ -804,10 +813,35 @@ func (x *TaskCheckpoint) GetUpstreams() []*UpstreamCheckpoint {
 	return nil
 }
 
-// UpstreamCheckpoint is the latest report of every reported source
-// partition of one upstream stage, all with the same
-// total_source_partitions and no processing time; what a report holds
-// beyond its watermark and idle flag (source, instance) is not kept.
+func (x *TaskCheckpoint) GetInputWatermarkMillis() int64 {
+	if x != nil && x.InputWatermarkMillis != nil {
+		return *x.InputWatermarkMillis
+	}
+	return 0
+}
+
+// UpstreamCheckpoint is one upstream stage's part of a TaskCheckpoint, in
+// one of two forms; what a report holds beyond its watermark, idle flag,
+// total and processing time (source, instance) is not kept.
+//
+// Form 1 (fields 3-6, written before issue 21 §5; still read): the latest
+// report of every reported source partition, all with the same
+// total_source_partitions and no processing time, as offsets from the
+// smallest watermark.
+//
+// Form 2 (fields 7-15, set when emitted_watermark_millis is; fields 3 and
+// 6 list the reported and idle partitions in place of the bitmaps 8 and 9
+// when that is shorter): the state of the task's Manager of this upstream,
+// watermarks relative to its emitted watermark Out
+// (watermarkmgr.Manager.Advance). A partition's watermark at or below Out is
+// stored as Out: with Out' = MAX(Out, candidate), v <= Out and Out give the
+// same emitted watermark for every later report sequence
+// (TestClampingBelowOutChangesNoEmittedWatermark), so partitions that are
+// idle, behind or at the start of time cost one byte. Partitions ahead of
+// Out are exact unless the whole checkpoint would not fit
+// offset.metadata.max.bytes; then they are rounded down to precision_bits
+// significant bits (a lower watermark only delays: see stage's
+// task.checkpoint).
 type UpstreamCheckpoint struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Stage                 string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
@@ -822,8 +856,47 @@ type UpstreamCheckpoint struct {
 	WatermarkOffsets    []uint64 `protobuf:"varint,5,rep,packed,name=watermark_offsets,json=watermarkOffsets,proto3" json:"watermark_offsets,omitempty"`
 	// idle_partitions are the partitions whose report was idle, ascending.
 	IdlePartitions []int32 `protobuf:"varint,6,rep,packed,name=idle_partitions,json=idlePartitions,proto3" json:"idle_partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// emitted_watermark_millis is Out, the Manager's emitted watermark as of
+	// its last Advance (mtime.Time, ms); its presence marks form 2. total_
+	// source_partitions (field 2) is the Manager's total.
+	EmittedWatermarkMillis *int64 `protobuf:"zigzag64,7,opt,name=emitted_watermark_millis,json=emittedWatermarkMillis,proto3,oneof" json:"emitted_watermark_millis,omitempty"`
+	// reported is a bitmap of the partitions p < total_source_partitions the
+	// Manager counts as reported (bit p%8 of byte p/8); empty: every one.
+	Reported []byte `protobuf:"bytes,8,opt,name=reported,proto3" json:"reported,omitempty"`
+	// idle is a bitmap of the reported partitions' idle flags, indexed by
+	// partition as reported; empty: none idle.
+	Idle []byte `protobuf:"bytes,9,opt,name=idle,proto3" json:"idle,omitempty"`
+	// ahead_bases_millis are the bases of the watermarks above Out and below
+	// mtime.MaxTimestamp (mtime.Time, ms), ascending, the first the smallest
+	// such watermark: the smallest of each cluster, the clusters split at the
+	// largest gaps between them (so that a partition years behind the others
+	// costs no more than they do).
+	AheadBasesMillis []int64 `protobuf:"zigzag64,10,rep,packed,name=ahead_bases_millis,json=aheadBasesMillis,proto3" json:"ahead_bases_millis,omitempty"`
+	// watermark_codes has one code per reported partition, ascending: 0: Out
+	// (the partition's watermark is at or below it); 1: mtime.MaxTimestamp
+	// (exact: a finished upstream never reports again, and a bounded job must
+	// end); c >= 2: with k = len(ahead_bases_millis), j = (c-2) % k,
+	// ahead_bases_millis[j] + the offset of code (c-2) / k at precision_bits.
+	WatermarkCodes []uint64 `protobuf:"varint,11,rep,packed,name=watermark_codes,json=watermarkCodes,proto3" json:"watermark_codes,omitempty"`
+	// precision_bits is 0 when every watermark and processing time is exact:
+	// an offset's code is the offset (ms). It is m >= 1 when the exact form did
+	// not fit: an offset d >= 2^m keeps its m most significant bits, rounded
+	// down: e = bitlen(d) - m, code e*2^(m-1) + (d >> e), offset (code -
+	// e'*2^(m-1)) << e' with e' = code/2^(m-1) - 1 (stage's offsetCode).
+	PrecisionBits uint32 `protobuf:"varint,12,opt,name=precision_bits,json=precisionBits,proto3" json:"precision_bits,omitempty"`
+	// processing_time_bases_millis are the bases, clustered as the
+	// watermarks', of the processing_time_millis (ms of the job clock) of the
+	// reported partitions' latest reports; processing_time_codes is empty when
+	// none carries one, else one code per reported partition: 0: none; c >=
+	// 1: as a watermark's code c+1.
+	ProcessingTimeBasesMillis []int64  `protobuf:"zigzag64,13,rep,packed,name=processing_time_bases_millis,json=processingTimeBasesMillis,proto3" json:"processing_time_bases_millis,omitempty"`
+	ProcessingTimeCodes       []uint64 `protobuf:"varint,14,rep,packed,name=processing_time_codes,json=processingTimeCodes,proto3" json:"processing_time_codes,omitempty"`
+	// unobserved_reports are the task's latest reports of partitions the
+	// Manager does not count (forgotten by a change of the total and not
+	// reported since): kept for the task's job clock, never observed.
+	UnobservedReports []*WatermarkReport `protobuf:"bytes,15,rep,name=unobserved_reports,json=unobservedReports,proto3" json:"unobserved_reports,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *UpstreamCheckpoint) Reset() {
@@ -894,6 +967,69 @@ func (x *UpstreamCheckpoint) GetWatermarkOffsets() []uint64 {
 func (x *UpstreamCheckpoint) GetIdlePartitions() []int32 {
 	if x != nil {
 		return x.IdlePartitions
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetEmittedWatermarkMillis() int64 {
+	if x != nil && x.EmittedWatermarkMillis != nil {
+		return *x.EmittedWatermarkMillis
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetReported() []byte {
+	if x != nil {
+		return x.Reported
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetIdle() []byte {
+	if x != nil {
+		return x.Idle
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetAheadBasesMillis() []int64 {
+	if x != nil {
+		return x.AheadBasesMillis
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetWatermarkCodes() []uint64 {
+	if x != nil {
+		return x.WatermarkCodes
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetPrecisionBits() uint32 {
+	if x != nil {
+		return x.PrecisionBits
+	}
+	return 0
+}
+
+func (x *UpstreamCheckpoint) GetProcessingTimeBasesMillis() []int64 {
+	if x != nil {
+		return x.ProcessingTimeBasesMillis
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetProcessingTimeCodes() []uint64 {
+	if x != nil {
+		return x.ProcessingTimeCodes
+	}
+	return nil
+}
+
+func (x *UpstreamCheckpoint) GetUnobservedReports() []*WatermarkReport {
+	if x != nil {
+		return x.UnobservedReports
 	}
 	return nil
 }
@@ -1144,18 +1280,31 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x10watermark_millis\x18\x02 \x01(\x03R\x0fwatermarkMillis\x12\x12\n" +
 	"\x04idle\x18\x03 \x01(\bR\x04idle\x12\x1a\n" +
 	"\breported\x18\x04 \x01(\bR\breported\x12\x18\n" +
-	"\aminimum\x18\x05 \x01(\bR\aminimum\"\xc7\x01\n" +
+	"\aminimum\x18\x05 \x01(\bR\aminimum\"\x9d\x02\n" +
 	"\x0eTaskCheckpoint\x12:\n" +
 	"\areports\x18\x01 \x03(\v2 .kafkastreams.v1.WatermarkReportR\areports\x126\n" +
 	"\x17output_watermark_millis\x18\x02 \x01(\x03R\x15outputWatermarkMillis\x12A\n" +
-	"\tupstreams\x18\x03 \x03(\v2#.kafkastreams.v1.UpstreamCheckpointR\tupstreams\"\x99\x02\n" +
+	"\tupstreams\x18\x03 \x03(\v2#.kafkastreams.v1.UpstreamCheckpointR\tupstreams\x129\n" +
+	"\x16input_watermark_millis\x18\x04 \x01(\x12H\x00R\x14inputWatermarkMillis\x88\x01\x01B\x19\n" +
+	"\x17_input_watermark_millis\"\xe9\x05\n" +
 	"\x12UpstreamCheckpoint\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x126\n" +
 	"\x17total_source_partitions\x18\x02 \x01(\x05R\x15totalSourcePartitions\x12+\n" +
 	"\x11source_partitions\x18\x03 \x03(\x05R\x10sourcePartitions\x122\n" +
 	"\x15base_watermark_millis\x18\x04 \x01(\x03R\x13baseWatermarkMillis\x12+\n" +
 	"\x11watermark_offsets\x18\x05 \x03(\x04R\x10watermarkOffsets\x12'\n" +
-	"\x0fidle_partitions\x18\x06 \x03(\x05R\x0eidlePartitions\"\xca\x02\n" +
+	"\x0fidle_partitions\x18\x06 \x03(\x05R\x0eidlePartitions\x12=\n" +
+	"\x18emitted_watermark_millis\x18\a \x01(\x12H\x00R\x16emittedWatermarkMillis\x88\x01\x01\x12\x1a\n" +
+	"\breported\x18\b \x01(\fR\breported\x12\x12\n" +
+	"\x04idle\x18\t \x01(\fR\x04idle\x12,\n" +
+	"\x12ahead_bases_millis\x18\n" +
+	" \x03(\x12R\x10aheadBasesMillis\x12'\n" +
+	"\x0fwatermark_codes\x18\v \x03(\x04R\x0ewatermarkCodes\x12%\n" +
+	"\x0eprecision_bits\x18\f \x01(\rR\rprecisionBits\x12?\n" +
+	"\x1cprocessing_time_bases_millis\x18\r \x03(\x12R\x19processingTimeBasesMillis\x122\n" +
+	"\x15processing_time_codes\x18\x0e \x03(\x04R\x13processingTimeCodes\x12O\n" +
+	"\x12unobserved_reports\x18\x0f \x03(\v2 .kafkastreams.v1.WatermarkReportR\x11unobservedReportsB\x1b\n" +
+	"\x19_emitted_watermark_millis\"\xca\x02\n" +
 	"\x12StageCommitMetrics\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1d\n" +
@@ -1216,16 +1365,17 @@ var file_kafkastreams_v1_watermark_proto_depIdxs = []int32{
 	8,  // 5: kafkastreams.v1.StageWatermark.partitions:type_name -> kafkastreams.v1.PartitionWatermark
 	0,  // 6: kafkastreams.v1.TaskCheckpoint.reports:type_name -> kafkastreams.v1.WatermarkReport
 	10, // 7: kafkastreams.v1.TaskCheckpoint.upstreams:type_name -> kafkastreams.v1.UpstreamCheckpoint
-	12, // 8: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
-	4,  // 9: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
-	6,  // 10: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
-	5,  // 11: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
-	7,  // 12: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 8: kafkastreams.v1.UpstreamCheckpoint.unobserved_reports:type_name -> kafkastreams.v1.WatermarkReport
+	12, // 9: kafkastreams.v1.StageCommitMetrics.tasks:type_name -> kafkastreams.v1.TaskStateHeld
+	4,  // 10: kafkastreams.v1.WatermarkService.GetWatermarks:input_type -> kafkastreams.v1.GetWatermarksRequest
+	6,  // 11: kafkastreams.v1.WatermarkService.WatchWatermarks:input_type -> kafkastreams.v1.WatchWatermarksRequest
+	5,  // 12: kafkastreams.v1.WatermarkService.GetWatermarks:output_type -> kafkastreams.v1.GetWatermarksResponse
+	7,  // 13: kafkastreams.v1.WatermarkService.WatchWatermarks:output_type -> kafkastreams.v1.StageWatermark
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_kafkastreams_v1_watermark_proto_init() }
@@ -1239,6 +1389,8 @@ func file_kafkastreams_v1_watermark_proto_init() {
 		(*Envelope_Report)(nil),
 		(*Envelope_Reports)(nil),
 	}
+	file_kafkastreams_v1_watermark_proto_msgTypes[9].OneofWrappers = []any{}
+	file_kafkastreams_v1_watermark_proto_msgTypes[10].OneofWrappers = []any{}
 	file_kafkastreams_v1_watermark_proto_msgTypes[11].OneofWrappers = []any{}
 	file_kafkastreams_v1_watermark_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
