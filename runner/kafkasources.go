@@ -73,7 +73,9 @@ func checkKafkaSinks(comps *pipepb.Components, pl *plan.Plan, bootstrap string) 
 }
 
 // strategyOf is the watermark strategy of source c, with the runner's
-// default idleness (ms; 0: off) where c sets none.
+// default idleness (ms; 0: off) where c sets none (but for LimitedDelay,
+// which has none: Beam Java's CustomTimestampPolicyWithLimitedDelay, whose
+// delay is MaxOutOfOrderness).
 func strategyOf(c kafkaio.Config, defaultIdleness time.Duration) kafkasource.Strategy {
 	st := kafkasource.Strategy{Kind: kafkasource.BoundedOutOfOrderness, MaxOutOfOrderness: time.Duration(c.Watermark.MaxOutOfOrdernessMs) * time.Millisecond}
 	switch c.Watermark.Kind {
@@ -81,8 +83,13 @@ func strategyOf(c kafkaio.Config, defaultIdleness time.Duration) kafkasource.Str
 		st.Kind = kafkasource.Monotonous
 	case kafkaio.NoWatermarks:
 		st.Kind = kafkasource.NoWatermarks
+	case kafkaio.LimitedDelay:
+		st.Kind = kafkasource.LimitedDelay
 	}
 	switch {
+	case st.Kind == kafkasource.LimitedDelay:
+		// No idleness (Config.Validate refuses one set): a quiet
+		// partition follows the wall clock less the delay instead.
 	case c.Watermark.IdlenessMs > 0:
 		st.Idleness = time.Duration(c.Watermark.IdlenessMs) * time.Millisecond
 	case c.Watermark.IdlenessMs == 0:

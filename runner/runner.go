@@ -242,7 +242,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return nil, err
 	}
 	for name, c := range sources {
-		if strategyOf(c, *DefaultIdleness).Idleness == 0 {
+		if strategyOf(c, *DefaultIdleness).Idleness == 0 && c.Watermark.Kind != kafkaio.LimitedDelay { // a limited delay has no idleness: its quiet partitions follow the wall clock
 			log.Warn("kafkastreams: a Kafka source has idleness off: a partition that goes quiet holds the watermark of everything downstream until it gets a record again (set kafkaio.WithIdleness, or --default_idleness)", "stage", name, "topic", c.Topics[0])
 		}
 	}

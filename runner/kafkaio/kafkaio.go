@@ -15,7 +15,10 @@
 // record's event time its Kafka timestamp (CreateTime or LogAppendTime, as
 // the topic says), and a watermark per partition from the source's
 // strategy (seed 002: bounded out-of-orderness, monotonous timestamps, or
-// none; idleness with its clock seeded when the partition is assigned). A
+// none; idleness with its clock seeded when the partition is assigned: an
+// idle partition is left out of the minimum, and a source whose every
+// partition is idle holds its watermark; or Beam Java's limited delay,
+// whose quiet partitions follow the wall clock less the delay). A
 // Write is done by the stage that produces its input: plain records (no
 // envelope), in that stage's transaction, so a read_committed consumer sees
 // each once; the record timestamp is the element's event time and the
@@ -36,12 +39,21 @@
 //     offset, emits it at its event time and self-checkpoints
 //     (sdf.ResumeProcessingIn) at least every second, so the job runs until
 //     it is cancelled. Each partition has a watermark estimator with the
-//     source's strategy; idleness, which the runner's minimum over
-//     restrictions cannot express as "left out", lets a partition read to
-//     its end and quiet for the idleness follow the wall clock less its
-//     bound. Watermark alignment is not done; a partition added while the
-//     job runs is not read. Tested on Prism only (a runner must resume
-//     self-checkpointing DoFns).
+//     source's strategy, computed by the same pure core as on kafkastreams
+//     (stage/kafkasource.Partition.WatermarkAt), so a strategy gives the
+//     same windows on both runners. Idleness cannot be the same: Prism
+//     takes the minimum over the restrictions, and cannot leave an idle
+//     partition out of it, nor hold a source whose every partition is
+//     idle while letting one idle partition out; so an unbounded Read with
+//     idleness (WithIdleness(d > 0), or none set: the kafkastreams
+//     runner's --default_idleness) is refused when the job starts, naming
+//     the options that are the same on both: WithLimitedDelay (a quiet
+//     partition follows the wall clock less the delay) or WithIdleness(-1)
+//     (a quiet partition holds). NoWatermarks is not refused (its
+//     watermark stays at the start of time either way). Watermark
+//     alignment is not done; a partition added while the job runs is not
+//     read. Tested on Prism only (a runner must resume self-checkpointing
+//     DoFns).
 //   - Both apply TimestampFn as the source stage does: a record it fails on
 //     is skipped, counted (the Beam counter kafkaio/bad_records), logged
 //     once per DoFn instance and written to DeadLetterTopic, at least once.
@@ -80,6 +92,15 @@ const (
 	// Combine in non-global windows, allowed lateness, event-time timers)
 	// is downstream: nothing there would ever fire.
 	NoWatermarks = "none"
+	// LimitedDelay: Beam Java KafkaIO's CustomTimestampPolicyWithLimitedDelay
+	// (WithLimitedDelay, delay d = MaxOutOfOrdernessMs): the watermark is
+	// min(largest event time read, now) − d, and a partition read to its
+	// end whose largest event time is more than d behind the wall clock
+	// follows the wall clock: now − d. A quiet source's windows close d
+	// after their end without a new record; a record read more than d after
+	// its event time may be late. It does not idle out (no idleness), and
+	// gives the same watermark on every runner.
+	LimitedDelay = "limited_delay"
 )
 
 // Start positions for a partition without a committed offset (Kafka's
@@ -184,21 +205,24 @@ func (c Config) Timestamp() TimestampFunc {
 
 // Watermark is a source's watermark strategy (seed 002).
 type Watermark struct {
-	// Kind is BoundedOutOfOrderness (default), MonotonousTimestamps or
-	// NoWatermarks.
+	// Kind is BoundedOutOfOrderness (default), MonotonousTimestamps,
+	// NoWatermarks or LimitedDelay.
 	Kind string `json:"kind,omitempty"`
-	// MaxOutOfOrdernessMs is the bound of BoundedOutOfOrderness, in
-	// milliseconds (>= 0).
+	// MaxOutOfOrdernessMs is the bound of BoundedOutOfOrderness, or the
+	// delay of LimitedDelay, in milliseconds (>= 0).
 	MaxOutOfOrdernessMs int64 `json:"maxOutOfOrdernessMs,omitempty"`
 	// IdlenessMs: a partition without a record for this long (counted from
 	// its assignment, so a partition that never gets a record idles out
 	// too) is idle, once its consumer has read it to its end: left out of
 	// the minimum until its next record. A partition with records still
 	// to read (a backlog waiting behind other partitions, a slow stage) is
-	// never idle. 0: the runner's --default_idleness (5 minutes on other
-	// runners, where an idle partition's watermark follows the wall clock
-	// instead: see the package doc); negative: off (the partition holds
-	// the watermark while it is quiet).
+	// never idle. When every partition of the source is idle its
+	// watermark holds. 0: the runner's --default_idleness; negative: off
+	// (the partition holds the watermark while it is quiet). Must be 0
+	// with LimitedDelay (its quiet partitions follow the wall clock
+	// instead). On other runners (Prism) an unbounded Read with idleness
+	// (set or by default) of a kind other than NoWatermarks is refused
+	// when the job starts: see the package doc.
 	IdlenessMs int64 `json:"idlenessMs,omitempty"`
 	// AlignmentGroup names the watermark alignment group (FLIP-217, seed
 	// 002): a partition whose watermark is more than MaxDriftMs ahead of
@@ -272,6 +296,30 @@ func WithMonotonousTimestamps() Option {
 	return func(c *Config) { c.Watermark.Kind = MonotonousTimestamps }
 }
 
+// WithLimitedDelay is Beam Java KafkaIO's
+// CustomTimestampPolicyWithLimitedDelay with maxDelay d (>= 0): the
+// watermark is min(largest event time read, now) − d, and once a
+// partition has been read to its end and its largest event time is more
+// than d behind the wall clock, it follows the wall clock, now − d, without
+// a record. So the windows of a source that went quiet close d after their
+// end (Kafka Streams' "suppress never emits without new records"); a record
+// read more than d after its event time (producer delay, fetch latency, a
+// backlog's head) may be late. No idleness: combined with WithIdleness or
+// WithWatermarkAlignment it is refused. The same watermark on the
+// kafkastreams runner and on Prism (reported at least every second of
+// movement on kafkastreams, at every checkpoint on Prism).
+func WithLimitedDelay(d time.Duration) Option {
+	return func(c *Config) {
+		c.Watermark.Kind = LimitedDelay
+		c.Watermark.MaxOutOfOrdernessMs = d.Milliseconds()
+		if d < 0 {
+			c.Watermark.MaxOutOfOrdernessMs = -1 // refused by Validate
+		} else if d%time.Millisecond != 0 {
+			c.Watermark.MaxOutOfOrdernessMs++ // never less than d
+		}
+	}
+}
+
 // WithNoWatermarks: the watermark stays at the start of time (only for
 // pipelines without event-time operators; refused otherwise).
 func WithNoWatermarks() Option { return func(c *Config) { c.Watermark.Kind = NoWatermarks } }
@@ -330,12 +378,21 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: start %q: want %q or %q (or WithStartAt)", ErrConfig, c.Start, Earliest, Latest)
 	}
 	switch c.Watermark.Kind {
-	case "", BoundedOutOfOrderness, MonotonousTimestamps, NoWatermarks:
+	case "", BoundedOutOfOrderness, MonotonousTimestamps, NoWatermarks, LimitedDelay:
 	default:
 		return fmt.Errorf("%w: watermark kind %q", ErrConfig, c.Watermark.Kind)
 	}
 	if c.Watermark.MaxOutOfOrdernessMs < 0 {
+		if c.Watermark.Kind == LimitedDelay {
+			return fmt.Errorf("%w: WithLimitedDelay: negative delay", ErrConfig)
+		}
 		return fmt.Errorf("%w: WithBoundedOutOfOrderness: negative bound", ErrConfig)
+	}
+	if c.Watermark.Kind == LimitedDelay && c.Watermark.IdlenessMs != 0 {
+		return fmt.Errorf("%w: WithLimitedDelay with WithIdleness: a limited-delay partition does not idle out (read to its end and quiet, its watermark follows the wall clock less the delay); drop WithIdleness", ErrConfig)
+	}
+	if c.Watermark.Kind == LimitedDelay && c.Watermark.AlignmentGroup != "" {
+		return fmt.Errorf("%w: WithLimitedDelay with WithWatermarkAlignment(%q): not supported", ErrConfig, c.Watermark.AlignmentGroup)
 	}
 	if c.TimestampFn != nil && c.Timestamp() == nil {
 		return fmt.Errorf("%w: WithTimestampFn: the function is not a kafkaio.TimestampFunc", ErrConfig)

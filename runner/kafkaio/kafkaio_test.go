@@ -40,6 +40,11 @@ func TestReadRefusals(t *testing.T) {
 		{"start before 1970", func(s beam.Scope) { Read(s, "a", WithStartAt(time.UnixMilli(-1))) }, "before the Unix epoch"},
 		{"bad pattern", func(s beam.Scope) { ReadPattern(s, "orders-(", WithBootstrapServers("127.0.0.1:1")) }, `ReadPattern("orders-(")`},
 		{"zero idleness", func(s beam.Scope) { Read(s, "a", WithIdleness(0)) }, "WithIdleness(0)"},
+		{"negative delay", func(s beam.Scope) { Read(s, "a", WithLimitedDelay(-time.Second)) }, "WithLimitedDelay: negative delay"},
+		{"limited delay and idleness", func(s beam.Scope) { Read(s, "a", WithLimitedDelay(time.Second), WithIdleness(time.Second)) }, "WithLimitedDelay with WithIdleness"},
+		{"limited delay and alignment", func(s beam.Scope) {
+			Read(s, "a", WithLimitedDelay(time.Second), WithWatermarkAlignment("g", time.Second))
+		}, "WithLimitedDelay with WithWatermarkAlignment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := build(tc.f)

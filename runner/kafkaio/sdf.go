@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -56,10 +57,6 @@ const (
 	// residuals in one bundle, whose minimum output watermark Prism takes
 	// (see unboundedReadFn).
 	resumeDelay = 200 * time.Millisecond
-	// defaultIdleness is the idleness of a Read that sets none (IdlenessMs
-	// 0) on other runners: the kafkastreams runner's --default_idleness
-	// default.
-	defaultIdleness = 5 * time.Minute
 )
 
 // Restriction is the restriction of an unbounded Read's splittable DoFn on
@@ -176,34 +173,30 @@ func (t *partitionTracker) IsBounded() bool {
 }
 
 // watermarkEstimator is the watermark of one partition's restriction, as
-// the Config's strategy (seed 002) gives it, with kafkasource.Partition's
-// formula (the one the kafkastreams runner uses):
+// the Config's strategy (seed 002, or Beam Java's limited delay) gives it,
+// with the formula the kafkastreams runner uses
+// (kafkasource.Partition.WatermarkAt):
 //
-//	no record yet:          mtime.MinTimestamp
+//	W' = MAX(W, WatermarkAt(now, caught up))
+//
+//	no record yet:          mtime.MinTimestamp (LimitedDelay, caught up: now − delay)
 //	BoundedOutOfOrderness:  max event time − the bound
 //	MonotonousTimestamps:   max event time − 1 ms
 //	NoWatermarks:           mtime.MinTimestamp
+//	LimitedDelay:           min(max event time, now) − delay; caught up and
+//	                        max event time < now − delay: now − delay
 //
-// and idleness (Prism's stand-in for the kafkastreams runner's "left out
-// of the minimum", which a runner taking the minimum over restrictions
-// cannot do): once the partition has been read to its end (a partition EOF
-// at or past its next offset) and has had no record for the idleness, its
-// watermark follows the wall clock:
-//
-//	W' = MAX(W, formula, idle ∧ caught up ∧ kind ≠ NoWatermarks ? now − lag : −∞)
-//
-// where lag is the bound (BoundedOutOfOrderness) or 1 ms (Monotonous): an
-// idle partition assumes its next record is at most lag older than its
-// arrival. A record that comes later with an older event time may be late
-// downstream, as a record of a partition back from idleness may be on the
-// kafkastreams runner. It does no I/O and reads no clock: the caller
-// passes now.
+// where caught up is a partition EOF at or past the partition's next
+// offset (the kafkastreams head's caughtUp). Idleness is not here: an
+// unbounded Read with idleness is refused on these runners (prismCheck),
+// since the minimum over restrictions cannot leave an idle partition out
+// as the kafkastreams runner does. It does no I/O and reads no clock: the
+// caller passes now.
 type watermarkEstimator struct {
 	part *kafkasource.Partition
-	noWM bool
-	lag  mtime.Time
 	wm   mtime.Time
-	// err is a strategy kafkasource refused (newWatermarkEstimator).
+	// err is a strategy kafkasource refused, or one these runners refuse
+	// (newWatermarkEstimator).
 	err error
 }
 
@@ -211,19 +204,17 @@ type watermarkEstimator struct {
 // at each checkpoint.
 func (e *watermarkEstimator) CurrentWatermark() time.Time { return e.wm.ToTime() }
 
-// observe records a record of event time ts read at wall-clock now.
+// observe records a record of event time ts read at wall-clock now (the
+// partition is not caught up: the record's EOF is still to come).
 func (e *watermarkEstimator) observe(ts mtime.Time, now time.Time) {
 	e.part.Observe(ts, now)
-	e.wm = max(e.wm, e.part.Watermark())
+	e.wm = max(e.wm, e.part.WatermarkAt(now, false))
 }
 
-// advance applies idleness at wall-clock now; caughtUp says the partition
-// has been read to its end.
+// advance moves the watermark to wall-clock now; caughtUp says the
+// partition has been read to its end.
 func (e *watermarkEstimator) advance(now time.Time, caughtUp bool) {
-	e.wm = max(e.wm, e.part.Watermark())
-	if caughtUp && !e.noWM && e.part.Idle(now) {
-		e.wm = max(e.wm, min(mtime.FromTime(now)-e.lag, mtime.MaxTimestamp))
-	}
+	e.wm = max(e.wm, e.part.WatermarkAt(now, caughtUp))
 }
 
 func (e *watermarkEstimator) state() WatermarkState {
@@ -234,9 +225,37 @@ func (e *watermarkEstimator) state() WatermarkState {
 	return s
 }
 
+// ErrIdlenessNotSame is wrapped by the error of an unbounded Read with
+// idleness on a runner other than kafkastreams (prismCheck).
+var ErrIdlenessNotSame = errors.New("kafkaio: idleness cannot give the kafkastreams runner's windows on this runner")
+
+// prismCheck refuses, on runners other than kafkastreams, a strategy whose
+// watermark would differ from the kafkastreams runner's: an unbounded Read
+// with idleness (WithIdleness(d > 0), or none set: the kafkastreams
+// runner's --default_idleness, 5 minutes by default) and watermarks. There
+// an idle partition is left out of its source's minimum and a source
+// whose every partition is idle holds its watermark (seed 002); here the
+// runner takes the minimum over the restrictions' estimates, and an
+// estimate cannot be "left out": holding would pin the others behind an
+// empty partition, following the wall clock (this runner's former rule)
+// fires windows that kafkastreams holds. The error names the two options
+// that are the same on both. A Bounded Read ends, and NoWatermarks stays
+// at the start of time, on both, whatever the idleness.
+func (c Config) prismCheck() error {
+	if c.Bounded || c.Watermark.Kind == NoWatermarks || c.Watermark.Kind == LimitedDelay || c.Watermark.IdlenessMs < 0 {
+		return nil
+	}
+	idle := "no WithIdleness: the kafkastreams runner's --default_idleness, 5 minutes by default"
+	if c.Watermark.IdlenessMs > 0 {
+		idle = fmt.Sprintf("WithIdleness(%v)", time.Duration(c.Watermark.IdlenessMs)*time.Millisecond)
+	}
+	return fmt.Errorf("kafkaio.Read(%s): %w (%s): on the kafkastreams runner an idle partition is left out of the watermark's minimum and a source whose every partition is idle holds its watermark; Prism takes the minimum over the partitions' estimates and can do neither. Use kafkaio.WithLimitedDelay(d) for windows that close d after their end when the topic goes quiet, or kafkaio.WithIdleness(-1) for a watermark that holds while a partition is quiet: each gives the same windows on both runners",
+		c.Topics[0], ErrIdlenessNotSame, idle)
+}
+
 // prismStrategy is c's watermark strategy on runners other than
-// kafkastreams: IdlenessMs 0 is defaultIdleness, and alignment is not
-// done (no group spans the runner's restrictions).
+// kafkastreams: no idleness (prismCheck refuses it; NoWatermarks' does not
+// matter), and no alignment (no group spans the runner's restrictions).
 func (c Config) prismStrategy() kafkasource.Strategy {
 	st := kafkasource.Strategy{Kind: kafkasource.BoundedOutOfOrderness, MaxOutOfOrderness: time.Duration(c.Watermark.MaxOutOfOrdernessMs) * time.Millisecond}
 	switch c.Watermark.Kind {
@@ -245,36 +264,33 @@ func (c Config) prismStrategy() kafkasource.Strategy {
 	case NoWatermarks:
 		st.Kind = kafkasource.NoWatermarks
 		st.MaxOutOfOrderness = 0
-	}
-	switch {
-	case c.Watermark.IdlenessMs > 0:
-		st.Idleness = time.Duration(c.Watermark.IdlenessMs) * time.Millisecond
-	case c.Watermark.IdlenessMs == 0:
-		st.Idleness = defaultIdleness
+	case LimitedDelay:
+		st.Kind = kafkasource.LimitedDelay
 	}
 	return st
 }
 
 // newWatermarkEstimator rebuilds the estimator of strategy c from s. A
-// strategy kafkasource refuses (which Config.Validate lets through) gives
-// an estimator whose err says why, at the start of time; ProcessElement
-// returns that error.
+// strategy these runners refuse (prismCheck), or kafkasource refuses
+// (which Config.Validate lets through), gives an estimator whose err says
+// why, at the start of time; ProcessElement returns that error.
 func newWatermarkEstimator(c Config, s WatermarkState) *watermarkEstimator {
 	st := c.prismStrategy()
 	activity := time.UnixMilli(s.ActivityMs)
 	p, err := kafkasource.NewPartition(st, activity)
+	if err == nil {
+		err = c.prismCheck()
+	} else {
+		err = fmt.Errorf("kafkaio.Read(%s): %w", c.Topics[0], err)
+	}
 	if err != nil {
 		p, _ = kafkasource.NewPartition(kafkasource.Strategy{Kind: kafkasource.NoWatermarks}, activity)
-		return &watermarkEstimator{part: p, noWM: true, wm: mtime.MinTimestamp, err: fmt.Errorf("kafkaio.Read(%s): %w", c.Topics[0], err)}
+		return &watermarkEstimator{part: p, wm: mtime.MinTimestamp, err: err}
 	}
 	if s.Seen {
 		p.Observe(mtime.Time(s.MaxEventTime), activity)
 	}
-	lag := mtime.Time(c.Watermark.MaxOutOfOrdernessMs)
-	if st.Kind == kafkasource.Monotonous {
-		lag = 1
-	}
-	return &watermarkEstimator{part: p, noWM: st.Kind == kafkasource.NoWatermarks, lag: lag, wm: mtime.Time(s.Watermark)}
+	return &watermarkEstimator{part: p, wm: mtime.Time(s.Watermark)}
 }
 
 // unboundedReadFn is an unbounded Read (no Bounded option). On the
@@ -299,10 +315,10 @@ func newWatermarkEstimator(c Config, s WatermarkState) *watermarkEstimator {
 //     checkpoints with sdf.ResumeProcessingIn(resumeDelay). It never stops
 //     by itself: cancel the job.
 //   - The watermark is watermarkEstimator's, per partition: the runner
-//     takes the minimum over the restrictions. Idleness (IdlenessMs; 0 is
-//     5 minutes) lets a partition that is read to its end and quiet follow
-//     the wall clock (watermarkEstimator), so an empty partition stops
-//     holding the windows of the others after the idleness. Watermark
+//     takes the minimum over the restrictions. A strategy with idleness is
+//     refused (prismCheck: SplitRestriction and ProcessElement return its
+//     error); WithLimitedDelay lets a partition read to its end and quiet
+//     follow the wall clock less the delay, as on kafkastreams. Watermark
 //     alignment is not done.
 //
 // Prism takes a stage's watermark estimate from the residuals of its
@@ -349,6 +365,9 @@ func (f *unboundedReadFn) SplitRestriction(_ []byte, r Restriction) ([]Restricti
 		return []Restriction{r}, nil
 	}
 	c := f.Config
+	if err := c.prismCheck(); err != nil {
+		return nil, err
+	}
 	topic := c.Topics[0]
 	cm := c.clientConfig()
 	cm["group.id"] = "kafkaio-read-" + topic

@@ -19,13 +19,15 @@ var epoch = time.Date(2026, 9, 22, 10, 0, 0, 0, time.UTC)
 // TestScenarios runs the scenario files in testdata/ (go test -rewrite
 // regenerates their expected output). Commands:
 //
-//	new [name=p] [kind=bounded|monotonous|none|N] [bound=30s] [idle=5s]
+//	new [name=p] [kind=bounded|monotonous|none|limited|N] [bound=30s] [idle=5s]
 //	    [group=g] [drift=10s] at=0       NewPartition, assigned at at;
 //	                                     prints ok or the error
 //	validate [kind=..] [bound=..] …      Strategy.Validate only
 //	observe [name=p] ts=1000 now=100ms   Observe; ts=(5,3,9) observes each in
 //	                                     turn; prints the watermark after each
 //	watermark [name=p]                   Watermark
+//	watermark-at [name=p] now=6s [caught-up]
+//	                                     WatermarkAt(now, caught-up given)
 //	idle [name=p] now=6s                 Idle and IdleAt
 //	state [name=p] now=6s                View
 //	align [members=(a,b)] now=7s         Align over the named partitions
@@ -33,7 +35,8 @@ var epoch = time.Date(2026, 9, 22, 10, 0, 0, 0, time.UTC)
 //
 // Event times and watermarks are mtime.Time in ms; min and max stand for
 // mtime.MinTimestamp and mtime.MaxTimestamp, min+N and max-N for values
-// near them. Wall-clock instants (at=, now=) are Go durations after a fixed
+// near them, e+N and e-N for values near the epoch below (the event time
+// of a record stamped at the wall-clock instant N ms after it). Wall-clock instants (at=, now=) are Go durations after a fixed
 // epoch, and are printed the same way.
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -81,6 +84,8 @@ func TestScenarios(t *testing.T) {
 				return b.String()
 			case "watermark":
 				return "wm=" + fmtTS(get().Watermark()) + "\n"
+			case "watermark-at":
+				return "wm=" + fmtTS(get().WatermarkAt(epoch.Add(durArg(t, td, "now")), td.HasArg("caught-up"))) + "\n"
 			case "idle":
 				p := get()
 				now := epoch.Add(durArg(t, td, "now"))
@@ -148,6 +153,8 @@ func parseStrategy(t *testing.T, td *datadriven.TestData) Strategy {
 			s.Kind = Monotonous
 		case "none":
 			s.Kind = NoWatermarks
+		case "limited":
+			s.Kind = LimitedDelay
 		default:
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -179,11 +186,13 @@ func durArg(t *testing.T, td *datadriven.TestData, key string) time.Duration {
 	return d
 }
 
-// parseTS parses an event time: N, min, max, min+N, max-N (ms).
+// parseTS parses an event time: N, min, max, min+N, max-N, e+N, e-N (ms).
 func parseTS(t *testing.T, s string) mtime.Time {
 	t.Helper()
 	base, rest := mtime.Time(0), s
 	switch {
+	case strings.HasPrefix(s, "e"):
+		base, rest = mtime.FromTime(epoch), s[1:]
 	case strings.HasPrefix(s, "min"):
 		base, rest = mtime.MinTimestamp, s[3:]
 	case strings.HasPrefix(s, "max"):
@@ -212,6 +221,8 @@ func fmtTS(w mtime.Time) string {
 		return fmt.Sprintf("min+%d", int64(w-mtime.MinTimestamp))
 	case mtime.MaxTimestamp-w < day:
 		return fmt.Sprintf("max-%d", int64(mtime.MaxTimestamp-w))
+	case w-mtime.FromTime(epoch) < day && mtime.FromTime(epoch)-w < day:
+		return fmt.Sprintf("e%+d", int64(w-mtime.FromTime(epoch)))
 	}
 	return strconv.FormatInt(int64(w), 10)
 }

@@ -6,13 +6,15 @@
 // # What lives here
 //
 //   - Strategy (watermark.go): a source's watermark strategy — the kind
-//     (BoundedOutOfOrderness, Monotonous, NoWatermarks), the out-of-orderness
-//     bound, the idleness timeout and the alignment group and drift — and
+//     (BoundedOutOfOrderness, Monotonous, NoWatermarks, LimitedDelay), the
+//     out-of-orderness bound (LimitedDelay's delay), the idleness timeout
+//     and the alignment group and drift — and
 //     Strategy.Validate, which checks the fields against each other.
 //   - Partition (watermark.go): the generator of ONE source partition. The
 //     caller feeds it every record's event time with Observe and reads its
-//     Watermark, whether it is Idle, and when it will be (IdleAt, for a
-//     wake-up). View is the per-partition row of the operator's
+//     watermark (WatermarkAt(now, caughtUp); Watermark for the kinds that
+//     do not read the clock), whether it is Idle, and when it will be
+//     (IdleAt, for a wake-up). View is the per-partition row of the operator's
 //     GET /watermarks.
 //   - Align (align.go): for the partitions of one alignment group, the group
 //     minimum over the partitions that count, each one's drift from it, and
@@ -65,7 +67,13 @@
 //     max(event time) − MaxOutOfOrderness (bounded), max(event time) − 1 ms
 //     (monotonous) or mtime.MinTimestamp (no watermarks), clamped to
 //     [mtime.MinTimestamp, mtime.MaxTimestamp]. It never decreases, whatever
-//     the order of the records.
+//     the order of the records. LimitedDelay (Beam Java KafkaIO's
+//     CustomTimestampPolicyWithLimitedDelay, delay d) reads the clock:
+//     WatermarkAt is min(max event time, now) − d, and now − d once the
+//     partition is caught up and its max event time is more than d behind
+//     now (an empty caught-up partition too); it never idles out. It may
+//     drop when the partition stops being caught up: the caller keeps the
+//     largest it reported (the task's output watermark, the SDF estimator).
 //  2. Idleness is measured from the partition's last activity: its
 //     assignment or its latest record, whichever is later. A partition that
 //     never receives a record idles out after the timeout like any other

@@ -60,6 +60,15 @@ type HeadConfig struct {
 	Ends map[int32]int64
 }
 
+// LimitedDelayReport is how far (event time, which here moves with the
+// wall clock) a quiet LimitedDelay partition's watermark moves between the
+// attempts Wake asks for to report it: at most one transaction a second
+// per source stage and instance for partitions that are caught up and
+// quiet, and a window closes at most this much later than its end plus
+// the delay (plus a commit). Prism's estimator moves at every checkpoint
+// of its partition (every 200 ms plus a poll).
+const LimitedDelayReport = time.Second
+
 // FutureSkew is how far ahead of the wall clock a record's event time may
 // be before it is logged (once per source): a producer clock that runs
 // ahead, or a timestamp in the wrong unit, holds its partition's watermark
@@ -71,17 +80,25 @@ const FutureSkew = time.Minute
 // KV<key, value> at the record's Kafka timestamp (CreateTime or
 // LogAppendTime, as the topic says), and the partition's watermark
 // generator (Partition) says how far the task's output watermark may go:
-// Hold(p) = Partition.Watermark();
 //
-//	Idle(p) ⇔ caughtUp(p) ∧ ¬held(p) ∧ Partition.Idle(now)
+//	Hold(p) = Partition.WatermarkAt(now, quiet(p))
+//	Idle(p) ⇔ quiet(p) ∧ Partition.Idle(now)
+//	quiet(p) ⇔ caughtUp(p) ∧ ¬held(p) ∧ ¬unreachable(p)
 //
 // where caughtUp(p) says the consumer reached the partition's end past
 // p's latest record (a partition EOF at or after its offset + 1): a partition with a backlog is
 // never idle (seed 002: "a live-but-lagging partition is never mistaken
 // for an idle one"), and Partition.Idle's clock starts when the partition
 // is assigned, so a partition that never gets a record still idles out.
+// quiet (quietLocked) is the one notion of "nothing left to read that
+// could come" that idleness and a LimitedDelay strategy share. For every
+// kind but LimitedDelay, WatermarkAt is Partition.Watermark() and does not
+// read the clock.
 // The stage's consumer must deliver partition EOF events. Wake asks for an attempt when a partition
-// goes idle, so that its idle report goes out though it has no record.
+// goes idle, so that its idle report goes out though it has no record,
+// and, for a LimitedDelay source, whenever a quiet partition's watermark
+// (which follows the wall clock) has moved LimitedDelayReport past the one
+// Wake last asked for: that report is not idle, it is a watermark.
 //
 // After a restore the generator starts afresh (its largest event time is
 // not checkpointed): the task's output watermark, max(previous, min(end of
@@ -119,6 +136,10 @@ type Head struct {
 		// unreachable are the partitions the consumer cannot fetch (their
 		// leader is gone: SetReachable): never idle.
 		unreachable map[int32]bool
+		// woke[p], for a LimitedDelay source, is the watermark of p that
+		// Wake last asked an attempt for (absent: none since the
+		// assignment or the last abort).
+		woke map[int32]mtime.Time
 	}
 	futureLogged bool
 	// bad are the records of the current attempt Timestamp failed on, in
@@ -174,6 +195,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
 	h.mu.unreachable = map[int32]bool{}
+	h.mu.woke = map[int32]mtime.Time{}
 	return h, nil
 }
 
@@ -219,6 +241,7 @@ func (h *Head) forgetProgressLocked(p int32) {
 	delete(h.mu.reported, p)
 	delete(h.mu.eof, p)
 	delete(h.mu.next, p)
+	delete(h.mu.woke, p)
 }
 
 // Element turns record r of partition p into its element, at its Kafka
@@ -284,8 +307,9 @@ func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Wor
 // Results implements stage.Head: nothing comes back to a source.
 func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
 
-// Hold is partition p's watermark (Partition.Watermark; mtime.MinTimestamp
-// if p is not assigned; the end of time once a bounded read of p is done).
+// Hold is partition p's watermark (Partition.WatermarkAt(now, quiet(p)):
+// Partition.Watermark but for a LimitedDelay source; mtime.MinTimestamp if
+// p is not assigned; the end of time once a bounded read of p is done).
 func (h *Head) Hold(p int32) mtime.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -294,17 +318,18 @@ func (h *Head) Hold(p int32) mtime.Time {
 		return mtime.MaxTimestamp
 	}
 	if part := h.mu.parts[p]; part != nil {
-		return part.Watermark()
+		return part.WatermarkAt(h.cfg.Clock(), h.quietLocked(p))
 	}
 	return mtime.MinTimestamp
 }
 
-// Idle is Partition.Idle(now) of partition p.
+// Idle is Partition.Idle(now) of partition p, once p is quiet
+// (quietLocked).
 func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || h.mu.held[p] || h.mu.unreachable[p] || !h.caughtUpLocked(p) || !part.Idle(h.cfg.Clock()) {
+	if part == nil || h.mu.done[p] || !h.quietLocked(p) || !part.Idle(h.cfg.Clock()) {
 		return false // a backlog, records alignment holds back, or no leader: never idle
 	}
 	h.mu.announced[p] = true
@@ -366,7 +391,10 @@ func (h *Head) ReachedEnd(p int32, offset int64) {
 }
 
 // Wake returns the partitions that went idle and have not been reported
-// idle yet, and those a bounded read finished and has not reported, sorted.
+// idle yet, those a bounded read finished and has not reported, and, of a
+// LimitedDelay source, the quiet partitions whose watermark moved
+// LimitedDelayReport or more since Wake last returned them (or that it has
+// not returned since their assignment or an abort), sorted.
 func (h *Head) Wake() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -384,9 +412,19 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && h.caughtUpLocked(p) && !h.mu.held[p] && !h.mu.unreachable[p] && part.Idle(now) {
+		if !h.mu.announced[p] && h.quietLocked(p) && part.Idle(now) {
 			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, nothing left to read): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
 			out = append(out, p)
+			continue
+		}
+		if h.cfg.Strategy.Kind == LimitedDelay && h.quietLocked(p) {
+			// A quiet partition's watermark follows the wall clock: report
+			// it every LimitedDelayReport of movement.
+			w := part.WatermarkAt(now, true)
+			if last, ok := h.mu.woke[p]; !ok || w-last >= mtime.Time(LimitedDelayReport.Milliseconds()) {
+				h.mu.woke[p] = w
+				out = append(out, p)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
@@ -472,6 +510,15 @@ func (h *Head) Pause() []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// quietLocked says partition p has nothing left to read that the consumer
+// could see: caught up (caughtUpLocked), not held back by alignment, and
+// reachable. Idleness (Idle, Wake) and a LimitedDelay watermark (Hold)
+// both use it, so what makes a partition not quiet applies to both. Must
+// be called holding h.mu.
+func (h *Head) quietLocked(p int32) bool {
+	return h.caughtUpLocked(p) && !h.mu.held[p] && !h.mu.unreachable[p]
 }
 
 // caughtUpLocked says partition p has no backlog: a partition EOF at or

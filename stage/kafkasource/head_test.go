@@ -186,3 +186,62 @@ func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadLimitedDelay: a LimitedDelay source (d = 2 s) never reports a
+// partition idle; once the consumer has reached the end after its latest
+// record and the wall clock is more than d past its highest event time, its
+// Hold follows the wall clock less d, and Wake asks for an attempt each
+// time it has moved LimitedDelayReport since the last one (the issue's
+// case on kafkastreams: three records at now − 30 s … now, then silence;
+// the window closes at its end plus d, not never).
+func TestHeadLimitedDelay(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	h, err := NewHead(HeadConfig{
+		Stage: "s0", Topic: "in",
+		Strategy: Strategy{Kind: LimitedDelay, MaxOutOfOrderness: 2 * time.Second},
+		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Clock:    func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Assign(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	ms := func(d time.Duration) mtime.Time { return mtime.FromTime(now.Add(d)) }
+	check := func(what string, wantHold mtime.Time, wantWake string) {
+		t.Helper()
+		if got := fmt.Sprintf("hold=%d wake=%v idle=%v", h.Hold(0), h.Wake(), h.Idle(0)); got != fmt.Sprintf("hold=%d wake=%s idle=false", wantHold, wantWake) {
+			t.Errorf("%s: %s, want hold=%d wake=%s idle=false", what, got, wantHold, wantWake)
+		}
+	}
+	check("assigned, no EOF yet: holds", mtime.MinTimestamp, "[]")
+	for i, back := range []time.Duration{30 * time.Second, 15 * time.Second, 0} {
+		if _, err := h.Element(0, stage.In{Offset: int64(i), Timestamp: int64(ms(-back))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := ms(0)
+	check("three records, no EOF after them: max − d", last-2000, "[]")
+	h.ReachedEnd(0, 3)
+	check("caught up, within d of the max: max − d", last-2000, "[0]") // first wake since assignment
+	now = now.Add(2500 * time.Millisecond)
+	check("caught up, 2.5 s later: now − d", ms(-2*time.Second), "[0]") // moved 2.5 s since the last wake
+	now = now.Add(600 * time.Millisecond)
+	check("0.6 s later", ms(-2*time.Second), "[]")
+	now = now.Add(400 * time.Millisecond)
+	check("1 s after the last wake", ms(-2*time.Second), "[0]")
+	now = now.Add(time.Minute)
+	check("a minute later", ms(-2*time.Second), "[0]")
+	h.SetReachable(0, false)
+	check("unreachable: not quiet, max − d", last-2000, "[]")
+	h.SetReachable(0, true)
+	now = now.Add(100 * time.Millisecond)
+	check("reachable again", ms(-2*time.Second), "[]")
+	if err := h.Aborted([]int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	check("aborted: its EOF is forgotten until it reaches the end again", last-2000, "[]")
+	h.ReachedEnd(0, 3)
+	check("caught up again: woken at once", ms(-2*time.Second), "[0]")
+}

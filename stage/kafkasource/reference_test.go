@@ -43,12 +43,13 @@ func bigClamp(x *big.Int) mtime.Time {
 
 // refValid restates Validate's rules as one predicate.
 func refValid(s Strategy) bool {
-	kindOK := s.Kind == BoundedOutOfOrderness || s.Kind == Monotonous || s.Kind == NoWatermarks
+	kindOK := s.Kind == BoundedOutOfOrderness || s.Kind == Monotonous || s.Kind == NoWatermarks || s.Kind == LimitedDelay
 	nonNeg := s.MaxOutOfOrderness >= 0 && s.Idleness >= 0 && s.MaxDrift >= 0
-	boundOK := s.Kind == BoundedOutOfOrderness || s.MaxOutOfOrderness == 0
+	boundOK := s.Kind == BoundedOutOfOrderness || s.Kind == LimitedDelay || s.MaxOutOfOrderness == 0
 	driftOK := s.AlignmentGroup != "" || s.MaxDrift == 0
 	alignOK := s.AlignmentGroup == "" || (s.Idleness > 0 && s.Kind != NoWatermarks)
-	return kindOK && nonNeg && boundOK && driftOK && alignOK
+	limitedOK := s.Kind != LimitedDelay || (s.Idleness == 0 && s.AlignmentGroup == "")
+	return kindOK && nonNeg && boundOK && driftOK && alignOK && limitedOK
 }
 
 // watermark: the highest clamped event time, less the bound in ms (real
@@ -64,7 +65,7 @@ func (r *refPartition) watermark() mtime.Time {
 	x := big.NewInt(int64(hi))
 	x.Mul(x, bigMs) // in ns
 	switch r.s.Kind {
-	case BoundedOutOfOrderness:
+	case BoundedOutOfOrderness, LimitedDelay:
 		x.Sub(x, big.NewInt(int64(r.s.MaxOutOfOrderness)))
 	case Monotonous:
 		x.Sub(x, bigMs)
@@ -72,6 +73,36 @@ func (r *refPartition) watermark() mtime.Time {
 	// floor(x / 1 ms): the largest whole ms not after max − bound (Div is
 	// Euclidean division: the floor for a positive divisor).
 	return bigClamp(new(big.Int).Div(x, bigMs))
+}
+
+// watermarkAt restates WatermarkAt with big integers: for LimitedDelay,
+// with n the wall clock in ms, d the bound in ns and hi the highest clamped
+// event time (none before a record), n − d if hi > n or (caught up and
+// (no record or n − d > hi in ns)), else hi − d, rounded down to whole ms
+// and clamped; the other kinds' watermark otherwise.
+func (r *refPartition) watermarkAt(now time.Time, caughtUp bool) mtime.Time {
+	if r.s.Kind != LimitedDelay {
+		return r.watermark()
+	}
+	n := big.NewInt(now.UnixMilli())
+	n.Mul(n, bigMs)
+	n.Sub(n, big.NewInt(int64(r.s.MaxOutOfOrderness))) // n − d, ns
+	nMinusD := bigClamp(new(big.Int).Div(n, bigMs))
+	if len(r.ts) == 0 {
+		if caughtUp {
+			return nMinusD
+		}
+		return mtime.MinTimestamp
+	}
+	hi := mtime.MinTimestamp
+	for _, t := range r.ts {
+		hi = max(hi, bigClamp(big.NewInt(t)))
+	}
+	hiNs := new(big.Int).Mul(big.NewInt(int64(hi)), bigMs)
+	if int64(hi) > now.UnixMilli() || caughtUp && n.Cmp(hiNs) > 0 {
+		return nMinusD
+	}
+	return r.watermark()
 }
 
 // activity: the latest of the assignment and every record's now.
@@ -122,17 +153,17 @@ func randomDuration(rng *rand.Rand) time.Duration {
 }
 
 func randomStrategy(rng *rand.Rand) Strategy {
-	s := Strategy{Kind: Kind(rng.IntN(4))} // 3 is invalid
-	if s.Kind == BoundedOutOfOrderness || rng.IntN(8) == 0 {
+	s := Strategy{Kind: Kind(rng.IntN(5))} // 4 is invalid
+	if s.Kind == BoundedOutOfOrderness || s.Kind == LimitedDelay || rng.IntN(8) == 0 {
 		s.MaxOutOfOrderness = randomDuration(rng)
 	}
-	if rng.IntN(4) != 0 {
+	if rng.IntN(4) != 0 && (s.Kind != LimitedDelay || rng.IntN(8) == 0) {
 		s.Idleness = randomDuration(rng)
 		if s.Idleness == math.MaxInt64 {
 			s.Idleness = time.Hour
 		}
 	}
-	if rng.IntN(3) == 0 {
+	if rng.IntN(3) == 0 && (s.Kind != LimitedDelay || rng.IntN(8) == 0) {
 		s.AlignmentGroup = "g"
 		s.MaxDrift = randomDuration(rng)
 	}
@@ -206,6 +237,14 @@ func TestPropertyAgainstReference(t *testing.T) {
 			}
 			if last, ok := p.LastEventTime(); !ok || last != bigClamp(big.NewInt(ts)) {
 				fail("LastEventTime = %d %v, want clamp(%d)", last, ok, ts)
+			}
+			// WatermarkAt at a random instant around the event times
+			// (the wall clock and the event times share base here).
+			clock := time.UnixMilli(base + rng.Int64N(120_000) - 60_000)
+			for _, cu := range []bool{false, true} {
+				if got, want := p.WatermarkAt(clock, cu), ref.watermarkAt(clock, cu); got != want {
+					fail("WatermarkAt(%d, caughtUp %v) = %d, reference %d", clock.UnixMilli(), cu, got, want)
+				}
 			}
 		}
 	}
@@ -291,7 +330,7 @@ func TestAlignEmptyGroup(t *testing.T) {
 func TestErrorsWrapOneSentinel(t *testing.T) {
 	sentinels := []error{ErrUnknownKind, ErrNegativeDuration, ErrBoundWithoutBounded,
 		ErrAlignmentWithoutIdleness, ErrAlignmentWithoutWatermarks, ErrDriftWithoutGroup,
-		ErrNotAligned, ErrMixedGroups}
+		ErrNotAligned, ErrMixedGroups, ErrIdlenessWithLimitedDelay, ErrLimitedDelayAligned}
 	for _, tc := range []struct {
 		s    Strategy
 		want error
@@ -302,6 +341,8 @@ func TestErrorsWrapOneSentinel(t *testing.T) {
 		{Strategy{AlignmentGroup: "g"}, ErrAlignmentWithoutIdleness},
 		{Strategy{Kind: NoWatermarks, AlignmentGroup: "g", Idleness: 1}, ErrAlignmentWithoutWatermarks},
 		{Strategy{MaxDrift: 1}, ErrDriftWithoutGroup},
+		{Strategy{Kind: LimitedDelay, Idleness: 1}, ErrIdlenessWithLimitedDelay},
+		{Strategy{Kind: LimitedDelay, AlignmentGroup: "g"}, ErrLimitedDelayAligned},
 	} {
 		err := tc.s.Validate()
 		n := 0

@@ -37,6 +37,15 @@ var (
 	ErrNotAligned = errors.New("kafkasource: partition is not in an alignment group")
 	// ErrMixedGroups: Align got partitions of different alignment groups.
 	ErrMixedGroups = errors.New("kafkasource: partitions of different alignment groups")
+	// ErrIdlenessWithLimitedDelay: Idleness set on a LimitedDelay strategy.
+	// A caught-up LimitedDelay partition follows the wall clock less its
+	// delay instead of idling out, so the idleness would be silently
+	// ignored.
+	ErrIdlenessWithLimitedDelay = errors.New("kafkasource: a LimitedDelay source does not idle out (a quiet partition follows the wall clock): idleness must be 0")
+	// ErrLimitedDelayAligned: an AlignmentGroup on a LimitedDelay strategy
+	// (not supported: alignment compares Partition.Watermark, which is not
+	// a LimitedDelay partition's watermark once it is caught up).
+	ErrLimitedDelayAligned = errors.New("kafkasource: a LimitedDelay source cannot be aligned")
 )
 
 // Kind is the kind of watermark a source partition generates (seed 002,
@@ -56,6 +65,16 @@ const (
 	// NoWatermarks: the watermark stays at mtime.MinTimestamp, for sources
 	// read by processing-time-only pipelines. It still idles out.
 	NoWatermarks
+	// LimitedDelay: Beam Java KafkaIO's CustomTimestampPolicyWithLimitedDelay
+	// with Strategy.MaxOutOfOrderness as its maxDelay d: the watermark is
+	// min(highest event time, now) − d, and a partition that is caught up
+	// and whose highest event time is more than d behind the wall clock
+	// follows the wall clock, now − d (Partition.WatermarkAt). It never
+	// idles out: a quiet partition's watermark keeps moving, so the windows
+	// of a source that went quiet close (Kafka Streams' "suppress never
+	// emits without new records"). A record more than d behind the wall
+	// clock when it is read may be late.
+	LimitedDelay
 )
 
 // String returns the kind's name as the datadriven tests and logs spell it.
@@ -67,6 +86,8 @@ func (k Kind) String() string {
 		return "monotonous"
 	case NoWatermarks:
 		return "none"
+	case LimitedDelay:
+		return "limited"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -81,17 +102,19 @@ type Strategy struct {
 	// MaxOutOfOrderness is how far behind the highest event time seen a
 	// record may still be on time, for BoundedOutOfOrderness (Flink's
 	// forBoundedOutOfOrderness(Duration), StoatFlow's
-	// max-out-of-orderness-ms). Must be >= 0; default 0 (the watermark
-	// follows the highest event time). Applied in whole milliseconds,
-	// rounded up, so the watermark never passes max − MaxOutOfOrderness.
-	// Must be 0 for the other kinds.
+	// max-out-of-orderness-ms), and LimitedDelay's maxDelay (also how far
+	// behind the wall clock a caught-up partition's watermark trails).
+	// Must be >= 0; default 0 (the watermark follows the highest event
+	// time). Applied in whole milliseconds, rounded up, so the watermark
+	// never passes max − MaxOutOfOrderness. Must be 0 for Monotonous and
+	// NoWatermarks.
 	MaxOutOfOrderness time.Duration
 	// Idleness is the wall-clock time a partition may go without a record
 	// before it is idle and excluded from the minimum (Flink's
 	// withIdleness(Duration), StoatFlow's idleness-timeout-ms). Must be
 	// >= 0; 0 switches idleness off (default). The engine-wide default of
 	// seed 002 (5 minutes when a source sets none) is the caller's to
-	// apply: here 0 always means off.
+	// apply: here 0 always means off. Must be 0 for LimitedDelay.
 	Idleness time.Duration
 	// AlignmentGroup names the alignment group of the source (Flink's
 	// withWatermarkAlignment(group, …), FLIP-217); "" (default) is not
@@ -111,20 +134,22 @@ type Strategy struct {
 // the first violation (an unknown kind; then a negative duration, in field
 // order; then the combinations, in the order below), wrapping one of
 // ErrUnknownKind, ErrNegativeDuration (naming the field),
-// ErrBoundWithoutBounded, ErrDriftWithoutGroup, ErrAlignmentWithoutIdleness
-// or ErrAlignmentWithoutWatermarks:
+// ErrBoundWithoutBounded, ErrDriftWithoutGroup, ErrIdlenessWithLimitedDelay,
+// ErrLimitedDelayAligned, ErrAlignmentWithoutIdleness or
+// ErrAlignmentWithoutWatermarks:
 //
-//	Kind ∈ {BoundedOutOfOrderness, Monotonous, NoWatermarks}
-//	MaxOutOfOrderness ≥ 0 ∧ (Kind = BoundedOutOfOrderness ∨ MaxOutOfOrderness = 0)
+//	Kind ∈ {BoundedOutOfOrderness, Monotonous, NoWatermarks, LimitedDelay}
+//	MaxOutOfOrderness ≥ 0 ∧ (Kind ∈ {BoundedOutOfOrderness, LimitedDelay} ∨ MaxOutOfOrderness = 0)
 //	Idleness ≥ 0
 //	MaxDrift ≥ 0 ∧ (AlignmentGroup ≠ "" ∨ MaxDrift = 0)
+//	Kind = LimitedDelay ⇒ Idleness = 0 ∧ AlignmentGroup = ""
 //	AlignmentGroup ≠ "" ⇒ Idleness > 0 ∧ Kind ≠ NoWatermarks
 //
 // An aligned source without idleness is refused (a silent laggard would
 // hold its group for good: seed 002, FLIP-217).
 func (s Strategy) Validate() error {
 	switch s.Kind {
-	case BoundedOutOfOrderness, Monotonous, NoWatermarks:
+	case BoundedOutOfOrderness, Monotonous, NoWatermarks, LimitedDelay:
 	default:
 		return fmt.Errorf("%w: %d", ErrUnknownKind, int(s.Kind))
 	}
@@ -137,10 +162,14 @@ func (s Strategy) Validate() error {
 		}
 	}
 	switch {
-	case s.Kind != BoundedOutOfOrderness && s.MaxOutOfOrderness != 0:
+	case s.Kind != BoundedOutOfOrderness && s.Kind != LimitedDelay && s.MaxOutOfOrderness != 0:
 		return fmt.Errorf("%w: Kind=%v MaxOutOfOrderness=%v", ErrBoundWithoutBounded, s.Kind, s.MaxOutOfOrderness)
 	case s.AlignmentGroup == "" && s.MaxDrift != 0:
 		return fmt.Errorf("%w: MaxDrift=%v", ErrDriftWithoutGroup, s.MaxDrift)
+	case s.Kind == LimitedDelay && s.Idleness != 0:
+		return fmt.Errorf("%w: Idleness=%v", ErrIdlenessWithLimitedDelay, s.Idleness)
+	case s.Kind == LimitedDelay && s.AlignmentGroup != "":
+		return fmt.Errorf("%w: AlignmentGroup=%q", ErrLimitedDelayAligned, s.AlignmentGroup)
 	case s.AlignmentGroup != "" && s.Idleness == 0:
 		return fmt.Errorf("%w: AlignmentGroup=%q Idleness=0 (a silent laggard would hold its group for good)",
 			ErrAlignmentWithoutIdleness, s.AlignmentGroup)
@@ -151,8 +180,8 @@ func (s Strategy) Validate() error {
 }
 
 // lagMillis is what the watermark trails the highest event time by, in
-// ms: ⌈MaxOutOfOrderness / 1 ms⌉ for BoundedOutOfOrderness, 1 for
-// Monotonous. Not used for NoWatermarks.
+// ms: ⌈MaxOutOfOrderness / 1 ms⌉ for BoundedOutOfOrderness and
+// LimitedDelay, 1 for Monotonous. Not used for NoWatermarks.
 func (s Strategy) lagMillis() mtime.Time {
 	if s.Kind == Monotonous {
 		return 1
@@ -242,6 +271,8 @@ func (p *Partition) Touch(now time.Time) {
 //	BoundedOutOfOrderness:  clamp(maxTS − ⌈MaxOutOfOrderness⌉ms)
 //	Monotonous:             clamp(maxTS − 1 ms)
 //	NoWatermarks:           mtime.MinTimestamp
+//	LimitedDelay:           clamp(maxTS − ⌈MaxOutOfOrderness⌉ms), the term
+//	                        its records give; its watermark is WatermarkAt's
 //
 // where clamp is to [mtime.MinTimestamp, mtime.MaxTimestamp]. It never
 // decreases: maxTS only grows. In Beam a record is late when its
@@ -258,6 +289,48 @@ func (p *Partition) Watermark() mtime.Time {
 	}
 	// maxTS ≥ MinTimestamp ≈ −9.2e15 and lag ≤ MaxInt64 ns ≈ 9.2e12 ms, so
 	// the difference does not overflow int64 before the clamp.
+	return clamp(p.maxTS - p.lag)
+}
+
+// WatermarkAt returns the partition's watermark at wall-clock now
+// (mtime.Time, ms since the Unix epoch), caughtUp saying that its consumer
+// has nothing left to read that it could see (the caller's notion, the one
+// its idleness uses). For every kind but LimitedDelay it is Watermark().
+// For LimitedDelay, with d = ⌈MaxOutOfOrderness⌉ms and n = now in ms, it is
+// Beam Java KafkaIO's CustomTimestampPolicyWithLimitedDelay.getWatermark:
+//
+//	maxTS > n (a record stamped in the future):  n − d
+//	caughtUp ∧ n − d > maxTS (quiet for over d):  n − d
+//	otherwise:                                    maxTS − d
+//
+// with maxTS = −∞ before the first record (so a caught-up partition that
+// never had one follows n − d, and one that is not caught up holds at
+// mtime.MinTimestamp), clamped to [mtime.MinTimestamp,
+// mtime.MaxTimestamp]. Java's policy holds a partition that has not read a
+// record with a positive timestamp; here, as with idleness (seed 002: the
+// clock starts at registration), an empty partition that is caught up does
+// not hold its source. The backlog check time of Java's policy is now: the
+// caller passes caughtUp as it knows it at now.
+//
+// It does not decrease as long as now does not and caughtUp stays (a
+// record makes a caught-up partition not caught up until the consumer
+// reaches its end again: the value may then drop by up to d, and the
+// caller keeps the maximum it reported). A record read more than d after
+// its event time may be behind it: the delay is the promise the strategy
+// makes. O(1).
+func (p *Partition) WatermarkAt(now time.Time, caughtUp bool) mtime.Time {
+	if p.s.Kind != LimitedDelay {
+		return p.Watermark()
+	}
+	n := mtime.FromTime(now)
+	switch {
+	case p.seen && p.maxTS > n:
+		return clamp(n - p.lag)
+	case caughtUp && (!p.seen || n-p.lag > p.maxTS):
+		return clamp(n - p.lag)
+	case !p.seen:
+		return mtime.MinTimestamp
+	}
 	return clamp(p.maxTS - p.lag)
 }
 
