@@ -15,6 +15,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
@@ -100,9 +101,14 @@ func TestKafkaSourceOpenTransactionNotIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := unreadSetup(t, ctx, bs, in, out)
+	// GET /watermarks/explain says why a stage is stuck once its
+	// watermark has not moved for this long.
+	oldStuck := *runner.WatermarkStuckThreshold
+	*runner.WatermarkStuckThreshold = 2 * time.Second
+	defer func() { *runner.WatermarkStuckThreshold = oldStuck }()
 
 	// The open transaction, written before the job starts.
-	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": uniqueName(t, "txn"), "transaction.timeout.ms": 120000})
+	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": uniqueName(t, "txn"), "transaction.timeout.ms": 120000, "go.delivery.reports": false})
 	if err != nil {
 		t.Fatal(err)
 	}
