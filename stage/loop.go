@@ -228,6 +228,12 @@ type Loop struct {
 	checked   time.Time
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
+	// admin asks the broker for log ends (LogEnds; derived from the
+	// consumer, nil until first needed and after the consumer closes);
+	// logEndAsked is when it last did, logEndFailed when it last logged
+	// a failure.
+	admin                     *kafka.AdminClient
+	logEndAsked, logEndFailed time.Time
 	// status is what Tasks returns: written here, read by any goroutine.
 	status taskStatuses
 	// abortsUncommitted counts the attempts aborted since the last commit
@@ -655,6 +661,10 @@ func (l *Loop) reopen(ctx context.Context) error {
 // group.instance.id fences it; otherwise at its session timeout).
 func (l *Loop) closeConsumer() {
 	c := l.consumer
+	if l.admin != nil {
+		l.admin.Close() // derived from c: releases nothing of c's
+		l.admin = nil
+	}
 	l.cbMu.Lock()
 	l.closing = true
 	l.cbMu.Unlock()
@@ -723,6 +733,7 @@ func (l *Loop) run(ctx context.Context) error {
 		if err := l.align(); err != nil {
 			return err
 		}
+		l.askLogEnds(ctx)
 		batch, err := l.poll(ctx)
 		if err != nil {
 			return err
