@@ -152,34 +152,75 @@ func TestKafkaSourceOpenTransactionNotIdle(t *testing.T) {
 
 // TestKafkaSourceUndeliveredFetchNotIdle: way (c). The source's consumer
 // waits for a fetch to fill (fetch.min.bytes 10 MB, fetch.wait.max.ms
-// 8 s: throughput tuning), so a record written to partition 1 just after
-// a fetch response stays in the broker for up to 8 s while the partition's
-// last EOF says it is at its end. Before the fix partition 1 idled out 3 s
-// after its first record and the record at B+30 s came late; now the
-// ListOffsets round trip at the idleness deadline shows the high watermark
-// past the consumer's position, and partition 1 holds the watermark until
-// the record is read.
+// 4 s: throughput tuning), so its fetch responses come every 4 s, and a
+// record written just after one stays in the broker until the next while
+// the partition's last EOF says it is at its end. The topic is empty when
+// the job starts; partition 0's records and partition 1's first one are
+// written together and come in one response (R, partition 1's last
+// activity); partition 1's EOF comes in the next (R + 4 s), and its
+// idleness (6 s) runs out at R + 6 s. The record at B+30 s is written at
+// about R + 4.8 s: it comes at R + 8 s. Before the fix partition 1 idled
+// out at R + 6 s on its EOF, [B, B+60 s) fired with 7 and the record came
+// late; now the ListOffsets answer at the deadline shows the high
+// watermark past the consumer's position, and partition 1 holds the
+// watermark until the record is read.
 func TestKafkaSourceUndeliveredFetchNotIdle(t *testing.T) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()
 	in, out := uniqueName(t, "in"), uniqueName(t, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p := unreadSetup(t, ctx, bs, in, out, kafkaio.WithProperty("fetch.min.bytes", "10000000"), kafkaio.WithProperty("fetch.wait.max.ms", "8000"))
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 2), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(6*time.Second),
+		kafkaio.WithProperty("fetch.min.bytes", "10000000"), kafkaio.WithProperty("fetch.wait.max.ms", "4000"))
+	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
+	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
 	done := startJob(sctx, bs, uniqueName(t, "app"), p)
 	defer func() { jcancel(); <-done }()
 	addr := servingAddr(t, addrOf)
-	waitSourceRead(t, addr) // a fetch response has just come: the next one is up to 8 s away
+	// The source's partitions are assigned and fetching (both reported,
+	// idle: an empty topic).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		rows := sourcePartitionRows(t, "http://"+addr+"/watermarks")
+		if len(rows) == 2 && strings.Contains(rows[0], "idle=true") && strings.Contains(rows[1], "idle=true") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source's partitions did not idle out on an empty topic: %q", rows)
+		}
+	}
+	var recs []kioRec
+	for s := int64(5); s <= 125; s += 10 {
+		recs = append(recs, kioRec{key: []byte(fmt.Sprint("k", s)), value: []byte("v"), ts: unreadBase + s*1000})
+	}
+	produceAt(t, bs, in, 0, recs...)
+	produceAt(t, bs, in, 1, kioRec{key: []byte("first"), value: []byte("v"), ts: unreadBase + 5000})
+	// R: the response that brought them (seen on the page a moment later).
+	want1 := fmt.Sprintf("lastEventTimeMs=%d", unreadBase+5000)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		rows := sourcePartitionRows(t, "http://"+addr+"/watermarks")
+		if len(rows) == 2 && strings.Contains(rows[1], want1) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not read partition 1's first record: %q", rows)
+		}
+	}
+	seen := time.Now()
+	time.Sleep(4500 * time.Millisecond)
 	produceAt(t, bs, in, 1, kioRec{key: []byte("slow"), value: []byte("v"), ts: unreadBase + 30000})
-	written := time.Now()
+	t.Logf("the record at B+30 s written %v after partition 1's first record was seen", time.Since(seen).Round(time.Millisecond))
 
 	want := []string{unreadWindow(0, 8), unreadWindow(1, 6)}
 	got := readValues(t, bs, out, 2, 40*time.Second)
 	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("output %q, want %q (the record at B+30 s, written %v before, waited in the broker for the fetch to fill; partition 1 was taken for idle meanwhile)", got, want, time.Since(written).Round(time.Millisecond))
+		t.Fatalf("output %q, want %q (the record at B+30 s waited in the broker for the fetch to fill; partition 1 was taken for idle meanwhile)", got, want)
 	}
 }
 
