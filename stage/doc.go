@@ -20,7 +20,16 @@
 //
 // Subpackage kafkasource is the head of a Kafka source stage (a user's topic
 // read directly: one task per partition) and the pure per-partition
-// watermark generator behind it (seed 002).
+// watermark generator behind it (seed 002). A source partition is idle
+// only when the broker holds nothing past its consumer's position that will
+// become readable (issue 21, section 2): librdkafka's partition EOF is not
+// enough (under read_committed it comes at the last stable offset while a
+// transaction is open; a fetch not answered yet, paused or stopped leaves an
+// old EOF standing). The loop (logends.go) asks the broker for the log end
+// of the partitions the head names (LogEnds: ListOffsets latest,
+// read_uncommitted for the high watermark and read_committed for the last
+// stable offset, at most every LogEndInterval) and hands the answers to the
+// head; the rule itself is kafkasource.Reading.Quiet, a pure core.
 //
 // Subpackage userstate is the head of a stateful ParDo stage: user state
 // and timers per task in the task's store, fired at their point in the
@@ -33,7 +42,7 @@
 // Reshuffle, Flatten and side-input stages); loop.go the Kafka shell
 // (consumer, transactional producer, rebalances, rewind); task.go a task's
 // watermark state and its checkpoint; sidegate.go pausing tasks held back
-// by side inputs.
+// by side inputs; logends.go the ListOffsets round trips of LogEnds.
 //
 // Idleness travels with the watermark (DESIGN.md "Watermarks", seed 002): a
 // task's input watermark is its watermarkmgr.Aggregator's over its upstream

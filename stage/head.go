@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
@@ -229,6 +230,36 @@ func (InternalInput) Idle(int32) bool { return false }
 type Reachability interface {
 	SetReachable(p int32, reachable bool)
 }
+
+// LogEnds is implemented by heads whose idleness depends on what the
+// broker holds past each partition's consumer position (the Kafka source:
+// issue 21, section 2). librdkafka's partition EOF says only that the
+// consumer was handed everything it could be: under read_committed it
+// comes at the last stable offset while a transaction is open, and a
+// fetch not answered yet, paused or stopped leaves an old EOF standing
+// while records are written past it. The loop asks the broker (ListOffsets,
+// latest, read_uncommitted and read_committed) for the partitions
+// LogEndsWanted names, at most every LogEndInterval, and hands each answer
+// to SetLogEnd with the wall-clock instant it sent the request; it calls
+// Rewound when it seeks a partition back outside an abort (a task side
+// inputs hold back).
+type LogEnds interface {
+	// LogEndsWanted returns the assigned partitions whose log end the
+	// loop should ask for now, sorted.
+	LogEndsWanted() []int32
+	// SetLogEnd hands over the broker's answer for partition p: its high
+	// watermark and last stable offset (Kafka offsets), asked at
+	// wall-clock asked.
+	SetLogEnd(p int32, high, stable int64, asked time.Time)
+	// Rewound says partition p's consumer was sought back: its last
+	// partition EOF is stale.
+	Rewound(p int32)
+}
+
+// LogEndInterval is how often at most a loop asks the broker for the log
+// ends its head wants (LogEnds): a partition goes idle up to this much
+// plus one round trip after its idleness timeout.
+const LogEndInterval = 500 * time.Millisecond
 
 // ReachedEnd implements Head: an internal topic has no end to reach.
 func (InternalInput) ReachedEnd(int32, int64) {}

@@ -228,6 +228,16 @@ type Loop struct {
 	checked   time.Time
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
+	// logEnd is askLogEnds' state (logends.go): its admin client (nil
+	// until first needed), whether a request is in flight (busy; its
+	// answer comes on answers), when it last asked and last logged a
+	// failure.
+	logEnd struct {
+		admin         *kafka.AdminClient
+		answers       chan logEndAnswer
+		busy          bool
+		asked, failed time.Time
+	}
 	// status is what Tasks returns: written here, read by any goroutine.
 	status taskStatuses
 	// abortsUncommitted counts the attempts aborted since the last commit
@@ -386,6 +396,7 @@ func unixNanos(n int64) time.Time {
 // Close leaves the group and closes the clients. Safe to call twice.
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
+		l.closeLogEnds()
 		l.closeConsumer()
 		if !l.abandoned {
 			l.producer.Close()
@@ -628,6 +639,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	l.rebalanceErr = nil
 	select {
 	case <-ctx.Done():
+		l.closeLogEnds()
 		l.closeOnce.Do(func() {}) // closed above: Close must not close them again
 		return ctx.Err()
 	case <-time.After(time.Second):
@@ -723,6 +735,7 @@ func (l *Loop) run(ctx context.Context) error {
 		if err := l.align(); err != nil {
 			return err
 		}
+		l.askLogEnds(ctx)
 		batch, err := l.poll(ctx)
 		if err != nil {
 			return err

@@ -73,6 +73,13 @@ func (l *Loop) holdBlocked(blocked map[int32]int64) error {
 	if _, err := l.consumer.SeekPartitions(tps); err != nil {
 		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
+	if le, ok := l.head.(LogEnds); ok {
+		// Sought back before records the EOF was past: not caught up
+		// (issue 21, section 2: a paused partition with records is not idle).
+		for _, tp := range tps {
+			le.Rewound(tp.Partition)
+		}
+	}
 	if l.side.paused == nil {
 		l.side.paused = map[int32]time.Time{}
 	}

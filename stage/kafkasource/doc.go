@@ -16,6 +16,13 @@
 //     do not read the clock), whether it is Idle, and when it will be
 //     (IdleAt, for a wake-up). View is the per-partition row of the operator's
 //     GET /watermarks.
+//   - Reading (logend.go): where one partition's consumer stands against
+//     the end of the partition's log — its partition EOFs, its records,
+//     the broker's ListOffsets answers (LogEnd: high watermark and last
+//     stable offset) — and whether the broker holds nothing past its
+//     position that will become readable (Quiet), or what it holds
+//     (Unread, Because: the operator's "holds records it cannot read yet
+//     because …"). Issue 21, section 2.
 //   - Align (align.go): for the partitions of one alignment group, the group
 //     minimum over the partitions that count, each one's drift from it, and
 //     which partitions are ahead by more than their MaxDrift and must be held
@@ -27,12 +34,13 @@
 // non-idle ones.
 //
 // Tests: testdata/*.txt are datadriven scenarios (datadriven_test.go;
-// go test -rewrite regenerates their expected output); reference_test.go
+// go test -rewrite regenerates their expected output), testdata/logend/*.txt
+// Reading's (logend_test.go); reference_test.go
 // checks Partition and Align against a dumb big-integer model on random
 // record sequences; fuzz_test.go holds FuzzPartition against the same
 // model.
 //
-// The shell (head.go): Head, the stage.Head of a Kafka source stage. It
+// The shell (head.go): Head, the stage.Head (and stage.LogEnds) of a Kafka source stage. It
 // turns each record into an element KV<key, value> at its event time (the
 // Kafka timestamp, or kafkaio.WithTimestampFn's), feeds the partition's
 // generator, and gives the step Hold = the partition's watermark, Idle, a
@@ -87,6 +95,28 @@
 //     consumer's statistics); once it can again, its idleness clock starts
 //     afresh. A broker failover is not a quiet partition: the records its
 //     producers hold back meanwhile come later with their event times.
+//     Nor is a partition whose log holds records its consumer was not
+//     handed (issue 21, section 2): librdkafka's EOF says only that the
+//     consumer got all it could get, so a partition is idle only once a
+//     ListOffsets answer asked at or after its idleness deadline shows the
+//     high watermark at or below its EOF (Reading.Quiet): Idle(p) ⇔
+//     Partition.Idle(now) ∧ ¬held ∧ ¬unreachable ∧ CaughtUp ∧
+//     answer.Asked ≥ IdleAt ∧ answer.High ≤ eof. The ways a partition holds such records, each told apart from a
+//     quiet partition by the answer: (a) a transaction open on it — the
+//     source reads read_committed, so its fetch and its EOF stop at the
+//     last stable offset while the high watermark is past it (Stable ≤
+//     eof < High); (b) its fetch paused after an EOF (alignment holds it:
+//     never idle; side inputs hold a task back: the loop seeks it back,
+//     Rewound, and it is not caught up until it reads to its end again);
+//     (c) records written after its last EOF that a fetch has not returned
+//     yet (a fetch waiting for fetch.min.bytes up to fetch.wait.max.ms, or
+//     just in flight at the deadline); (d) a fetch stopped or backing off
+//     after an error while the leader is up (eof < High). An idle partition
+//     that a later answer shows unread records for (a transaction opened
+//     on it) stops being idle at once. The loop asks (stage.LogEnds) at
+//     most every stage.LogEndInterval, so a partition goes idle up to
+//     0.5 s plus a round trip after its idleness timeout; a partition whose
+//     answer does not come (the broker cannot be asked) stays non-idle.
 //  3. Alignment: the group minimum is the min over the members that have
 //     had a record and are not idle; a member is held iff its watermark is
 //     more than its MaxDrift ahead of that minimum. With no member counting,

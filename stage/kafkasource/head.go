@@ -81,24 +81,37 @@ const FutureSkew = time.Minute
 // LogAppendTime, as the topic says), and the partition's watermark
 // generator (Partition) says how far the task's output watermark may go:
 //
-//	Hold(p) = Partition.WatermarkAt(now, quiet(p))
-//	Idle(p) ⇔ quiet(p) ∧ Partition.Idle(now)
-//	quiet(p) ⇔ caughtUp(p) ∧ ¬held(p) ∧ ¬unreachable(p)
+//	Hold(p) = Partition.WatermarkAt(at(p), true)   if quiet(p)   (a LimitedDelay source)
+//	        = Partition.WatermarkAt(now, false)     otherwise
+//	Idle(p) ⇔ Partition.Idle(now) ∧ ¬held(p) ∧ ¬unreachable(p) ∧ Reading.Quiet(IdleAt(p))
+//	quiet(p) ⇔ Reading.QuietAt() ∧ ¬held(p) ∧ ¬unreachable(p) ∧ ¬done(p);  at(p) its answer's Asked
 //
-// where caughtUp(p) says the consumer reached the partition's end past
-// p's latest record (a partition EOF at or after its offset + 1): a partition with a backlog is
-// never idle (seed 002: "a live-but-lagging partition is never mistaken
-// for an idle one"), and Partition.Idle's clock starts when the partition
-// is assigned, so a partition that never gets a record still idles out.
-// quiet (quietLocked) is the one notion of "nothing left to read that
-// could come" that idleness and a LimitedDelay strategy share. For every
-// kind but LimitedDelay, WatermarkAt is Partition.Watermark() and does not
-// read the clock.
-// The stage's consumer must deliver partition EOF events. Wake asks for an attempt when a partition
-// goes idle, so that its idle report goes out though it has no record,
-// and, for a LimitedDelay source, whenever a quiet partition's watermark
-// (which follows the wall clock) has moved LimitedDelayReport past the one
-// Wake last asked for: that report is not idle, it is a watermark.
+// where Reading.Quiet says the consumer reached the partition's end past
+// p's latest record (a partition EOF at or after its offset + 1) and a
+// ListOffsets answer asked at or after p's idleness deadline (IdleAt)
+// shows nothing past that EOF (high watermark ≤ EOF offset): a partition
+// with a backlog is never idle (seed 002: "a live-but-lagging partition is
+// never mistaken for an idle one"), nor one whose log holds records its
+// consumer was not handed (issue 21, section 2: a transaction open past
+// the last stable offset, a fetch not answered yet, a fetch paused or
+// stopped). Partition.Idle's clock starts when the partition is assigned,
+// so a partition that never gets a record still idles out. The stage's
+// consumer must deliver partition EOF events, and its loop must ask the
+// broker for the log ends LogEndsWanted names (stage.LogEnds). Wake asks
+// for an attempt when a partition goes idle, so that its idle report goes
+// out though it has no record; an idle partition that a later answer shows
+// unread records for stops being idle at once (its next report says so).
+//
+// quiet (quietLocked) is the same notion for a LimitedDelay source, whose
+// quiet partition follows the wall clock: its watermark moves to at − d,
+// where at is when the broker last confirmed nothing past the consumer's
+// position (a ListOffsets answer's Asked), never to now − d on what the
+// consumer was handed alone, so a record in the log it cannot read yet
+// (an open transaction) is not made late. For every kind but LimitedDelay,
+// WatermarkAt is Partition.Watermark() and does not read the clock. Wake
+// also asks, for a LimitedDelay source, for an attempt whenever a quiet
+// partition's watermark has moved LimitedDelayReport past the one Wake
+// last asked for: that report is not idle, it is a watermark.
 //
 // After a restore the generator starts afresh (its largest event time is
 // not checkpointed): the task's output watermark, max(previous, min(end of
@@ -117,12 +130,16 @@ type Head struct {
 		// done[p]: a bounded source's partition p has been read to its end;
 		// reported says that an attempt has reported it since.
 		done, reported map[int32]bool
-		// eof[p] is the offset of p's latest partition EOF (ReachedEnd: the
-		// consumer's position when it reached the end), next[p] the offset
-		// after p's latest record. p is caught up (no backlog; only then
-		// may it be idle) when eof[p] >= next[p]: an EOF raised before a
-		// record the step handles later in the same batch is stale.
-		eof, next map[int32]int64
+		// reading[p] is where p's consumer stands against the end of p's
+		// log (its EOFs, its records, the broker's ListOffsets answers):
+		// Reading.Quiet says when p may be idle.
+		reading map[int32]*Reading
+		// unreadLogged[p]: the partition's unread records were logged
+		// (once per spell).
+		unreadLogged map[int32]bool
+		// unreadShown[p] is the reason p's reports give for its unread
+		// records (Source); "" none.
+		unreadShown map[int32]string
 		// held are the partitions the last Pause held for alignment, with
 		// their drift from the group minimum (ms).
 		held  map[int32]bool
@@ -157,6 +174,7 @@ type badRecord struct {
 var (
 	_ stage.Head    = (*Head)(nil)
 	_ stage.Drainer = (*Head)(nil)
+	_ stage.LogEnds = (*Head)(nil)
 )
 
 // Drain implements stage.Drainer: the source reads no more records, and
@@ -189,8 +207,9 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
-	h.mu.eof = map[int32]int64{}
-	h.mu.next = map[int32]int64{}
+	h.mu.reading = map[int32]*Reading{}
+	h.mu.unreadLogged = map[int32]bool{}
+	h.mu.unreadShown = map[int32]string{}
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
@@ -209,6 +228,7 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	defer h.mu.Unlock()
 	h.mu.parts[p] = part
 	h.forgetLocked(p)
+	h.mu.reading[p] = &Reading{}
 	return nil
 }
 
@@ -218,6 +238,7 @@ func (h *Head) Revoke(p int32) {
 	defer h.mu.Unlock()
 	delete(h.mu.parts, p)
 	h.forgetLocked(p)
+	delete(h.mu.reading, p)
 }
 
 // forgetLocked drops what the head knows of partition p's progress (its
@@ -239,8 +260,11 @@ func (h *Head) forgetProgressLocked(p int32) {
 	delete(h.mu.announced, p)
 	delete(h.mu.done, p)
 	delete(h.mu.reported, p)
-	delete(h.mu.eof, p)
-	delete(h.mu.next, p)
+	if r := h.mu.reading[p]; r != nil {
+		r.Rewind()
+	}
+	delete(h.mu.unreadLogged, p)
+	delete(h.mu.unreadShown, p)
 	delete(h.mu.woke, p)
 }
 
@@ -274,7 +298,10 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	if part != nil {
 		part.Observe(ts, now)
 		delete(h.mu.announced, p)
-		h.mu.next[p] = r.Offset + 1 // idle only after an EOF past it
+		if rd := h.mu.reading[p]; rd != nil {
+			rd.Record(r.Offset) // idle only after an EOF past it
+		}
+		delete(h.mu.unreadShown, p) // reading again: this attempt's report drops the reason
 	}
 	h.mu.Unlock()
 	if part == nil {
@@ -318,22 +345,111 @@ func (h *Head) Hold(p int32) mtime.Time {
 		return mtime.MaxTimestamp
 	}
 	if part := h.mu.parts[p]; part != nil {
-		return part.WatermarkAt(h.cfg.Clock(), h.quietLocked(p))
+		if at, quiet := h.quietLocked(p); quiet {
+			return part.WatermarkAt(at, true)
+		}
+		return part.WatermarkAt(h.cfg.Clock(), false)
 	}
 	return mtime.MinTimestamp
 }
 
-// Idle is Partition.Idle(now) of partition p, once p is quiet
-// (quietLocked).
+// Idle says partition p is idle (see Head: Partition.Idle(now), not held
+// for alignment, reachable, and Reading.Quiet since its idleness deadline).
 func (h *Head) Idle(p int32) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	part := h.mu.parts[p]
-	if part == nil || h.mu.done[p] || !h.quietLocked(p) || !part.Idle(h.cfg.Clock()) {
-		return false // a backlog, records alignment holds back, or no leader: never idle
+	if !h.idleLocked(p, h.cfg.Clock()) {
+		return false // a backlog, records alignment holds back, no leader, or records in the log not read: never idle
 	}
 	h.mu.announced[p] = true
 	return true
+}
+
+// idleLocked is Head's rule for partition p at wall-clock now:
+//
+//	Partition.Idle(now) ∧ ¬done ∧ ¬held ∧ ¬unreachable ∧ Reading.Quiet(IdleAt)
+//
+// Must be called holding h.mu.
+func (h *Head) idleLocked(p int32, now time.Time) bool {
+	part, rd := h.mu.parts[p], h.mu.reading[p]
+	if part == nil || rd == nil || h.mu.done[p] || h.mu.held[p] || h.mu.unreachable[p] || !part.Idle(now) {
+		return false
+	}
+	at, _ := part.IdleAt()
+	return rd.Quiet(at)
+}
+
+// LogEndsWanted implements stage.LogEnds: the partitions past their
+// idleness deadline whose consumer librdkafka reports at their end, and
+// which alignment does not hold, nor an outage: those whose idleness only
+// a ListOffsets answer asked after the deadline can confirm (Reading.Quiet),
+// and the idle ones, so that records written to an idle partition that its
+// consumer is not handed (a transaction opened on it) end its idleness;
+// for a LimitedDelay source, every caught-up partition (its watermark
+// follows the wall clock from the answers: quietLocked). Sorted.
+func (h *Head) LogEndsWanted() []int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.drained {
+		return nil
+	}
+	now := h.cfg.Clock()
+	var out []int32
+	for p, part := range h.mu.parts {
+		due := part.Idle(now) || h.cfg.Strategy.Kind == LimitedDelay // a limited delay follows the clock only on answers
+		if rd := h.mu.reading[p]; rd != nil && rd.CaughtUp() && due && !h.mu.done[p] && !h.mu.held[p] && !h.mu.unreachable[p] {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// SetLogEnd implements stage.LogEnds: the broker's answer for partition p
+// (high watermark and last stable offset, Kafka offsets) to a ListOffsets
+// request sent at wall-clock asked. An answer showing records past the
+// consumer's position (Reading.Unread) makes an idle partition non-idle at
+// once: its next report says so (Wake), and it is logged once per spell.
+func (h *Head) SetLogEnd(p int32, high, stable int64, asked time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rd := h.mu.reading[p]
+	if rd == nil {
+		return
+	}
+	rd.End(LogEnd{High: high, Stable: stable, Asked: asked})
+	u, unread := rd.Unread()
+	if why := u.Because(h.mu.held[p]); unread && why != h.mu.unreadShown[p] || !unread && h.mu.unreadShown[p] != "" {
+		// The reason goes out in p's next report (Source), for the
+		// operator's page: Wake asks for an attempt.
+		h.mu.changed[p] = true
+		if h.mu.unreadShown[p] = ""; unread {
+			h.mu.unreadShown[p] = why
+		}
+	}
+	if !unread {
+		delete(h.mu.unreadLogged, p)
+		return
+	}
+	if h.mu.announced[p] {
+		delete(h.mu.announced, p)
+		h.mu.changed[p] = true // its next report says it is not idle
+	}
+	if !h.mu.unreadLogged[p] {
+		h.mu.unreadLogged[p] = true
+		h.log.Warn("kafkasource: a partition holds records it cannot read yet: it holds the watermark, never idle, until they are read", "partition", p, "because", u.Because(false))
+	}
+}
+
+// Rewound implements stage.LogEnds: partition p's consumer was sought back
+// (a task side inputs hold back): its EOF is stale, so p is not caught up
+// until a new one comes.
+func (h *Head) Rewound(p int32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rd := h.mu.reading[p]; rd != nil {
+		rd.Rewind()
+	}
 }
 
 // SetReachable implements stage.Reachability: a partition whose leader is
@@ -377,8 +493,8 @@ func (h *Head) SetReachable(p int32, reachable bool) {
 func (h *Head) ReachedEnd(p int32, offset int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cur, ok := h.mu.eof[p]; h.mu.parts[p] != nil && (!ok || offset > cur) {
-		h.mu.eof[p] = offset
+	if rd := h.mu.reading[p]; rd != nil {
+		rd.EOF(offset)
 	}
 	end, ok := h.cfg.Ends[p]
 	if !ok || offset < end {
@@ -412,15 +528,15 @@ func (h *Head) Wake() []int32 {
 			}
 			continue
 		}
-		if !h.mu.announced[p] && h.quietLocked(p) && part.Idle(now) {
-			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, nothing left to read): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
+		if !h.mu.announced[p] && h.idleLocked(p, now) {
+			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, and the broker holds nothing past its consumer's position): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
 			out = append(out, p)
 			continue
 		}
-		if h.cfg.Strategy.Kind == LimitedDelay && h.quietLocked(p) {
+		if at, quiet := h.quietLocked(p); h.cfg.Strategy.Kind == LimitedDelay && quiet {
 			// A quiet partition's watermark follows the wall clock: report
 			// it every LimitedDelayReport of movement.
-			w := part.WatermarkAt(now, true)
+			w := part.WatermarkAt(at, true)
 			if last, ok := h.mu.woke[p]; !ok || w-last >= mtime.Time(LimitedDelayReport.Milliseconds()) {
 				h.mu.woke[p] = w
 				out = append(out, p)
@@ -442,6 +558,9 @@ func (h *Head) Source(p int32) *pb.SourcePartition {
 		if ts, ok := part.LastEventTime(); ok {
 			sp.HasLastEventTime, sp.LastEventTimeMillis = true, int64(ts)
 		}
+	}
+	if rd := h.mu.reading[p]; rd != nil && !h.mu.done[p] && !h.mu.drained {
+		sp.UnreadBecause = h.mu.unreadShown[p]
 	}
 	return sp
 }
@@ -512,25 +631,28 @@ func (h *Head) Pause() []int32 {
 	return out
 }
 
-// quietLocked says partition p has nothing left to read that the consumer
-// could see: caught up (caughtUpLocked), not held back by alignment, and
-// reachable. Idleness (Idle, Wake) and a LimitedDelay watermark (Hold)
-// both use it, so what makes a partition not quiet applies to both. Must
-// be called holding h.mu.
-func (h *Head) quietLocked(p int32) bool {
-	return h.caughtUpLocked(p) && !h.mu.held[p] && !h.mu.unreachable[p]
+// quietLocked says partition p has nothing left to read that will become
+// readable, as of at: the broker's latest ListOffsets answer (asked at at)
+// shows its log ending at the consumer's position (Reading.QuietAt), and it
+// is not held back by alignment, reachable and not done. A LimitedDelay
+// watermark (Hold, Wake) follows the wall clock only from it, as idleness
+// (idleLocked) goes idle only from Reading.Quiet: what keeps a partition
+// from being idle keeps its limited delay from moving. Must be called
+// holding h.mu.
+func (h *Head) quietLocked(p int32) (at time.Time, quiet bool) {
+	rd := h.mu.reading[p]
+	if rd == nil || h.mu.held[p] || h.mu.unreachable[p] || h.mu.done[p] {
+		return time.Time{}, false
+	}
+	return rd.QuietAt()
 }
 
 // caughtUpLocked says partition p has no backlog: a partition EOF at or
 // past the offset after its latest record (or any EOF, before a record).
 // Must be called holding h.mu.
 func (h *Head) caughtUpLocked(p int32) bool {
-	eof, ok := h.mu.eof[p]
-	if !ok {
-		return false
-	}
-	next, seen := h.mu.next[p]
-	return !seen || eof >= next
+	rd := h.mu.reading[p]
+	return rd != nil && rd.CaughtUp()
 }
 
 // Prepare writes the attempt's bad records to the dead-letter topic, as

@@ -30,6 +30,15 @@ func idleState(h *Head, p int32) string {
 	return fmt.Sprintf("wake=%v idle=%v", h.Wake(), h.Idle(p))
 }
 
+// answer does what the loop does before it polls (stage.LogEnds): it
+// hands the head, for every partition it wants, the broker's log end at
+// now, high (no transaction open: the last stable offset is high too).
+func answer(h *Head, now time.Time, high int64) {
+	for _, p := range h.LogEndsWanted() {
+		h.SetLogEnd(p, high, high, now)
+	}
+}
+
 // TestHeadBacklogIsNotIdle: a partition is idle only once its consumer has
 // reached its end (a partition EOF) after its latest record, however long
 // it has gone without a record: a partition whose records wait unread (a
@@ -42,8 +51,10 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := func(d time.Duration) { now = now.Add(d) }
+	end := int64(0) // the broker's log end: the latest EOF's offset
 	check := func(what, want string) {
 		t.Helper()
+		answer(h, now, end)
 		if got := idleState(h, 0); got != want {
 			t.Errorf("%s: %s, want %s", what, got, want)
 		}
@@ -52,6 +63,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	step(5 * time.Second)
 	check("no record and no partition EOF for 5 s (a backlog not read yet)", "wake=[] idle=false")
 	h.ReachedEnd(0, 0)
+	end = 0
 	check("empty: EOF at 0, quiet since the assignment", "wake=[0] idle=true")
 
 	rec := func(off int64) {
@@ -66,14 +78,17 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	step(3 * time.Second)
 	check("3 s after record 1, no EOF since: records may wait", "wake=[] idle=false")
 	h.ReachedEnd(0, 1)
+	end = 1
 	check("an EOF before record 1 (stale)", "wake=[] idle=false")
 	h.ReachedEnd(0, 2)
+	end = 2
 	check("EOF after record 1, quiet for 3 s", "wake=[0] idle=true")
 
 	rec(2)
 	step(3 * time.Second)
 	check("a record after the EOF, then 3 s without one or an EOF", "wake=[] idle=false")
 	h.ReachedEnd(0, 3)
+	end = 3
 	check("caught up again", "wake=[0] idle=true")
 
 	if err := h.Aborted([]int32{0}); err != nil {
@@ -81,6 +96,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	}
 	check("aborted: rewound, its records to read again", "wake=[] idle=false")
 	h.ReachedEnd(0, 3)
+	end = 3
 	check("at the end again", "wake=[0] idle=true")
 
 	h.Revoke(0)
@@ -107,6 +123,7 @@ func TestHeadUnreachableIsNotIdle(t *testing.T) {
 	step := func(d time.Duration) { now = now.Add(d) }
 	check := func(what, want string) {
 		t.Helper()
+		answer(h, now, 1)
 		if got := idleState(h, 0); got != want {
 			t.Errorf("%s: %s, want %s", what, got, want)
 		}
@@ -224,24 +241,52 @@ func TestHeadLimitedDelay(t *testing.T) {
 	last := ms(0)
 	check("three records, no EOF after them: max − d", last-2000, "[]")
 	h.ReachedEnd(0, 3)
+	check("librdkafka at its end, the broker not asked yet: max − d", last-2000, "[]")
+	if got := h.LogEndsWanted(); fmt.Sprint(got) != "[0]" {
+		t.Fatalf("LogEndsWanted = %v: a caught-up LimitedDelay partition's log end is wanted", got)
+	}
+	answer := func() { h.SetLogEnd(0, 3, 3, now) } // the loop's ListOffsets: nothing past offset 3
+	answer()
 	check("caught up, within d of the max: max − d", last-2000, "[0]") // first wake since assignment
 	now = now.Add(2500 * time.Millisecond)
+	answer()
 	check("caught up, 2.5 s later: now − d", ms(-2*time.Second), "[0]") // moved 2.5 s since the last wake
 	now = now.Add(600 * time.Millisecond)
+	answer()
 	check("0.6 s later", ms(-2*time.Second), "[]")
 	now = now.Add(400 * time.Millisecond)
+	answer()
 	check("1 s after the last wake", ms(-2*time.Second), "[0]")
 	now = now.Add(time.Minute)
-	check("a minute later", ms(-2*time.Second), "[0]")
+	check("a minute later, no answer since: at the last answer − d", ms(-time.Minute-2*time.Second), "[]")
+	answer()
+	check("a minute later, answered", ms(-2*time.Second), "[0]")
+	// Issue 21 §2 × §3: a transaction opened on the partition (high
+	// watermark 5 past the EOF at 3, last stable offset 3): its records
+	// will become readable, so the wall clock does not move the watermark.
+	now = now.Add(5 * time.Second)
+	h.SetLogEnd(0, 5, 3, now)
+	// Not quiet: the hold is max − d (the task's output watermark, a max,
+	// stays where the last quiet answer put it); woken so that the report
+	// says why (unreadBecause).
+	check("a transaction open: not quiet, max − d", last-2000, "[0]")
+	h.SetLogEnd(0, 6, 6, now.Add(time.Millisecond))
+	check("committed (a marker at 5), the consumer not at 6 yet: not quiet", last-2000, "[0]")
+	h.ReachedEnd(0, 6)
+	now = now.Add(time.Second)
+	answer6 := func() { h.SetLogEnd(0, 6, 6, now) }
+	answer6()
+	check("read past the commit, quiet again", ms(-2*time.Second), "[0]")
 	h.SetReachable(0, false)
 	check("unreachable: not quiet, max − d", last-2000, "[]")
 	h.SetReachable(0, true)
 	now = now.Add(100 * time.Millisecond)
-	check("reachable again", ms(-2*time.Second), "[]")
+	answer6()
+	check("reachable again", ms(-2*time.Second), "[0]")
 	if err := h.Aborted([]int32{0}); err != nil {
 		t.Fatal(err)
 	}
 	check("aborted: its EOF is forgotten until it reaches the end again", last-2000, "[]")
-	h.ReachedEnd(0, 3)
+	h.ReachedEnd(0, 6)
 	check("caught up again: woken at once", ms(-2*time.Second), "[0]")
 }

@@ -112,6 +112,11 @@ type Source struct {
 	AlignmentGroup    string
 	AlignmentHeld     bool
 	DriftFromGroupMin time.Duration
+	// UnreadBecause, when set, says the partition's log holds records its
+	// consumer cannot read yet, and why (the end of the sentence "partition
+	// P of topic T holds records it cannot read yet because …"): it is
+	// never idle until they are read (issue 21, section 2).
+	UnreadBecause string
 }
 
 // Local is what this instance knows of a task it is assigned.
@@ -153,6 +158,10 @@ const (
 	// CauseNoNewRecords: a source partition has no new record (and it is
 	// not idle: no idleness, or not reached yet).
 	CauseNoNewRecords Cause = "partition_no_new_records"
+	// CauseUnread: the partition's log holds records its consumer cannot
+	// read yet (a transaction open, a fetch not answered, paused or
+	// stopped): it is never idle until they are read.
+	CauseUnread Cause = "partition_holds_unread_records"
 	// CauseAlignment: the partition is paused by watermark alignment.
 	CauseAlignment Cause = "paused_by_alignment"
 	// CauseHold: the task's own state holds it (buffered windows, pending
@@ -336,6 +345,10 @@ func (e *explainer) task(s *Stage, p int32, part *Partition, c *chain, missing b
 		case src.AlignmentHeld || part.Local != nil && part.Local.Paused:
 			c.say("%s task %d (partition %d of topic %s) is paused by watermark alignment group %s: it is %s ahead of the group's minimum and resumes when the group catches up", id(s.Name), p, p, src.Topic, src.AlignmentGroup, dur(src.DriftFromGroupMin))
 			c.end(CauseAlignment, s.Name, &pp)
+			return
+		case src.UnreadBecause != "":
+			c.say("partition %d of topic %s holds records it cannot read yet because %s: it holds the watermark, never idle, until they are read", p, src.Topic, src.UnreadBecause)
+			c.end(CauseUnread, s.Name, &pp)
 			return
 		case !src.HasLastEventTime && src.Idleness == 0:
 			c.say("partition %d of topic %s has never received a record and the source has no idleness set, so it holds the watermark (kafkaio.WithIdleness lets a quiet partition stop holding it)", p, src.Topic)

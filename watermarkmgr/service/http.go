@@ -78,6 +78,11 @@ type PartitionJSON struct {
 	AlignmentGroup      *string `json:"alignmentGroup"`
 	AlignmentHeld       bool    `json:"alignmentHeld"`
 	DriftFromGroupMinMs int64   `json:"driftFromGroupMinMs"`
+	// UnreadBecause, for a partition of a user's topic whose log holds
+	// records its consumer cannot read yet, says why ("a transaction is
+	// open (last stable offset 40, high watermark 55)"); such a partition
+	// is never idle (issue 21, section 2). Absent otherwise.
+	UnreadBecause *string `json:"unreadBecause,omitempty"`
 }
 
 // ISO formats an mtime.Time (ms) as ISO-8601 UTC with milliseconds. The ends
@@ -129,6 +134,9 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 			}
 			pj.AlignmentHeld = src.GetAlignmentHeld()
 			pj.DriftFromGroupMinMs = src.GetDriftFromGroupMinMillis()
+			if u := src.GetUnreadBecause(); u != "" {
+				pj.UnreadBecause = &u
+			}
 		}
 		if o, ok := v.Owner[p.Partition]; ok {
 			pj.Owner = &o

@@ -155,6 +155,7 @@ func ExplainInput(views []StageView, info Info, local map[string]LocalStage, sin
 					Idleness:       time.Duration(src.GetIdlenessTimeoutMillis()) * time.Millisecond,
 					AlignmentGroup: src.GetAlignmentGroup(), AlignmentHeld: src.GetAlignmentHeld(),
 					DriftFromGroupMin: time.Duration(src.GetDriftFromGroupMinMillis()) * time.Millisecond,
+					UnreadBecause:     src.GetUnreadBecause(),
 				}
 			}
 			if t, ok := tasks[p.Partition]; ok {

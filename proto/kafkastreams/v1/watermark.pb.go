@@ -171,8 +171,15 @@ type SourcePartition struct {
 	AlignmentGroup          string `protobuf:"bytes,5,opt,name=alignment_group,json=alignmentGroup,proto3" json:"alignment_group,omitempty"`
 	AlignmentHeld           bool   `protobuf:"varint,6,opt,name=alignment_held,json=alignmentHeld,proto3" json:"alignment_held,omitempty"`
 	DriftFromGroupMinMillis int64  `protobuf:"varint,7,opt,name=drift_from_group_min_millis,json=driftFromGroupMinMillis,proto3" json:"drift_from_group_min_millis,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// unread_because, when set, says the partition holds records its
+	// consumer cannot read yet and why, ending the sentence "partition P of
+	// topic T holds records it cannot read yet because …" (e.g. "a
+	// transaction is open (last stable offset 40, high watermark 55)"): a
+	// ListOffsets answer showed the high watermark past the consumer's
+	// position. Such a partition is never idle (issue 21, section 2).
+	UnreadBecause string `protobuf:"bytes,8,opt,name=unread_because,json=unreadBecause,proto3" json:"unread_because,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SourcePartition) Reset() {
@@ -252,6 +259,13 @@ func (x *SourcePartition) GetDriftFromGroupMinMillis() int64 {
 		return x.DriftFromGroupMinMillis
 	}
 	return 0
+}
+
+func (x *SourcePartition) GetUnreadBecause() string {
+	if x != nil {
+		return x.UnreadBecause
+	}
+	return ""
 }
 
 // Envelope is the value of every record on a data topic between stages: either
@@ -1242,7 +1256,7 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\x129\n" +
 	"\x16processing_time_millis\x18\a \x01(\x03H\x00R\x14processingTimeMillis\x88\x01\x01\x12\x1a\n" +
 	"\binstance\x18\b \x01(\tR\binstanceB\x19\n" +
-	"\x17_processing_time_millis\"\xd1\x02\n" +
+	"\x17_processing_time_millis\"\xf8\x02\n" +
 	"\x0fSourcePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +
 	"\x13has_last_event_time\x18\x02 \x01(\bR\x10hasLastEventTime\x123\n" +
@@ -1250,7 +1264,8 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x17idleness_timeout_millis\x18\x04 \x01(\x03R\x15idlenessTimeoutMillis\x12'\n" +
 	"\x0falignment_group\x18\x05 \x01(\tR\x0ealignmentGroup\x12%\n" +
 	"\x0ealignment_held\x18\x06 \x01(\bR\ralignmentHeld\x12<\n" +
-	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\"\xac\x01\n" +
+	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\x12%\n" +
+	"\x0eunread_because\x18\b \x01(\tR\runreadBecause\"\xac\x01\n" +
 	"\bEnvelope\x12\x1a\n" +
 	"\aelement\x18\x01 \x01(\fH\x00R\aelement\x12:\n" +
 	"\x06report\x18\x02 \x01(\v2 .kafkastreams.v1.WatermarkReportH\x00R\x06report\x12=\n" +
