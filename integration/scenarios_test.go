@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand"
 	"net/http"
 	"os"
@@ -534,46 +535,183 @@ func TestScenarioSIGKILL(t *testing.T) {
 }
 
 // TestScenarioReassignment: the input topic grows from 6 to 9 partitions
-// while two instances run. The source finds the new partitions, the
-// WatermarkManager holds the downstream watermark until they have
-// reported, the tasks are reassigned, and no window fires early (a window
-// fired before its records were read would miss them: a wrong sum).
+// while two instances run (issue 21 §4). Right after CreatePartitions
+// returns, the producer writes scEarlyRecords records to each new partition
+// stamped scEarlyBehind before the call: ahead of what the downstream
+// watermark can reach if the new count re-opens the hold within a second
+// (the old partitions' watermark is at least 1.1 s behind the wall clock:
+// the 1 s bound and the newest record's age; the test checks it), then to
+// all 9 partitions. The sources find the new count (stage.PartitionCheck)
+// and their reports carry it at once (seed 000). Once both instances report
+// it, one record stamped scJump ahead goes to each old partition: the old
+// partitions' watermark passes the early records before the new partitions
+// are read, whenever the group assigns them. The hold keeps the watermark
+// downstream until the new partitions have reported, so no early record is
+// late: the output is exact and no stage dropped an element. Without the
+// hold re-opened by the new count, the early records are late and dropped,
+// and the output is wrong.
 func TestScenarioReassignment(t *testing.T) {
 	r := newScenario(t, "reassignment")
 	k0 := r.startKid("")
 	r.begin(k0)
 	k1 := r.startKid("")
 	r.waitTasks(k1, 2*time.Minute)
+	kids := []*scKid{k0, k1}
+	addr0 := kidAddr(t, k0)
+	src := r.stages[0]
 	r.phase()
-	grown := time.Now()
+	asked := time.Now()
 	growPartitions(t, r.bs, r.in, 9)
-	t.Logf("%s: %s has 9 partitions", r.since(), r.in)
-	// The producer writes to the new partitions once the job has found
-	// them (a producer finds them at its own metadata refresh, 5 minutes
-	// by default; records written to a partition before the job found it
-	// would be behind a watermark that did not wait for it).
-	found := waitLogAny(t, []*scKid{k0, k1}, "the input topic has more partitions", 2*time.Minute)
+	grown := time.Now()
 	r.prod.setPartitions(9)
+	early := asked.Add(-scEarlyBehind).UnixMilli()
+	newParts := []int32{6, 7, 8}
+	r.prod.writeAt(newParts, early, scEarlyRecords)
+	wrote := time.Now()
+	t.Logf("%s: %s has 9 partitions (CreatePartitions took %v); %d records written to each of %v at %s, %v after the growth",
+		r.since(), r.in, grown.Sub(asked).Round(time.Millisecond), scEarlyRecords, newParts, time.UnixMilli(early).UTC().Format("15:04:05.000"), wrote.Sub(grown).Round(time.Millisecond))
+
+	// The count in-band: the first report carrying 9 partitions, as the
+	// WatermarkManager service reads them; the hold must stand below the
+	// early records.
+	st := waitSource(t, addr0, "a report of the source stage carrying 9 partitions", time.Minute, func(_ string, st service.StageJSON) bool {
+		return st.TotalSourcePartitions == 9
+	})
+	reported := time.Since(asked)
+	if st.GlobalMs >= early {
+		t.Errorf("the source stage's watermark was %s when its reports first carried 9 partitions (%v after the growth), at or past the early records' event time %s: the hold re-opened too late, they are late",
+			time.UnixMilli(st.GlobalMs).UTC().Format("15:04:05.000"), reported.Round(time.Millisecond), time.UnixMilli(early).UTC().Format("15:04:05.000"))
+	}
+	var found []string
+	for _, k := range kids {
+		at := waitLogTime(t, k, "the input topic has more partitions", time.Minute)
+		found = append(found, fmt.Sprintf("instance %d %v", k.idx, at.Sub(asked).Round(time.Millisecond)))
+	}
+	// Both instances report 9: one record stamped scJump ahead of the wall
+	// clock to each old partition moves their watermarks past the early
+	// records at once, whenever the group assigns the new partitions.
+	// With the hold that is harmless (the downstream watermark waits for
+	// the new partitions); without it the early records are late.
+	jump := time.Now().Add(scJump).UnixMilli()
+	var oldParts []int32
+	for p := int32(0); p < scInputPartitions; p++ {
+		oldParts = append(oldParts, p)
+	}
+	r.prod.writeAt(oldParts, jump, 1)
+
 	var newTasks []string
+	var assigned time.Duration
 	deadline := time.Now().Add(time.Minute)
 	for len(newTasks) == 0 && time.Now().Before(deadline) {
-		for _, k := range []*scKid{k0, k1} {
-			for _, tk := range r.owned(k, time.Now()) {
-				if tk.stage == r.stages[0] && tk.partition >= scInputPartitions {
-					newTasks = append(newTasks, fmt.Sprintf("%d on instance %d", tk.partition, k.idx))
+		for _, k := range kids {
+			for _, e := range parseTaskEvents(k.log.String()) {
+				if e.stage != src || !e.assigned || e.at.Before(asked) {
+					continue
+				}
+				for _, p := range e.partitions {
+					if p >= scInputPartitions {
+						newTasks = append(newTasks, fmt.Sprintf("%d on instance %d", p, k.idx))
+						if d := e.at.Sub(asked); assigned == 0 || d < assigned {
+							assigned = d
+						}
+					}
 				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if len(newTasks) == 0 {
-		t.Errorf("no instance was assigned a new partition of %s within a minute", r.in)
+		t.Fatalf("no instance was assigned a new partition of %s within a minute", r.in)
+	}
+	// When the new partitions have all reported (the hold is lifted), the
+	// old partitions' watermark is past the early records: without the
+	// hold the downstream watermark would have passed them before they
+	// were read.
+	st = waitSource(t, addr0, "every one of 9 source partitions reported", time.Minute, func(_ string, st service.StageJSON) bool {
+		return st.TotalSourcePartitions == 9 && !st.Held
+	})
+	released := time.Since(asked)
+	oldMin := int64(math.MaxInt64)
+	for p := 0; p < scInputPartitions; p++ {
+		for name, pj := range st.Partitions {
+			if strings.HasSuffix(name, ":"+strconv.Itoa(p)) && pj.WatermarkMs < oldMin {
+				oldMin = pj.WatermarkMs
+			}
+		}
+	}
+	ahead := time.Duration(oldMin-early) * time.Millisecond
+	t.Logf("%s: the new partitions had all reported %v after the growth; the old partitions' watermark was then %v past the early records' event time", r.since(), released.Round(time.Millisecond), ahead)
+	if ahead <= 0 {
+		t.Errorf("the old partitions' watermark was %v past the early records' event time when the new partitions had all reported, want it past them: this run cannot catch a missing hold", ahead)
 	}
 	r.phase()
 	r.phase()
-	r.finish(fmt.Sprintf("6 → 9 partitions: found by the job %v after the growth; new source tasks %v", found.Sub(grown).Round(time.Millisecond), newTasks))
+	r.finish(fmt.Sprintf("6 → 9 partitions, from the CreatePartitions call (it took %v) → the count found by the source loops: %s; → first report carrying 9 read by the WatermarkManager %v; → first new source task assigned %v; → hold lifted (all 9 reported) %v; old partitions' watermark then %v past the early records (%d on each new partition, stamped %v before the call); new source tasks %v",
+		grown.Sub(asked).Round(time.Millisecond), strings.Join(found, ", "), reported.Round(time.Millisecond), assigned.Round(time.Millisecond), released.Round(time.Millisecond), ahead, scEarlyRecords, scEarlyBehind, newTasks))
+	for _, k := range kids {
+		n, err := lateDropped(kidAddr(t, k))
+		if err != nil {
+			t.Errorf("instance %d: %v", k.idx, err)
+		} else if n > 0 {
+			t.Errorf("instance %d: %v elements dropped as late (kafkastreams_late_elements_dropped_total): records of the new partitions read after the watermark had passed them", k.idx, n)
+		}
+	}
 	r.stopAll()
 }
+
+// The early records of TestScenarioReassignment.
+const (
+	// scEarlyRecords is how many records go to each new partition right
+	// after CreatePartitions returns.
+	scEarlyRecords = 20
+	// scEarlyBehind is how far before the CreatePartitions call their event
+	// time is.
+	scEarlyBehind = 100 * time.Millisecond
+	// scJump is how far ahead of the wall clock the record written to each
+	// old partition once both instances report the new count is stamped.
+	scJump = 5 * time.Second
+)
+
+// kidAddr is the host:port of instance k's HTTP server (GET /watermarks,
+// /metrics), from its log.
+func kidAddr(t *testing.T, k *scKid) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if m := curlRe.FindStringSubmatch(k.log.String()); m != nil {
+			return strings.TrimSuffix(strings.TrimPrefix(m[1], "http://"), "/watermarks")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %d logged no GET /watermarks address:\n%s", k.idx, tail(k.log.String(), 4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitLogTime waits until instance k has logged s, and returns the time
+// of the first line with it (the instance's clock, slog's time=).
+func waitLogTime(t *testing.T, k *scKid, s string, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, line := range strings.Split(k.log.String(), "\n") {
+			if !strings.Contains(line, s) {
+				continue
+			}
+			if m := logTimeRe.FindStringSubmatch(line); m != nil {
+				if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+					return at
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %d did not log %q within %v", k.idx, s, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var logTimeRe = regexp.MustCompile(`time=(\S+)`)
 
 // TestScenarioBrokerFailover, the sixth scenario: the job runs on a
 // 3-node KRaft cluster (every node broker and controller; replication
@@ -651,24 +789,6 @@ func checkCleanExit(t *testing.T, k *scKid) {
 	res := k.result(t)
 	if res.Err != "" && !strings.Contains(res.Err, "context canceled") {
 		t.Errorf("instance %d stopped with %q, want a clean stop:\n%s", k.idx, res.Err, tail(k.log.String(), 4000))
-	}
-}
-
-// waitLogAny waits until one of kids has logged s, and returns when it saw
-// it (the test's clock).
-func waitLogAny(t *testing.T, kids []*scKid, s string, timeout time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, k := range kids {
-			if strings.Contains(k.log.String(), s) {
-				return time.Now()
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no instance logged %q within %v", s, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -876,6 +996,25 @@ func (sp *scProducer) setPartitions(n int32) {
 	sp.mu.Lock()
 	sp.parts = n
 	sp.mu.Unlock()
+}
+
+// writeAt writes n records to each of parts at once, stamped ts (Unix
+// ms), counted in the expected output as the load's records are.
+func (sp *scProducer) writeAt(parts []int32, ts int64, n int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for _, part := range parts {
+		for i := 0; i < n; i++ {
+			key := fmt.Sprintf("k%d", (int(part)+i)%13)
+			amount := int64(1 + i%97)
+			m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &sp.topic, Partition: part}, Key: []byte(key), Value: []byte(strconv.FormatInt(amount, 10)), Timestamp: time.UnixMilli(ts), Opaque: ts}
+			if err := sp.p.Produce(m, nil); err != nil {
+				sp.t.Errorf("producer: a record to partition %d: %v", part, err)
+				continue
+			}
+			sp.produced++
+		}
+	}
 }
 
 func (sp *scProducer) written() int {

@@ -538,8 +538,11 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			}, gmin); err != nil {
 				return nil, err
 			}
-			// New partitions of the topic are found at the consumer's
-			// metadata refresh (librdkafka's default: 5 min).
+			// The loop finds new partitions of the topic within
+			// stage.PartitionCheck and its reports carry the new count; the
+			// group assigns them once a member's consumer sees them (its
+			// metadata refresh, librdkafka's default 5 min; the loop's
+			// metadata requests go through the same consumer).
 			cfg.Consumer["topic.metadata.refresh.interval.ms"] = "10000"
 			for k, v := range c.Properties {
 				cfg.Consumer[k] = v

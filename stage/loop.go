@@ -166,6 +166,13 @@ var (
 	// its state changes to the local stores; the task state here is
 	// suspect (a restart restores it from the changelog). Not retryable.
 	ErrLocalState = errors.New("stage: local state after commit")
+	// ErrInputGrown: a partition was added to the input topic of a stage
+	// whose count the plan fixes (an internal topic; Spec.GrowingInput
+	// false): no upstream writes to it or counts it, so its task's reports
+	// would be refused downstream. Not retryable: the application's topics
+	// must be recreated (at start-up the runner refuses a count that differs
+	// from the plan's).
+	ErrInputGrown = errors.New("stage: partitions added to an internal topic")
 )
 
 // Stats are counters of committed work (never of aborted attempts).
@@ -222,10 +229,12 @@ type Loop struct {
 	// timers without records of theirs (woken): rewind restores them too.
 	woken map[int32]int64
 	// reportAll: every assigned task reports at the next attempt (the
-	// input topic's partition count grew); checked is when the count was
-	// last asked (Spec.GrowingInput).
+	// input topic's partition count grew; Spec.GrowingInput).
 	reportAll bool
-	checked   time.Time
+	// seenPartitions is the largest partition count of the input topic
+	// that watchPartitions has read (0: none yet); written by that
+	// goroutine, read by the loop's.
+	seenPartitions atomic.Int32
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
 	// logEnd is askLogEnds' state (logends.go): its admin client (nil
@@ -426,6 +435,13 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		if l.closing {
 			return c.IncrementalAssign(e.Partitions)
 		}
+		if !l.cfg.Spec.GrowingInput {
+			for _, tp := range e.Partitions {
+				if tp.Partition >= l.step.spec.Partitions {
+					return fmt.Errorf("%w: stage %s: partition %d of %s assigned, but the plan made the topic with %d partitions and its upstreams write to those only", ErrInputGrown, l.cfg.Spec.Name, tp.Partition, l.cfg.Spec.InputTopic, l.step.spec.Partitions)
+				}
+			}
+		}
 		committed, err := l.committed(c, e.Partitions)
 		if err != nil {
 			return fmt.Errorf("stage %s: committed offsets: %w", l.cfg.Spec.Name, err)
@@ -456,7 +472,11 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
 		for _, tp := range e.Partitions {
 			if tp.Partition >= l.step.spec.Partitions {
-				l.checked = time.Time{} // a partition beyond the count: ask at once
+				// A partition beyond the count: its task must not report
+				// before the count covers it (a report of partition p of
+				// total <= p is refused downstream). Ask now.
+				l.checkPartitions(c, tp.Partition+1)
+				break
 			}
 		}
 		return c.IncrementalAssign(e.Partitions)
@@ -725,12 +745,22 @@ func (l *Loop) run(ctx context.Context) error {
 	if err := l.consumer.SubscribeTopics([]string{l.cfg.Spec.InputTopic}, l.rebalance); err != nil {
 		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Spec.Name, l.cfg.Spec.InputTopic, err)
 	}
+	if l.cfg.Spec.GrowingInput {
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.watchPartitions(wctx, l.consumer)
+		}()
+		// Before the consumer is closed (reopen, Close): the watcher uses it.
+		defer wg.Wait()
+		defer stop()
+	}
 	attempts := 0
 	for ctx.Err() == nil {
 		l.applyDrain()
-		if err := l.checkPartitions(false); err != nil {
-			return err
-		}
+		l.grow(l.seenPartitions.Load())
 		// Before the poll: a partition the head holds must not be read.
 		if err := l.align(); err != nil {
 			return err
@@ -1261,35 +1291,96 @@ func (l *Loop) align() error {
 }
 
 // PartitionCheck is how often a stage whose input topic may grow
-// (Spec.GrowingInput) asks for its partition count, besides every
-// assignment. (The consumer itself finds new partitions at its
-// topic.metadata.refresh.interval.ms.)
-const PartitionCheck = 10 * time.Second
+// (Spec.GrowingInput) asks the broker for the topic's partition count: a
+// metadata request for that one topic, sent by a goroutine of the loop's
+// (watchPartitions) so that the loop never waits for it. A new partition
+// is thus known to the loop within PartitionCheck plus a round trip plus
+// one poll (Config.CommitInterval), and its total is in every assigned
+// task's next report (issue 21 §4: within 1 s of the partition's creation;
+// seed 000: the count travels in-band, so the hold downstream re-opens
+// before the group has even assigned the new partition). The consumer's
+// own metadata refresh (topic.metadata.refresh.interval.ms, which the
+// runner sets to 10 s for source stages; librdkafka's default is 5 min)
+// decides when the group rebalances the new partitions in.
+const PartitionCheck = 500 * time.Millisecond
 
-// checkPartitions asks for the input topic's partition count if the topic
-// may grow and PartitionCheck has passed (or now, with force); a larger
-// count goes into the reports of every assigned task, all of which report
-// at the next attempt.
-func (l *Loop) checkPartitions(force bool) error {
-	if !l.cfg.Spec.GrowingInput || !force && time.Since(l.checked) < PartitionCheck {
-		return nil
-	}
-	l.checked = time.Now()
+// partitionCheckTimeout bounds one metadata request of watchPartitions
+// and of an assignment beyond the count (checkPartitions).
+const partitionCheckTimeout = 5 * time.Second
+
+// watchPartitions asks for the input topic's partition count every
+// PartitionCheck until ctx is done, and keeps the largest count read in
+// seenPartitions. A failed request is logged once per failure streak and
+// asked again at the next tick. It uses c (the loop's consumer: a
+// metadata response also refreshes that consumer's view of the topic);
+// the caller stops it before c is closed.
+func (l *Loop) watchPartitions(ctx context.Context, c *kafka.Consumer) {
 	topic := l.cfg.Spec.InputTopic
-	md, err := l.consumer.GetMetadata(&topic, false, 10000)
+	tick := time.NewTicker(PartitionCheck)
+	defer tick.Stop()
+	failing := false
+	for {
+		n, err := partitionCount(c, topic)
+		switch {
+		case err != nil && !failing:
+			failing = true
+			l.log.Warn("stage: asking the input topic's partition count failed; asking again every PartitionCheck", "topic", topic, "every", PartitionCheck, "err", err)
+		case err == nil:
+			failing = false
+			for {
+				old := l.seenPartitions.Load()
+				if n <= old || l.seenPartitions.CompareAndSwap(old, n) {
+					break
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// partitionCount asks the broker how many partitions topic has.
+func partitionCount(c *kafka.Consumer, topic string) (int32, error) {
+	md, err := c.GetMetadata(&topic, false, int(partitionCheckTimeout.Milliseconds()))
 	if err != nil {
-		l.log.Warn("stage: asking the input topic's partition count failed; asking again later", "topic", topic, "err", err)
-		return nil
+		return 0, err
 	}
 	tm, ok := md.Topics[topic]
-	if !ok || tm.Error.Code() != kafka.ErrNoError {
-		return nil
+	if !ok {
+		return 0, fmt.Errorf("stage: no metadata for topic %s", topic)
 	}
-	if n := int32(len(tm.Partitions)); l.step.SetPartitions(n) {
-		l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", topic, "partitions", n)
-		l.reportAll = true
+	if tm.Error.Code() != kafka.ErrNoError {
+		return 0, tm.Error
 	}
-	return nil
+	return int32(len(tm.Partitions)), nil
+}
+
+// checkPartitions asks for the input topic's partition count now, on the
+// loop's goroutine (an assignment of a partition beyond the count, from the
+// rebalance callback), and grows the count to it, or to at least atLeast
+// (the assigned partition exists) when the request fails.
+func (l *Loop) checkPartitions(c *kafka.Consumer, atLeast int32) {
+	n, err := partitionCount(c, l.cfg.Spec.InputTopic)
+	if err != nil {
+		l.log.Warn("stage: asking the input topic's partition count failed; counting up to the assigned partition", "topic", l.cfg.Spec.InputTopic, "err", err)
+	}
+	l.grow(max(n, atLeast))
+}
+
+// grow makes n the input topic's partition count if it is larger than the
+// count the reports carry; then every assigned task reports the new total
+// at the next attempt (woken if it has no record: wakeTasks), which
+// re-opens the downstream hold until the new partitions have reported
+// (seed 000).
+func (l *Loop) grow(n int32) {
+	if !l.step.SetPartitions(n) {
+		return
+	}
+	l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", l.cfg.Spec.InputTopic, "partitions", n)
+	l.reportAll = true
 }
 
 // wakeTasks are the assigned tasks the head wants an attempt for

@@ -27,10 +27,10 @@ type Spec struct {
 	Partitions int32
 	// GrowingInput says InputTopic is a user's topic whose partition count
 	// may grow while the job runs (Kafka partitions are only ever added):
-	// the Loop checks the count every PartitionCheck and on every
-	// assignment, and the tasks' reports carry the new total, which
-	// re-opens the downstream hold until the new partitions have reported
-	// (seed 000).
+	// the Loop asks for the count every PartitionCheck (500 ms) and on an
+	// assignment of a partition beyond it, and every task's next report
+	// carries the new total, which re-opens the downstream hold until the
+	// new partitions have reported (seed 000).
 	GrowingInput bool
 	// RawInput says the input records are not Envelopes: every record is an
 	// element record for the head as it is (a source stage: Impulse,

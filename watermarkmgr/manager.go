@@ -184,11 +184,23 @@ func (m *Manager) heapOf(idle bool) *partHeap {
 	return &m.active
 }
 
-// setTotal changes the number of source partitions to n > 0, forgetting the
-// partitions >= n. O(P).
+// setTotal changes the number of source partitions to n > 0. A larger n
+// keeps every report (the new partitions hold until they report); a smaller
+// n forgets every report, so each partition must report again under the new
+// count. A smaller count is what a task that has not yet seen a topic's
+// growth reports (issue 21 §4: instances find new partitions at different
+// moments): were the partitions below it kept, every one of them would have
+// reported, the hold would be lifted, and the watermark would pass records
+// of the new partitions before they are read. Forgetting them keeps the
+// hold until every partition reports under one count. O(P).
 func (m *Manager) setTotal(n int32) {
-	for p := int(n); p < len(m.parts); p++ {
+	from := int(n)
+	if n < m.total {
+		from = 0
+	}
+	for p := from; p < len(m.parts); p++ {
 		if st := &m.parts[p]; st.reported {
+			st.reported = false
 			m.heapOf(st.idle).remove(m.parts, int32(p))
 			m.reported--
 		}

@@ -48,7 +48,7 @@ func (r *refManager) observe(p int32, wm mtime.Time, total int32, idle bool) err
 	}
 	if total != r.total {
 		for q := range r.parts {
-			if q >= total {
+			if q >= total || total < r.total {
 				delete(r.parts, q)
 			}
 		}

@@ -478,7 +478,8 @@ func ReadTopics(s beam.Scope, topics []string, opts ...Option) beam.PCollection 
 // when the pipeline is built, from the cluster the options or the runner's
 // --bootstrap_servers name: a topic created later is read only after the
 // job is rebuilt (partitions added to a matched topic are picked up while
-// it runs). A bad pattern, an unreachable cluster or no matching topic
+// it runs on the kafkastreams runner, within a second; on other runners
+// they are not read, as for Read). A bad pattern, an unreachable cluster or no matching topic
 // panics at construction, naming the pattern and the servers.
 func ReadPattern(s beam.Scope, pattern string, opts ...Option) beam.PCollection {
 	c := newConfig([]string{pattern}, opts)
