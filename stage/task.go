@@ -553,8 +553,7 @@ func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
 // first, when its Out is above the start of time, a report of partition 0
 // at Out alone (total 1) and one Advance set the new Manager's Out (partition
 // 0 has reported in any Manager whose Out moved: the first Advance that moved
-// it saw every partition, and a change of total forgets only partitions at or
-// above the new total, at least 1); then every partition's report with the
+// it saw every partition, and the total only grows, forgetting nothing); then every partition's report with the
 // Manager's total, which replaces partition 0's watermark (stored >= Out) and
 // idle flag. Out matters while the Manager is held (a total changed): the
 // held Manager emits Out, not the start of time. The task's input watermark

@@ -47,7 +47,8 @@
 // states it as a formula.
 //
 //  1. Hold: the emitted watermark does not advance until every one of the
-//     totalSourcePartitions partitions of the latest report has reported
+//     totalSourcePartitions partitions (the largest a report has carried:
+//     the total only grows, a smaller one is a stale report) has reported
 //     (seed 000: "holds at TIMESTAMP_MIN_VALUE until every source partition
 //     has reported"). Before any report it is mtime.MinTimestamp.
 //  2. Min: once nothing is held, the candidate is the min over the non-idle
@@ -56,7 +57,7 @@
 //     reports; a lower report is ignored for the watermark (its idle flag
 //     still applies).
 //  4. Emitted monotonicity: Out' = MAX(Out, candidate); the emitted watermark
-//     never decreases, also across a change of totalSourcePartitions (which
+//     never decreases, also across a rise of totalSourcePartitions (which
 //     re-opens the hold) and across an idle partition waking up.
 //  5. Order independence: the emitted watermark after Advance depends only on
 //     the set of reports observed since the previous Advance, not on their

@@ -132,13 +132,18 @@ func validate(sourcePartition int32, committedWatermark mtime.Time, totalSourceP
 //	wm[p]'   = MAX(wm[p], committedWatermark)   (a lower report is ignored…)
 //	idle[p]' = idle                             (…but its idle flag applies)
 //
-// A report whose totalSourcePartitions differs from the current total first
-// changes the total (up or down): partitions >= the new total are forgotten,
-// partitions below it keep their state, and the hold re-opens until every
-// partition under the new total has reported. The emitted watermark does not
-// go back. A stale total (a task that has not yet seen the change) therefore
-// only delays the watermark, it never lowers it. This step costs O(P); every
-// other report costs O(log P).
+// The total only grows (seed 000's count in-band, for Kafka, whose
+// partitions are never taken away): a report whose totalSourcePartitions
+// is larger than the current total first raises it; partitions keep their
+// state, and the hold re-opens until every partition under the new total
+// has reported. A report with a smaller total is stale, from a task that has
+// not yet seen a topic's growth (instances find new partitions at different
+// moments, issue 21 §4): it counts as a report of its partition under the
+// current total, which it neither lowers nor lifts. Were a smaller total
+// taken, the partitions under it, all reported, would lift the hold before
+// the new partitions had reported, and the watermark would pass their
+// records. The emitted watermark does not go back. A report costs
+// O(log P).
 //
 // Errors (state unchanged): ErrInvalidTotal if totalSourcePartitions <= 0,
 // ErrTotalTooLarge if it exceeds MaxSourcePartitions, ErrPartitionOutOfRange
@@ -149,7 +154,7 @@ func (m *Manager) Observe(sourcePartition int32, committedWatermark mtime.Time, 
 	if err := validate(sourcePartition, committedWatermark, totalSourcePartitions); err != nil {
 		return err
 	}
-	if totalSourcePartitions != m.total {
+	if totalSourcePartitions > m.total {
 		m.setTotal(totalSourcePartitions)
 	}
 	for int(sourcePartition) >= len(m.parts) {
@@ -184,30 +189,10 @@ func (m *Manager) heapOf(idle bool) *partHeap {
 	return &m.active
 }
 
-// setTotal changes the number of source partitions to n > 0. A larger n
-// keeps every report (the new partitions hold until they report); a smaller
-// n forgets every report, so each partition must report again under the new
-// count. A smaller count is what a task that has not yet seen a topic's
-// growth reports (issue 21 §4: instances find new partitions at different
-// moments): were the partitions below it kept, every one of them would have
-// reported, the hold would be lifted, and the watermark would pass records
-// of the new partitions before they are read. Forgetting them keeps the
-// hold until every partition reports under one count. O(P).
+// setTotal raises the number of source partitions to n > total: every
+// report is kept, the partitions in [total, n) hold until they report.
+// O(1).
 func (m *Manager) setTotal(n int32) {
-	from := int(n)
-	if n < m.total {
-		from = 0
-	}
-	for p := from; p < len(m.parts); p++ {
-		if st := &m.parts[p]; st.reported {
-			st.reported = false
-			m.heapOf(st.idle).remove(m.parts, int32(p))
-			m.reported--
-		}
-	}
-	if int(n) < len(m.parts) {
-		m.parts = m.parts[:n]
-	}
 	m.total = n
 }
 

@@ -9,8 +9,8 @@ import (
 
 // TestLargestPartition covers the largest valid report, partition
 // MaxSourcePartitions-1 of MaxSourcePartitions (the fuzzer avoids it for
-// speed), and the smallest invalid total above it, then a count decrease
-// that forgets it.
+// speed), and the smallest invalid total above it, then a stale report with
+// a smaller count that forgets nothing (the total only grows).
 func TestLargestPartition(t *testing.T) {
 	m := New()
 	top := int32(MaxSourcePartitions - 1)
@@ -28,10 +28,10 @@ func TestLargestPartition(t *testing.T) {
 		t.Fatalf("Missing: %d partitions ending %d, want %d ending %d",
 			len(miss), miss[len(miss)-1], MaxSourcePartitions-1, top-1)
 	}
-	if got, err := m.ObserveAndAdvance(0, 5, 1, false); err != nil || got != 5 {
-		t.Fatalf("scale-in to 1: %d, %v; want 5", got, err)
+	if got, err := m.ObserveAndAdvance(0, 5, 1, false); err != nil || got != mtime.MinTimestamp || m.Total() != MaxSourcePartitions {
+		t.Fatalf("stale report with total 1: %d, %v, total %d; want held at min, total %d", got, err, m.Total(), MaxSourcePartitions)
 	}
-	if s := m.Snapshot(); len(s.Partitions) != 1 || s.MinPartition != 0 {
-		t.Fatalf("after scale-in: %+v", s)
+	if s := m.Snapshot(); len(s.Missing) != MaxSourcePartitions-2 || !s.Partitions[top].Reported {
+		t.Fatalf("after the stale report: %d missing, partition %d reported %v", len(s.Missing), top, s.Partitions[top].Reported)
 	}
 }

@@ -46,13 +46,8 @@ func (r *refManager) observe(p int32, wm mtime.Time, total int32, idle bool) err
 	if wm < mtime.MinTimestamp || wm > mtime.MaxTimestamp {
 		return ErrWatermarkOutOfRange
 	}
-	if total != r.total {
-		for q := range r.parts {
-			if q >= total || total < r.total {
-				delete(r.parts, q)
-			}
-		}
-		r.total = total
+	if total > r.total {
+		r.total = total // only grows: a smaller total is a stale report
 	}
 	old, ok := r.parts[p]
 	if ok && old.wm > wm {
