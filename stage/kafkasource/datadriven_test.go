@@ -39,102 +39,107 @@ var epoch = time.Date(2026, 9, 22, 10, 0, 0, 0, time.UTC)
 // of a record stamped at the wall-clock instant N ms after it). Wall-clock instants (at=, now=) are Go durations after a fixed
 // epoch, and are printed the same way.
 func TestScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		if filepath.Base(filepath.Dir(path)) == "logend" {
-			t.Skip("testdata/logend holds Reading's scenarios (TestLogEndScenarios)")
+	// The scenario files at the top of testdata/ only: testdata/logend holds
+	// Reading's (TestLogEndScenarios), testdata/fuzz the fuzzer's corpus.
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenario file in testdata/*.txt (%v)", err)
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) { runPartitionScenario(t, path) })
+	}
+}
+
+// runPartitionScenario runs one scenario file of TestScenarios.
+func runPartitionScenario(t *testing.T, path string) {
+	parts := map[string]*Partition{}
+	datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+		name := "p"
+		if td.HasArg("name") {
+			td.ScanArgs(t, "name", &name)
 		}
-		if filepath.Ext(path) != ".txt" {
-			t.Skip("skipped because it is not a scenario file: testdata holds *.txt scenarios only")
+		get := func() *Partition {
+			p, ok := parts[name]
+			if !ok {
+				t.Fatalf("%s: no partition %q", td.Pos, name)
+			}
+			return p
 		}
-		parts := map[string]*Partition{}
-		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			name := "p"
-			if td.HasArg("name") {
-				td.ScanArgs(t, "name", &name)
+		switch td.Cmd {
+		case "new", "validate":
+			s := parseStrategy(t, td)
+			if td.Cmd == "validate" {
+				return errOrOK(s.Validate())
 			}
-			get := func() *Partition {
-				p, ok := parts[name]
-				if !ok {
-					t.Fatalf("%s: no partition %q", td.Pos, name)
-				}
-				return p
+			p, err := NewPartition(s, epoch.Add(durArg(t, td, "at")))
+			if err != nil {
+				delete(parts, name)
+				return errOrOK(err)
 			}
-			switch td.Cmd {
-			case "new", "validate":
-				s := parseStrategy(t, td)
-				if td.Cmd == "validate" {
-					return errOrOK(s.Validate())
-				}
-				p, err := NewPartition(s, epoch.Add(durArg(t, td, "at")))
-				if err != nil {
-					delete(parts, name)
-					return errOrOK(err)
-				}
-				parts[name] = p
-				return "ok\n"
-			case "observe":
-				p := get()
-				now := epoch.Add(durArg(t, td, "now"))
-				arg, ok := td.Arg("ts")
-				if !ok {
-					t.Fatalf("%s: observe needs ts=", td.Pos)
-				}
-				var b strings.Builder
-				for _, v := range arg.Vals {
-					p.Observe(parseTS(t, v), now)
-					fmt.Fprintf(&b, "ts=%s wm=%s\n", v, fmtTS(p.Watermark()))
-				}
-				return b.String()
-			case "watermark":
-				return "wm=" + fmtTS(get().Watermark()) + "\n"
-			case "watermark-at":
-				return "wm=" + fmtTS(get().WatermarkAt(epoch.Add(durArg(t, td, "now")), td.HasArg("caught-up"))) + "\n"
-			case "idle":
-				p := get()
-				now := epoch.Add(durArg(t, td, "now"))
-				at, ok := p.IdleAt()
-				switch {
-				case !ok:
-					return fmt.Sprintf("idle=%t (idleness off)\n", p.Idle(now))
-				case p.Idle(now):
-					return fmt.Sprintf("idle=true (since %s)\n", fmtWall(at))
-				}
-				return fmt.Sprintf("idle=false (idle at %s)\n", fmtWall(at))
-			case "state":
-				v := get().View(epoch.Add(durArg(t, td, "now")))
-				s := fmt.Sprintf("kind=%v wm=%s idle=%t", v.Kind, fmtTS(v.Watermark), v.Idle)
-				if v.HasRecord {
-					s += fmt.Sprintf(" max=%s last=%s", fmtTS(v.MaxEventTime), fmtTS(v.LastEventTime))
-				} else {
-					s += " no-record"
-				}
-				s += " active=" + fmtWall(v.LastActivity)
-				if v.Idleness > 0 {
-					s += fmt.Sprintf(" idleness=%v idle-at=%s", v.Idleness, fmtWall(v.IdleAt))
-				}
-				return s + "\n"
-			case "align":
-				now := epoch.Add(durArg(t, td, "now"))
-				group := map[string]*Partition{}
-				if arg, ok := td.Arg("members"); ok {
-					for _, k := range arg.Vals {
-						group[k] = parts[k] // nil if unknown: Align's error
-					}
-				} else {
-					for k, p := range parts {
-						group[k] = p
-					}
-				}
-				a, err := Align(group, now)
-				if err != nil {
-					return errOrOK(err)
-				}
-				return fmtAlignment(a)
-			default:
-				t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
-				return ""
+			parts[name] = p
+			return "ok\n"
+		case "observe":
+			p := get()
+			now := epoch.Add(durArg(t, td, "now"))
+			arg, ok := td.Arg("ts")
+			if !ok {
+				t.Fatalf("%s: observe needs ts=", td.Pos)
 			}
-		})
+			var b strings.Builder
+			for _, v := range arg.Vals {
+				p.Observe(parseTS(t, v), now)
+				fmt.Fprintf(&b, "ts=%s wm=%s\n", v, fmtTS(p.Watermark()))
+			}
+			return b.String()
+		case "watermark":
+			return "wm=" + fmtTS(get().Watermark()) + "\n"
+		case "watermark-at":
+			return "wm=" + fmtTS(get().WatermarkAt(epoch.Add(durArg(t, td, "now")), td.HasArg("caught-up"))) + "\n"
+		case "idle":
+			p := get()
+			now := epoch.Add(durArg(t, td, "now"))
+			at, ok := p.IdleAt()
+			switch {
+			case !ok:
+				return fmt.Sprintf("idle=%t (idleness off)\n", p.Idle(now))
+			case p.Idle(now):
+				return fmt.Sprintf("idle=true (since %s)\n", fmtWall(at))
+			}
+			return fmt.Sprintf("idle=false (idle at %s)\n", fmtWall(at))
+		case "state":
+			v := get().View(epoch.Add(durArg(t, td, "now")))
+			s := fmt.Sprintf("kind=%v wm=%s idle=%t", v.Kind, fmtTS(v.Watermark), v.Idle)
+			if v.HasRecord {
+				s += fmt.Sprintf(" max=%s last=%s", fmtTS(v.MaxEventTime), fmtTS(v.LastEventTime))
+			} else {
+				s += " no-record"
+			}
+			s += " active=" + fmtWall(v.LastActivity)
+			if v.Idleness > 0 {
+				s += fmt.Sprintf(" idleness=%v idle-at=%s", v.Idleness, fmtWall(v.IdleAt))
+			}
+			return s + "\n"
+		case "align":
+			now := epoch.Add(durArg(t, td, "now"))
+			group := map[string]*Partition{}
+			if arg, ok := td.Arg("members"); ok {
+				for _, k := range arg.Vals {
+					group[k] = parts[k] // nil if unknown: Align's error
+				}
+			} else {
+				for k, p := range parts {
+					group[k] = p
+				}
+			}
+			a, err := Align(group, now)
+			if err != nil {
+				return errOrOK(err)
+			}
+			return fmtAlignment(a)
+		default:
+			t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
+			return ""
+		}
 	})
 }
 
