@@ -534,22 +534,32 @@ func TestScenarioSIGKILL(t *testing.T) {
 	r.stopAll()
 }
 
-// TestScenarioReassignment: the input topic grows from 6 to 9 partitions
-// while two instances run (issue 21 §4). Right after CreatePartitions
-// returns, the producer writes scEarlyRecords records to each new partition
-// stamped scEarlyBehind before the call: ahead of what the downstream
-// watermark can reach if the new count re-opens the hold within a second
-// (the old partitions' watermark is at least 1.1 s behind the wall clock:
-// the 1 s bound and the newest record's age; the test checks it), then to
-// all 9 partitions. The sources find the new count (stage.PartitionCheck)
-// and their reports carry it at once (seed 000). Once both instances report
-// it, one record stamped scJump ahead goes to each old partition: the old
-// partitions' watermark passes the early records before the new partitions
-// are read, whenever the group assigns them. The hold keeps the watermark
-// downstream until the new partitions have reported, so no early record is
-// late: the output is exact and no stage dropped an element. Without the
-// hold re-opened by the new count, the early records are late and dropped,
-// and the output is wrong.
+// TestScenarioReassignment: the input topic grows by scGrowBy partitions
+// while two instances run (issue 21 §4), in rounds (6 → 9, then 9 → 12, …)
+// until one round could catch a missing hold, at most scGrowRounds. In a
+// round, right after CreatePartitions returns, the producer writes
+// scEarlyRecords records to each new partition stamped scEarlyBehind
+// before the call: ahead of what the downstream watermark can reach if the
+// new count re-opens the hold within a second (the old partitions'
+// watermark is at least 1.1 s behind the wall clock: the 1 s bound and the
+// newest record's age; the test checks it), then to every partition. The
+// sources find the new count (stage.PartitionCheck) and their reports
+// carry it at once (seed 000). Once both instances have found it (so every
+// later report of theirs carries it), one record stamped scJump ahead goes
+// to each old partition: the old partitions' watermark passes the early
+// records, and the hold keeps the watermark downstream until the new
+// partitions have reported, so no early record is late: the output is
+// exact and no stage dropped an element. Without the hold re-opened by the
+// new count, the early records are late and dropped, and the output is
+// wrong.
+//
+// Whether a round can catch a missing hold is a race the runner usually
+// wins: the group assigns the new partitions about 0.3 s after the growth
+// and they report soon after, so the jump must be read and reported
+// before that. A round counts when the old partitions' watermark was past
+// the early records by the time every new partition had reported; a round
+// that lost the race is logged and the topic grows again (a CI run lost
+// it once: the hold lifted 636 ms after the growth, the jump not read yet).
 func TestScenarioReassignment(t *testing.T) {
 	r := newScenario(t, "reassignment")
 	k0 := r.startKid("")
@@ -557,97 +567,22 @@ func TestScenarioReassignment(t *testing.T) {
 	k1 := r.startKid("")
 	r.waitTasks(k1, 2*time.Minute)
 	kids := []*scKid{k0, k1}
-	addr0 := kidAddr(t, k0)
-	src := r.stages[0]
 	r.phase()
-	asked := time.Now()
-	growPartitions(t, r.bs, r.in, 9)
-	grown := time.Now()
-	r.prod.setPartitions(9)
-	early := asked.Add(-scEarlyBehind).UnixMilli()
-	newParts := []int32{6, 7, 8}
-	r.prod.writeAt(newParts, early, scEarlyRecords)
-	wrote := time.Now()
-	t.Logf("%s: %s has 9 partitions (CreatePartitions took %v); %d records written to each of %v at %s, %v after the growth",
-		r.since(), r.in, grown.Sub(asked).Round(time.Millisecond), scEarlyRecords, newParts, time.UnixMilli(early).UTC().Format("15:04:05.000"), wrote.Sub(grown).Round(time.Millisecond))
-
-	// The count in-band: the first report carrying 9 partitions, as the
-	// WatermarkManager service reads them; the hold must stand below the
-	// early records.
-	st := waitSource(t, addr0, "a report of the source stage carrying 9 partitions", time.Minute, func(_ string, st service.StageJSON) bool {
-		return st.TotalSourcePartitions == 9
-	})
-	reported := time.Since(asked)
-	if st.GlobalMs >= early {
-		t.Errorf("the source stage's watermark was %s when its reports first carried 9 partitions (%v after the growth), at or past the early records' event time %s: the hold re-opened too late, they are late",
-			time.UnixMilli(st.GlobalMs).UTC().Format("15:04:05.000"), reported.Round(time.Millisecond), time.UnixMilli(early).UTC().Format("15:04:05.000"))
-	}
-	var found []string
-	for _, k := range kids {
-		at := waitLogTime(t, k, "the input topic has more partitions", time.Minute)
-		found = append(found, fmt.Sprintf("instance %d %v", k.idx, at.Sub(asked).Round(time.Millisecond)))
-	}
-	// Both instances report 9: one record stamped scJump ahead of the wall
-	// clock to each old partition moves their watermarks past the early
-	// records at once, whenever the group assigns the new partitions.
-	// With the hold that is harmless (the downstream watermark waits for
-	// the new partitions); without it the early records are late.
-	jump := time.Now().Add(scJump).UnixMilli()
-	var oldParts []int32
-	for p := int32(0); p < scInputPartitions; p++ {
-		oldParts = append(oldParts, p)
-	}
-	r.prod.writeAt(oldParts, jump, 1)
-
-	var newTasks []string
-	var assigned time.Duration
-	deadline := time.Now().Add(time.Minute)
-	for len(newTasks) == 0 && time.Now().Before(deadline) {
-		for _, k := range kids {
-			for _, e := range parseTaskEvents(k.log.String()) {
-				if e.stage != src || !e.assigned || e.at.Before(asked) {
-					continue
-				}
-				for _, p := range e.partitions {
-					if p >= scInputPartitions {
-						newTasks = append(newTasks, fmt.Sprintf("%d on instance %d", p, k.idx))
-						if d := e.at.Sub(asked); assigned == 0 || d < assigned {
-							assigned = d
-						}
-					}
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(newTasks) == 0 {
-		t.Fatalf("no instance was assigned a new partition of %s within a minute", r.in)
-	}
-	// When the new partitions have all reported (the hold is lifted), the
-	// old partitions' watermark is past the early records: without the
-	// hold the downstream watermark would have passed them before they
-	// were read.
-	st = waitSource(t, addr0, "every one of 9 source partitions reported", time.Minute, func(_ string, st service.StageJSON) bool {
-		return st.TotalSourcePartitions == 9 && !st.Held
-	})
-	released := time.Since(asked)
-	oldMin := int64(math.MaxInt64)
-	for p := 0; p < scInputPartitions; p++ {
-		for name, pj := range st.Partitions {
-			if strings.HasSuffix(name, ":"+strconv.Itoa(p)) && pj.WatermarkMs < oldMin {
-				oldMin = pj.WatermarkMs
-			}
+	var rounds []string
+	caught := false
+	for round, from := 1, int32(scInputPartitions); round <= scGrowRounds && !caught; round, from = round+1, from+scGrowBy {
+		ahead, summary := r.growRound(kids, from, from+scGrowBy)
+		rounds = append(rounds, fmt.Sprintf("round %d: %s", round, summary))
+		if caught = ahead > 0; !caught {
+			t.Logf("%s: round %d could not catch a missing hold (the old partitions' watermark was %v past the early records when the new partitions had all reported): growing again", r.since(), round, ahead)
 		}
 	}
-	ahead := time.Duration(oldMin-early) * time.Millisecond
-	t.Logf("%s: the new partitions had all reported %v after the growth; the old partitions' watermark was then %v past the early records' event time", r.since(), released.Round(time.Millisecond), ahead)
-	if ahead <= 0 {
-		t.Errorf("the old partitions' watermark was %v past the early records' event time when the new partitions had all reported, want it past them: this run cannot catch a missing hold", ahead)
+	if !caught {
+		t.Errorf("in none of %d rounds was the old partitions' watermark past the early records when the new partitions had all reported: this run cannot catch a missing hold", scGrowRounds)
 	}
 	r.phase()
 	r.phase()
-	r.finish(fmt.Sprintf("6 → 9 partitions, from the CreatePartitions call (it took %v) → the count found by the source loops: %s; → first report carrying 9 read by the WatermarkManager %v; → first new source task assigned %v; → hold lifted (all 9 reported) %v; old partitions' watermark then %v past the early records (%d on each new partition, stamped %v before the call); new source tasks %v",
-		grown.Sub(asked).Round(time.Millisecond), strings.Join(found, ", "), reported.Round(time.Millisecond), assigned.Round(time.Millisecond), released.Round(time.Millisecond), ahead, scEarlyRecords, scEarlyBehind, newTasks))
+	r.finish(strings.Join(rounds, "; "))
 	for _, k := range kids {
 		n, err := lateDropped(kidAddr(t, k))
 		if err != nil {
@@ -659,8 +594,110 @@ func TestScenarioReassignment(t *testing.T) {
 	r.stopAll()
 }
 
-// The early records of TestScenarioReassignment.
+// growRound is one round of TestScenarioReassignment: the input topic
+// grows from from to to partitions. It returns how far the old
+// partitions' watermark was past the early records when every new
+// partition had reported (≤ 0: the round could not catch a missing hold)
+// and the round's figures.
+func (r *scRun) growRound(kids []*scKid, from, to int32) (time.Duration, string) {
+	t := r.t
+	t.Helper()
+	addr0 := kidAddr(t, kids[0])
+	src := r.stages[0]
+	asked := time.Now()
+	growPartitions(t, r.bs, r.in, int(to))
+	grown := time.Now()
+	early := asked.Add(-scEarlyBehind).UnixMilli()
+	var newParts, oldParts []int32
+	for p := int32(0); p < to; p++ {
+		if p < from {
+			oldParts = append(oldParts, p)
+		} else {
+			newParts = append(newParts, p)
+		}
+	}
+	r.prod.setPartitions(to)
+	r.prod.writeAt(newParts, early, scEarlyRecords)
+	wrote := time.Now()
+	t.Logf("%s: %s has %d partitions (CreatePartitions took %v); %d records written to each of %v at %s, %v after the growth",
+		r.since(), r.in, to, grown.Sub(asked).Round(time.Millisecond), scEarlyRecords, newParts, time.UnixMilli(early).UTC().Format("15:04:05.000"), wrote.Sub(grown).Round(time.Millisecond))
+
+	// Both instances have found the new count, so each of their later
+	// reports carries it: one record stamped scJump ahead of the wall
+	// clock to each old partition moves their watermarks past the early
+	// records at once, whenever the group assigns the new partitions.
+	// With the hold that is harmless (the downstream watermark waits for
+	// the new partitions); without it the early records are late.
+	var found []string
+	for _, k := range kids {
+		at := waitLogTime(t, k, time.Minute, "the input topic has more partitions", fmt.Sprintf("partitions=%d", to))
+		found = append(found, fmt.Sprintf("instance %d %v", k.idx, at.Sub(asked).Round(time.Millisecond)))
+	}
+	jumped := time.Since(asked)
+	r.prod.writeAt(oldParts, time.Now().Add(scJump).UnixMilli(), 1)
+
+	// The count in-band: the first report carrying the new count, as the
+	// WatermarkManager service reads them; the hold must stand below the
+	// early records.
+	st := waitSource(t, addr0, fmt.Sprintf("a report of the source stage carrying %d partitions", to), time.Minute, func(_ string, st service.StageJSON) bool {
+		return st.TotalSourcePartitions == to
+	})
+	reported := time.Since(asked)
+	if st.GlobalMs >= early {
+		t.Errorf("the source stage's watermark was %s when its reports first carried %d partitions (%v after the growth), at or past the early records' event time %s: the hold re-opened too late, they are late",
+			time.UnixMilli(st.GlobalMs).UTC().Format("15:04:05.000"), to, reported.Round(time.Millisecond), time.UnixMilli(early).UTC().Format("15:04:05.000"))
+	}
+
+	var newTasks []string
+	var assigned time.Duration
+	for deadline := time.Now().Add(time.Minute); len(newTasks) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, k := range kids {
+			for _, e := range parseTaskEvents(k.log.String()) {
+				if e.stage != src || !e.assigned || e.at.Before(asked) {
+					continue
+				}
+				for _, p := range e.partitions {
+					if p >= from && p < to {
+						newTasks = append(newTasks, fmt.Sprintf("%d on instance %d", p, k.idx))
+						if d := e.at.Sub(asked); assigned == 0 || d < assigned {
+							assigned = d
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(newTasks) == 0 {
+		t.Fatalf("no instance was assigned a new partition of %s within a minute", r.in)
+	}
+	// When the new partitions have all reported (the hold is lifted), the
+	// old partitions' watermark is past the early records: without the
+	// hold the downstream watermark would have passed them before they
+	// were read.
+	st = waitSource(t, addr0, fmt.Sprintf("every one of %d source partitions reported", to), time.Minute, func(_ string, st service.StageJSON) bool {
+		return st.TotalSourcePartitions == to && !st.Held
+	})
+	released := time.Since(asked)
+	oldMin := int64(math.MaxInt64)
+	for _, p := range oldParts {
+		for name, pj := range st.Partitions {
+			if strings.HasSuffix(name, ":"+strconv.Itoa(int(p))) && pj.WatermarkMs < oldMin {
+				oldMin = pj.WatermarkMs
+			}
+		}
+	}
+	ahead := time.Duration(oldMin-early) * time.Millisecond
+	t.Logf("%s: the new partitions had all reported %v after the growth; the old partitions' watermark was then %v past the early records' event time", r.since(), released.Round(time.Millisecond), ahead)
+	return ahead, fmt.Sprintf("%d → %d partitions, from the CreatePartitions call (it took %v) → the count found by the source loops: %s; → jump written to the old partitions %v; → first report carrying %d read by the WatermarkManager %v; → first new source task assigned %v; → hold lifted (all %d reported) %v; old partitions' watermark then %v past the early records (%d on each new partition, stamped %v before the call); new source tasks %v",
+		from, to, grown.Sub(asked).Round(time.Millisecond), strings.Join(found, ", "), jumped.Round(time.Millisecond), to, reported.Round(time.Millisecond), assigned.Round(time.Millisecond), to, released.Round(time.Millisecond), ahead, scEarlyRecords, scEarlyBehind, newTasks)
+}
+
+// The rounds of TestScenarioReassignment.
 const (
+	// scGrowBy is how many partitions a round adds to the input topic.
+	scGrowBy = 3
+	// scGrowRounds bounds the rounds.
+	scGrowRounds = 4
 	// scEarlyRecords is how many records go to each new partition right
 	// after CreatePartitions returns.
 	scEarlyRecords = 20
@@ -688,15 +725,19 @@ func kidAddr(t *testing.T, k *scKid) string {
 	}
 }
 
-// waitLogTime waits until instance k has logged s, and returns the time
-// of the first line with it (the instance's clock, slog's time=).
-func waitLogTime(t *testing.T, k *scKid, s string, timeout time.Duration) time.Time {
+// waitLogTime waits until instance k has logged a line with every one of
+// subs, and returns the time of the first such line (the instance's clock,
+// slog's time=).
+func waitLogTime(t *testing.T, k *scKid, timeout time.Duration, subs ...string) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
+	lines:
 		for _, line := range strings.Split(k.log.String(), "\n") {
-			if !strings.Contains(line, s) {
-				continue
+			for _, s := range subs {
+				if !strings.Contains(line, s) {
+					continue lines
+				}
 			}
 			if m := logTimeRe.FindStringSubmatch(line); m != nil {
 				if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
@@ -705,7 +746,7 @@ func waitLogTime(t *testing.T, k *scKid, s string, timeout time.Duration) time.T
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("instance %d did not log %q within %v", k.idx, s, timeout)
+			t.Fatalf("instance %d did not log a line with %q within %v", k.idx, subs, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
