@@ -1,89 +1,107 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
+	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 )
 
-// Flags of the kafkastreams runner, in Beam's style (snake_case). Each says
-// its default and the Kafka or Kafka Streams setting it corresponds to. The
-// numeric and duration flags must be positive: a job started with a zero or
-// negative one fails before anything is created on the cluster
-// (validateFlags).
-var (
-	// BootstrapServers is Kafka's bootstrap.servers. Default
-	// $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
-	BootstrapServers = flag.String("bootstrap_servers", "", "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)")
-	// ApplicationID names the application, like Kafka Streams' application.id:
-	// every instance started with the same id shares the work; it prefixes
-	// every topic, consumer group and transactional.id. Default: --job_name.
-	ApplicationID = flag.String("application_id", "", "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
-	// InternalTopicPartitions is the partition count of internal topics:
-	// the number of tasks of every stage but Impulse. Default 4; from 1 to
-	// 2147483647 (a Kafka partition count is an int32).
-	InternalTopicPartitions = flag.Int("internal_topic_partitions", 4, "partitions of the topics between stages: tasks per stage (positive)")
-	// CommitInterval is how long a transaction collects records, like
-	// Kafka Streams' commit.interval.ms, as a Go duration (100ms, 1s).
-	// Default 100 ms; must be positive.
-	CommitInterval = flag.Duration("commit_interval", 100*time.Millisecond, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms)")
-	// MaxBundleSize bounds the records of one bundle (and one transaction):
-	// a task commits after this many records even within CommitInterval, like
-	// Kafka's max.poll.records. Default 10 000; must be positive.
-	MaxBundleSize = flag.Int("max_bundle_size", 10000, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
+// Options is every setting of one kafkastreams run, read once: from the
+// command line by OptionsFromFlags (Execute, that is beam.Run with
+// --runner=kafkastreams), or built by a test or an embedding program from
+// DefaultOptions and handed to Execute with WithOptions. Nothing below
+// execute reads a flag: each part of the runner gets what it needs from
+// this value. Validate checks the fields one by one and against each other.
+// Each field is a flag in Beam's style (snake_case), named in its comment
+// with the Kafka or Kafka Streams setting it corresponds to.
+type Options struct {
+	// BootstrapServers is Kafka's bootstrap.servers (--bootstrap_servers).
+	// Empty: $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
+	BootstrapServers string
+	// ApplicationID names the application, like Kafka Streams'
+	// application.id (--application_id): every instance started with the
+	// same id shares the work; it prefixes every topic, consumer group and
+	// transactional.id. Empty: Beam's --job_name (a fresh one if unset).
+	ApplicationID string
+	// InternalTopicPartitions is the partition count of internal topics
+	// (--internal_topic_partitions): the number of tasks of every stage but
+	// Impulse. Default 4; from 1 to 2147483647 (a Kafka partition count is
+	// an int32).
+	InternalTopicPartitions int
+	// CommitInterval is how long a transaction collects records
+	// (--commit_interval), like Kafka Streams' commit.interval.ms. Default
+	// 100 ms; positive and below the stages' transaction timeout
+	// (stage.TransactionTimeout, 10 s), or every transaction would be
+	// aborted by the broker before it commits.
+	CommitInterval time.Duration
+	// MaxBundleSize bounds the records of one bundle and one transaction
+	// (--max_bundle_size): a task commits after this many records even
+	// within CommitInterval, like Kafka's max.poll.records. Default 10 000;
+	// positive.
+	MaxBundleSize int
 	// GBKFireBudget bounds the values one GroupByKey task fires in one
-	// transaction under the default trigger (gbk.HeadConfig.FireBudget):
-	// past it the task's other due panes fire in the next transactions, at
-	// once, and its output watermark waits for them; a pane is never cut.
-	// It keeps a transaction's memory and size bounded when the watermark
-	// passes millions of values at once (the end of a bounded input).
-	// Default gbk.DefaultFireBudget (100 000); 0 or negative: no bound.
-	GBKFireBudget = flag.Int("gbk_fire_budget", gbk.DefaultFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
-	// MergeSessionAccumulators: a lifted combine's GroupByKey over session
-	// windows (default trigger, discarding) merges the accumulators of each
-	// session at every commit with the combine's MergeAccumulators, run by
-	// the SDK, and keeps one per session instead of one per element
-	// (gbk.HeadConfig.Compact; Beam's combining state for merging windows).
-	// false keeps every accumulator until the session fires.
-	MergeSessionAccumulators = flag.Bool("merge_session_accumulators", true, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
-	// StateDir is where task state stores and instance slots live, like
-	// Kafka Streams' state.dir: <state_dir>/<application_id>/instance-<n>/.
-	// A restarted instance takes a free slot and with it a previous
-	// instance's transactional ids (instance.go). A local file system.
-	// Default: os.TempDir()/kafkastreams-state.
-	StateDir = flag.String("state_dir", "", "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
+	// transaction under the default trigger (--gbk_fire_budget;
+	// gbk.HeadConfig.FireBudget): past it the task's other due panes fire
+	// in the next transactions, at once, and its output watermark waits for
+	// them; a pane is never cut. It keeps a transaction's memory and size
+	// bounded when the watermark passes millions of values at once (the end
+	// of a bounded input). Default gbk.DefaultFireBudget (100 000); 0 or
+	// negative: no bound.
+	GBKFireBudget int
+	// MergeSessionAccumulators (--merge_session_accumulators): a lifted
+	// combine's GroupByKey over session windows (default trigger,
+	// discarding) merges the accumulators of each session at every commit
+	// with the combine's MergeAccumulators, run by the SDK, and keeps one
+	// per session instead of one per element (gbk.HeadConfig.Compact;
+	// Beam's combining state for merging windows). Default true; false
+	// keeps every accumulator until the session fires.
+	MergeSessionAccumulators bool
+	// StateDir is where task state stores and instance slots live
+	// (--state_dir), like Kafka Streams' state.dir:
+	// <state_dir>/<application_id>/instance-<n>/. A restarted instance
+	// takes a free slot and with it a previous instance's transactional ids
+	// (instance.go). A local file system. Empty: os.TempDir()/kafkastreams-state.
+	StateDir string
 	// WatermarksAddr is where this instance serves GET /watermarks,
-	// /healthz and /metrics. Default 127.0.0.1:0 (a free port, logged);
-	// empty disables.
-	WatermarksAddr = flag.String("watermarks_addr", "127.0.0.1:0", "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
+	// /healthz and /metrics (--watermarks_addr). Default 127.0.0.1:0 (a
+	// free port, logged); empty disables.
+	WatermarksAddr string
 	// DefaultIdleness is the idleness of Kafka sources that set none
-	// (kafkaio.WithIdleness): a source partition without a record for this
-	// long is left out of the watermark's minimum until its next record
-	// (seed 002; Flink's withIdleness). Default 5 minutes; 0 turns it off
-	// for those sources, and the runner warns at start-up naming each.
-	DefaultIdleness = flag.Duration("default_idleness", 5*time.Minute, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
-	// SessionTimeout is the stage consumers' session timeout, Kafka's
-	// session.timeout.ms: how long after an instance's last heartbeat
-	// (a SIGKILL, a lost machine) its groups give its tasks to the others.
-	// Default 6 s, the smallest the broker allows by default
-	// (group.min.session.timeout.ms); the heartbeat interval
+	// (--default_idleness; kafkaio.WithIdleness): a source partition
+	// without a record for this long is left out of the watermark's minimum
+	// until its next record (seed 002; Flink's withIdleness). Default 5
+	// minutes; 0 turns it off for those sources, and the runner warns at
+	// start-up naming each; negative is refused.
+	DefaultIdleness time.Duration
+	// SessionTimeout is the stage consumers' session timeout
+	// (--session_timeout), Kafka's session.timeout.ms: how long after an
+	// instance's last heartbeat (a SIGKILL, a lost machine) its groups give
+	// its tasks to the others. Default 6 s, the smallest the broker allows
+	// by default (group.min.session.timeout.ms); the heartbeat interval
 	// (heartbeat.interval.ms) is a third of it, at most 1 s: a member
 	// learns of a rebalance at its next heartbeat. Kafka's default, 45 s,
-	// held a killed instance's tasks for 45 s.
-	// A --kafka_property=session.timeout.ms=… wins.
-	SessionTimeout = flag.Duration("session_timeout", 6*time.Second, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
+	// held a killed instance's tasks for 45 s. Whole milliseconds. A
+	// KafkaProperties session.timeout.ms wins.
+	SessionTimeout time.Duration
 	// StaticMembership turns on static group membership (KIP-345) for the
-	// stage consumers: group.instance.id is the instance slot's identity,
-	// so a copy restarted in a killed one's slot (same --state_dir) gets
-	// its tasks back at once (measured 0.6-1.6 s) instead of after the
-	// dead member's session timeout (6.1 s). Default off, for what it
-	// costs, both measured:
+	// stage consumers (--static_membership): group.instance.id is the
+	// instance slot's identity, so a copy restarted in a killed one's slot
+	// (same StateDir) gets its tasks back at once (measured 0.6-1.6 s)
+	// instead of after the dead member's session timeout (6.1 s). Default
+	// off, for what it costs, both measured:
 	//   - a static member replaced while a cooperative rebalance is half
 	//     done takes over its predecessor's assignment as it stood, which
 	//     can be empty (the first, revoking round), and no rebalance
@@ -98,31 +116,153 @@ var (
 	//     restarts its clients and goes on (TestStaticMemberFencedRestarts,
 	//     and the 3-broker failover scenario passes exact with it), at the
 	//     cost of an abort and a restore.
-	StaticMembership = flag.Bool("static_membership", false, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
+	StaticMembership bool
 	// WatermarkStuckThreshold is how long a stage's output watermark may
-	// stay where it is before the instance explains it as stuck: in its
-	// progress lines (a warning per stuck stage, with the chain of causes),
-	// on its page at / and in GET /watermarks/explain. A Go duration;
-	// default 1 minute (service.DefaultStuckAfter); must be positive.
-	WatermarkStuckThreshold = flag.Duration("watermark_stuck_threshold", time.Minute, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
+	// stay where it is before the instance explains it as stuck
+	// (--watermark_stuck_threshold): in its progress lines (a warning per
+	// stuck stage, with the chain of causes), on its page at / and in GET
+	// /watermarks/explain. Default 1 minute (service.DefaultStuckAfter);
+	// positive.
+	WatermarkStuckThreshold time.Duration
 	// KafkaProperties are extra librdkafka properties for every client
-	// (security settings, …), repeatable: --kafka_property=security.protocol=SSL.
-	KafkaProperties = properties{}
+	// (--kafka_property=key=value, repeatable): security settings, … The
+	// runner's own settings of a client win over them, but for the group
+	// membership's (SessionTimeout).
+	KafkaProperties map[string]string
+	// Drain, instead of running the job, asks the running application
+	// (ApplicationID on BootstrapServers) to drain (--drain; Beam's drain):
+	// see Drain.
+	Drain bool
+
+	// bootstrapFrom says where BootstrapServers came from, for errors
+	// (set by resolve).
+	bootstrapFrom string
+}
+
+// DefaultOptions returns the default of every setting: the flags' defaults.
+func DefaultOptions() Options {
+	return Options{
+		InternalTopicPartitions:  4,
+		CommitInterval:           100 * time.Millisecond,
+		MaxBundleSize:            10000,
+		GBKFireBudget:            gbk.DefaultFireBudget,
+		MergeSessionAccumulators: true,
+		WatermarksAddr:           "127.0.0.1:0",
+		DefaultIdleness:          5 * time.Minute,
+		SessionTimeout:           6 * time.Second,
+		WatermarkStuckThreshold:  time.Minute,
+		KafkaProperties:          map[string]string{},
+	}
+}
+
+// The runner's flags, one per field of Options (see there; the flag of
+// each is named in its comment), their defaults DefaultOptions'. Only
+// OptionsFromFlags reads them. Integration tests still set some of them
+// as a command line would; new code builds an Options (WithOptions).
+var (
+	defaults                 = DefaultOptions()
+	BootstrapServers         = flag.String("bootstrap_servers", defaults.BootstrapServers, "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)")
+	ApplicationID            = flag.String("application_id", defaults.ApplicationID, "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
+	InternalTopicPartitions  = flag.Int("internal_topic_partitions", defaults.InternalTopicPartitions, "partitions of the topics between stages: tasks per stage (positive)")
+	CommitInterval           = flag.Duration("commit_interval", defaults.CommitInterval, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms), below the transaction timeout (10s)")
+	MaxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
+	GBKFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
+	MergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
+	StateDir                 = flag.String("state_dir", defaults.StateDir, "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
+	WatermarksAddr           = flag.String("watermarks_addr", defaults.WatermarksAddr, "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
+	DefaultIdleness          = flag.Duration("default_idleness", defaults.DefaultIdleness, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
+	SessionTimeout           = flag.Duration("session_timeout", defaults.SessionTimeout, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
+	StaticMembership         = flag.Bool("static_membership", defaults.StaticMembership, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
+	WatermarkStuckThreshold  = flag.Duration("watermark_stuck_threshold", defaults.WatermarkStuckThreshold, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
+	KafkaProperties          = properties{}
 )
 
 func init() {
 	flag.Var(KafkaProperties, "kafka_property", "extra Kafka client property key=value for every client (repeatable), e.g. security.protocol=SASL_SSL")
 }
 
-// validateFlags checks the runner's numeric and duration flags: each must be
-// positive (and --internal_topic_partitions fit a Kafka partition count, an
-// int32). Left unchecked, a zero or negative value was taken silently (the
-// stage loops replaced it by their default), a partition count beyond an
-// int32 wrapped around, and a non-positive one was refused by the plan
-// without naming the flag. Every bad flag is named, with its value, in one error per
-// flag (joined), like "kafkastreams: --commit_interval=-1s: must be positive".
+// OptionsFromFlags returns the runner's flags as the command line set them
+// (their defaults where it did not): the one place that reads them.
+func OptionsFromFlags() Options {
+	return Options{
+		BootstrapServers:         *BootstrapServers,
+		ApplicationID:            *ApplicationID,
+		InternalTopicPartitions:  *InternalTopicPartitions,
+		CommitInterval:           *CommitInterval,
+		MaxBundleSize:            *MaxBundleSize,
+		GBKFireBudget:            *GBKFireBudget,
+		MergeSessionAccumulators: *MergeSessionAccumulators,
+		StateDir:                 *StateDir,
+		WatermarksAddr:           *WatermarksAddr,
+		DefaultIdleness:          *DefaultIdleness,
+		SessionTimeout:           *SessionTimeout,
+		StaticMembership:         *StaticMembership,
+		WatermarkStuckThreshold:  *WatermarkStuckThreshold,
+		KafkaProperties:          maps.Clone(map[string]string(KafkaProperties)),
+		Drain:                    *DrainFlag,
+	}
+}
+
+type optionsKey struct{}
+
+// WithOptions returns ctx carrying o: Execute (beam.Run with
+// --runner=kafkastreams under ctx) runs with o instead of the flags. For
+// tests and programs that embed the runner; o is validated as the flags
+// are.
+func WithOptions(ctx context.Context, o Options) context.Context {
+	return context.WithValue(ctx, optionsKey{}, o)
+}
+
+// optionsOf returns the Options WithOptions put in ctx, else the flags'.
+func optionsOf(ctx context.Context) Options {
+	if o, ok := ctx.Value(optionsKey{}).(Options); ok {
+		return o
+	}
+	return OptionsFromFlags()
+}
+
+// resolve fills what an empty setting means: BootstrapServers from
+// $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092 (noting where it came
+// from, for errors); ApplicationID from Beam's --job_name (a fresh one,
+// with a warning on log, when that is unset too); a nil KafkaProperties
+// as none.
+func (o *Options) resolve(log *slog.Logger) {
+	o.bootstrapFrom = "--bootstrap_servers"
+	if o.BootstrapServers == "" {
+		o.BootstrapServers, o.bootstrapFrom = os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "$KAFKA_BOOTSTRAP_SERVERS"
+	}
+	if o.BootstrapServers == "" {
+		o.BootstrapServers, o.bootstrapFrom = "127.0.0.1:9092", "the default, as neither --bootstrap_servers nor $KAFKA_BOOTSTRAP_SERVERS is set"
+	}
+	if o.ApplicationID == "" {
+		o.ApplicationID = jobopts.GetJobName()
+		if *jobopts.JobName == "" {
+			log.Warn("kafkastreams: no --application_id or --job_name: using a fresh one; other instances cannot join it", "application_id", o.ApplicationID)
+		}
+	}
+	if o.KafkaProperties == nil {
+		o.KafkaProperties = map[string]string{}
+	}
+}
+
+// Validate checks o: each numeric and duration setting must be positive
+// (DefaultIdleness and GBKFireBudget excepted: 0 means off),
+// InternalTopicPartitions must fit a Kafka partition count (an int32), and
+// the settings must agree with each other and with KafkaProperties:
+//
+//	CommitInterval < stage.TransactionTimeout (the broker aborts a longer transaction)
+//	heartbeat.interval.ms < session.timeout.ms (librdkafka refuses the consumer)
+//	max.poll.interval.ms ≥ session.timeout.ms (librdkafka refuses the consumer)
+//
+// with session.timeout.ms and heartbeat.interval.ms as the stage consumers
+// get them (groupMembership). Left unchecked, a zero or negative value was
+// taken silently (the stage loops replaced it by their default), a
+// partition count beyond an int32 wrapped around, and a disagreement was
+// found by a consumer or the broker after the topics were created. Every
+// bad setting is named by its flag, with its value, in one error each
+// (joined), like "kafkastreams: --commit_interval=-1s: must be positive".
 // execute calls it first, before anything is created on the cluster.
-func validateFlags() error {
+func (o Options) Validate() error {
 	var errs []error
 	bad := func(name, value, why string) {
 		errs = append(errs, fmt.Errorf("kafkastreams: --%s=%s: %s", name, value, why))
@@ -132,19 +272,47 @@ func validateFlags() error {
 			bad(name, strconv.Itoa(v), "must be positive")
 		}
 	}
-	positiveInt("internal_topic_partitions", *InternalTopicPartitions)
-	if v := *InternalTopicPartitions; v > math.MaxInt32 {
+	positiveInt("internal_topic_partitions", o.InternalTopicPartitions)
+	if v := o.InternalTopicPartitions; v > math.MaxInt32 {
 		bad("internal_topic_partitions", strconv.Itoa(v), fmt.Sprintf("must be at most %d (a Kafka partition count is an int32)", math.MaxInt32))
 	}
-	if v := *CommitInterval; v <= 0 {
+	switch v := o.CommitInterval; {
+	case v <= 0:
 		bad("commit_interval", v.String(), "must be positive")
+	case v >= stage.TransactionTimeout:
+		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v): the broker aborts a transaction open that long", stage.TransactionTimeout))
 	}
-	positiveInt("max_bundle_size", *MaxBundleSize)
-	if v := *WatermarkStuckThreshold; v <= 0 {
+	positiveInt("max_bundle_size", o.MaxBundleSize)
+	if v := o.WatermarkStuckThreshold; v <= 0 {
 		bad("watermark_stuck_threshold", v.String(), "must be positive")
 	}
-	if v := *SessionTimeout; v < time.Millisecond {
+	if v := o.DefaultIdleness; v < 0 {
+		bad("default_idleness", v.String(), "must not be negative (0 turns idleness off)")
+	}
+	if v := o.SessionTimeout; v < time.Millisecond {
 		bad("session_timeout", v.String(), "must be positive (in whole milliseconds)")
+		return errors.Join(errs...)
+	}
+	gm := groupMembership("", false, o.SessionTimeout, o.KafkaProperties)
+	session, errS := strconv.ParseInt(gm["session.timeout.ms"], 10, 64)
+	heartbeat, errH := strconv.ParseInt(gm["heartbeat.interval.ms"], 10, 64)
+	switch {
+	case errS != nil:
+		bad("kafka_property", "session.timeout.ms="+gm["session.timeout.ms"], "must be a whole number of milliseconds")
+	case errH != nil:
+		bad("kafka_property", "heartbeat.interval.ms="+gm["heartbeat.interval.ms"], "must be a whole number of milliseconds")
+	case heartbeat < session:
+	case o.KafkaProperties["heartbeat.interval.ms"] != "":
+		bad("kafka_property", "heartbeat.interval.ms="+gm["heartbeat.interval.ms"], fmt.Sprintf("must be below the session timeout (%d ms, --session_timeout or session.timeout.ms): a member would miss its session between heartbeats", session))
+	case o.KafkaProperties["session.timeout.ms"] != "":
+		bad("kafka_property", "session.timeout.ms="+gm["session.timeout.ms"], fmt.Sprintf("must be above the heartbeat (%d ms: a third of --session_timeout, at most 1 s; or set heartbeat.interval.ms too)", heartbeat))
+	default:
+		bad("session_timeout", o.SessionTimeout.String(), "must be at least 2ms: the heartbeat (heartbeat.interval.ms, a third of it, at least 1 ms) must be below it")
+	}
+	if v, ok := o.KafkaProperties["max.poll.interval.ms"]; ok && errS == nil {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < session {
+			bad("kafka_property", "max.poll.interval.ms="+v, fmt.Sprintf("must be whole milliseconds, at least the session timeout (%d ms, --session_timeout or session.timeout.ms)", session))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -177,14 +345,14 @@ func (p properties) Set(s string) error {
 }
 
 // groupMembership is the settings of every stage consumer's group
-// membership: the session timeout (--session_timeout; the heartbeat every
+// membership: the session timeout (Options.SessionTimeout; the heartbeat every
 // third of it, at most every second) and, with static (--static_membership),
 // static membership (KIP-345): group.instance.id is the instance slot's
 // identity, so a copy restarted in a killed one's slot (same --state_dir)
 // takes its place in every group at once, with its tasks, instead of
 // waiting for the dead member's session to time out. Properties given with
 // --kafka_property win.
-func groupMembership(instanceID string, static bool, props map[string]string) map[string]string {
+func groupMembership(instanceID string, static bool, SessionTimeout time.Duration, props map[string]string) map[string]string {
 	ms := SessionTimeout.Milliseconds()
 	out := map[string]string{
 		"session.timeout.ms":    strconv.FormatInt(ms, 10),

@@ -90,8 +90,9 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 }
 
 // newGBKHead builds the head of GroupByKey stage s, its task stores under
-// storeDir (the instance slot's).
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error)) (*gbk.Head, error) {
+// storeDir (the instance slot's), firing at most budget values per
+// transaction (Options.GBKFireBudget: 0 or negative, no bound).
+func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
@@ -105,7 +106,6 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 	}
 	opened[s.Name] = stores
 	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_session_accumulators", compact != nil)
-	budget := *GBKFireBudget
 	if budget <= 0 {
 		budget = -1 // HeadConfig: negative is no bound
 	}
@@ -115,16 +115,17 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 // sessionMerger returns gbk.HeadConfig.Compact for GroupByKey stage s: a
 // lifted combine's (its first fused transform is the combine's
 // MergeAccumulators) over session windows, under the default trigger, in
-// discarding mode, with --merge_session_accumulators. Otherwise nil. It
+// discarding mode, with merge (Options.MergeSessionAccumulators).
+// Otherwise nil. It
 // registers with srv a descriptor of the MergeAccumulators transform
 // alone (input: the GroupByKey's output, KV(K, Iterable(Acc)); output:
 // KV(K, Acc), which must decode as the GroupByKey's input does); Compact
 // runs the windows it is given through it as one bundle and returns each
 // merged accumulator, checking that the bundle gave one output per window,
 // in order, with the window's key.
-func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Components, s *plan.Stage, spec *gbkSpec) (func([]gbk.Pane) ([][]byte, error), error) {
+func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Components, s *plan.Stage, spec *gbkSpec, merge bool) (func([]gbk.Pane) ([][]byte, error), error) {
 	st := spec.strategy
-	if !*MergeSessionAccumulators || !st.Merging() || st.Trigger != nil || st.Accumulating || len(s.URNs) == 0 || s.URNs[0] != plan.URNCombinePerKeyMerge {
+	if !merge || !st.Merging() || st.Trigger != nil || st.Accumulating || len(s.URNs) == 0 || s.URNs[0] != plan.URNCombinePerKeyMerge {
 		return nil, nil
 	}
 	mergeID := s.Transforms[0]

@@ -27,8 +27,8 @@ import (
 )
 
 // kafkaSources returns the kafkaio.Config of every Kafka source stage of
-// pl, by stage name.
-func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (map[string]kafkaio.Config, error) {
+// pl, by stage name; defaultIdleness is Options.DefaultIdleness.
+func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string, defaultIdleness time.Duration) (map[string]kafkaio.Config, error) {
 	out := map[string]kafkaio.Config{}
 	for _, s := range pl.Stages {
 		if s.Head != plan.HeadKafkaSource {
@@ -41,7 +41,7 @@ func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string) (ma
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
 		}
-		if err := strategyOf(c, *DefaultIdleness).Validate(); err != nil {
+		if err := strategyOf(c, defaultIdleness).Validate(); err != nil {
 			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
 		}
 		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {

@@ -22,7 +22,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -133,10 +132,11 @@ func (r *Result) Metrics() metrics.Results {
 // done, or a stage fails.
 func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
 	defer closing.Wait()
-	res, err := execute(ctx, p)
+	o := optionsOf(ctx)
+	res, err := execute(ctx, p, o)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
-	err = redactError(err, KafkaProperties)
+	err = redactError(err, o.KafkaProperties)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		// Stopped (SIGINT, SIGTERM, the caller's cancel): the tasks move to
@@ -171,11 +171,13 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 	return fnapi.StageSpec{ID: s.Name, Transforms: s.Transforms, Input: s.HeadOutput, Outputs: outs}
 }
 
-func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+// execute runs p with o (Execute's options): the one function that has
+// them all; it hands each part of the runner what that part needs.
+func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult, error) {
 	log := slog.Default().With("runner", Name)
 	tl := newTimeline()
 	tl.mark("process start to Execute")
-	if err := validateFlags(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if !beam.Initialized() {
@@ -184,22 +186,10 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	// DoFns read beam.PipelineOptions in this process: load the flags into
 	// them, as the direct and universal runners do for their workers.
 	beam.PipelineOptions.LoadOptionsFromFlags(nil)
-	bootstrap, from := *BootstrapServers, "--bootstrap_servers"
-	if bootstrap == "" {
-		bootstrap, from = os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "$KAFKA_BOOTSTRAP_SERVERS"
-	}
-	if bootstrap == "" {
-		bootstrap, from = "127.0.0.1:9092", "the default, as neither --bootstrap_servers nor $KAFKA_BOOTSTRAP_SERVERS is set"
-	}
-	appID := *ApplicationID
-	if appID == "" {
-		appID = jobopts.GetJobName()
-		if *jobopts.JobName == "" {
-			log.Warn("kafkastreams: no --application_id or --job_name: using a fresh one; other instances cannot join it", "application_id", appID)
-		}
-	}
-	if *DrainFlag {
-		if err := Drain(ctx, bootstrap, KafkaProperties, appID, drainBy("")); err != nil {
+	o.resolve(log)
+	bootstrap, from, appID := o.BootstrapServers, o.bootstrapFrom, o.ApplicationID
+	if o.Drain {
+		if err := Drain(ctx, bootstrap, o.KafkaProperties, appID, drainBy("")); err != nil {
 			return nil, err
 		}
 		log.Info("kafkastreams: drain requested (--drain): the application's instances stop reading their sources, fire every window and timer, and exit", "application_id", appID)
@@ -214,7 +204,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: marshal pipeline: %w", err)
 	}
-	pl, err := plan.Build(pipe, plan.Options{ApplicationID: appID, Partitions: int32(*InternalTopicPartitions), Supported: Supported})
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: appID, Partitions: int32(o.InternalTopicPartitions), Supported: Supported})
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +212,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	for _, s := range pl.Stages {
 		log.Info("kafkastreams: stage", "stage", s.Name, "head", s.Head, "tasks", s.Partitions, "fused", s.TransformNames, "upstreams", s.Upstreams)
 	}
-	props := map[string]string(KafkaProperties)
+	props := o.KafkaProperties
 	gbks, err := planGroupByKeys(pipe.GetComponents(), pl)
 	if err != nil {
 		return nil, err
@@ -231,7 +221,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	if err != nil {
 		return nil, err
 	}
-	sources, err := kafkaSources(pipe.GetComponents(), pl, bootstrap)
+	sources, err := kafkaSources(pipe.GetComponents(), pl, bootstrap, o.DefaultIdleness)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +232,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return nil, err
 	}
 	for name, c := range sources {
-		if strategyOf(c, *DefaultIdleness).Idleness == 0 && c.Watermark.Kind != kafkaio.LimitedDelay { // a limited delay has no idleness: its quiet partitions follow the wall clock
+		if strategyOf(c, o.DefaultIdleness).Idleness == 0 && c.Watermark.Kind != kafkaio.LimitedDelay { // a limited delay has no idleness: its quiet partitions follow the wall clock
 			log.Warn("kafkastreams: a Kafka source has idleness off: a partition that goes quiet holds the watermark of everything downstream until it gets a record again (set kafkaio.WithIdleness, or --default_idleness)", "stage", name, "topic", c.Topics[0])
 		}
 	}
@@ -262,7 +252,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, from)
 	}
 	tl.mark("plan")
-	inst, err := claimInstance(*StateDir, pl.ApplicationID)
+	inst, err := claimInstance(o.StateDir, pl.ApplicationID)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +335,7 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
 	}
-	res, err := run(ctx, log, tl, srv, harness, inst, producers, bootstrap, props, pipe, pl, gbks, users, sources)
+	res, err := run(ctx, log, tl, srv, harness, inst, producers, o, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)
@@ -354,7 +344,8 @@ func execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Server, harness *startingHarness, inst *instance, producers map[string]*stage.Producer, bootstrap string, props map[string]string, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
+func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Server, harness *startingHarness, inst *instance, producers map[string]*stage.Producer, o Options, pipe *pipepb.Pipeline, pl *plan.Plan, gbks map[string]*gbkSpec, users map[string]int32, sources map[string]kafkaio.Config) (beam.PipelineResult, error) {
+	bootstrap, props := o.BootstrapServers, o.KafkaProperties
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 
@@ -367,7 +358,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	// The embedded WatermarkManager: the report topic says when the job is done.
 	wm, err := service.Start(ctx, service.Config{
 		Consumer: service.ConsumerConfig{BootstrapServers: bootstrap, Topic: service.ReportTopic(pl.ApplicationID), Properties: props},
-		HTTPAddr: *WatermarksAddr,
+		HTTPAddr: o.WatermarksAddr,
 		Logger:   log,
 	})
 	if err != nil {
@@ -425,10 +416,10 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			Spec:             spec,
 			ReportTopic:      service.ReportTopic(pl.ApplicationID),
 			InstanceID:       inst.ID,
-			CommitInterval:   *CommitInterval,
+			CommitInterval:   o.CommitInterval,
 			SpillDir:         inst.Stores,
-			MaxBatchRecords:  *MaxBundleSize,
-			Consumer:         groupMembership(inst.ID, *StaticMembership, props),
+			MaxBatchRecords:  o.MaxBundleSize,
+			Consumer:         groupMembership(inst.ID, o.StaticMembership, o.SessionTimeout, props),
 			Producer:         producers[s.Name],
 			Logger:           log,
 			JobClock:         jobClock,
@@ -480,7 +471,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
 			}
-			cfg.Process = processFunc(srv, s, fs, drainFS, committed, MetricsTopic(pl.ApplicationID))
+			cfg.Process = processFunc(srv, s, fs, drainFS, committed, MetricsTopic(pl.ApplicationID), o.CommitInterval)
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -510,11 +501,11 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			}
 		}
 		if spec := gbks[s.Name]; spec != nil {
-			merger, err := sessionMerger(ctx, srv, pipe.GetComponents(), s, spec)
+			merger, err := sessionMerger(ctx, srv, pipe.GetComponents(), s, spec, o.MergeSessionAccumulators)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
-			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores, merger)
+			h, err := newGBKHead(spec, pl, s, inst.Stores, bootstrap, props, log, stores, merger, o.GBKFireBudget)
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 			}
@@ -533,7 +524,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			if g := c.Watermark.AlignmentGroup; g != "" {
 				gmin = groupMin(wm.Tracker, s.Name, groups[g])
 			}
-			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, *DefaultIdleness, bootstrap, props, log, func(p int32, n int) {
+			if cfg.Head, err = newKafkaSourceHead(ctx, pipe.GetComponents(), s, c, o.DefaultIdleness, bootstrap, props, log, func(p int32, n int) {
 				bad.WithLabelValues(fmt.Sprint(p)).Add(float64(n))
 			}, gmin); err != nil {
 				return nil, err
@@ -617,7 +608,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		Application: pl.ApplicationID,
 		Stages:      service.StageInfos(pl),
 		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads, heads) },
-		StuckAfter:  *WatermarkStuckThreshold,
+		StuckAfter:  o.WatermarkStuckThreshold,
 	})
 
 	// Drain (drain.go): a request in the control topic, from any instance,
@@ -728,7 +719,7 @@ const finalizeTimeout = 30 * time.Second
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
 // head through the step (stage.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, committed *committedMetrics, metricsTopic string) stage.ProcessFunc {
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, committed *committedMetrics, metricsTopic string, checkpointAfter time.Duration) stage.ProcessFunc {
 	name := st.Name
 	headOut := false
 	for _, o := range st.Outputs {
@@ -742,7 +733,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, co
 		// Runner-initiated checkpoints keep a bundle of a splittable DoFn
 		// within the commit interval (a DoFn that never returns by itself
 		// is split at its next claim; the rest is kept as a residual).
-		opt.CheckpointAfter = *CommitInterval
+		opt.CheckpointAfter = checkpointAfter
 	}
 	bySink := map[string]string{}
 	for pc, sink := range fs.Sinks {

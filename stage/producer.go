@@ -23,6 +23,14 @@ func TransactionalID(applicationID, stageName, instanceID string) string {
 	return applicationID + "-" + stageName + "-" + instanceID
 }
 
+// TransactionTimeout is every stage producer's transaction.timeout.ms: the
+// broker aborts a transaction open longer. A killed instance's open
+// transaction blocks read_committed readers of its output partitions until
+// the broker aborts it at this timeout, so it is short, as Kafka Streams
+// keeps it under exactly-once (10 s). A commit interval must be below it
+// (runner.Options.Validate).
+const TransactionTimeout = 10 * time.Second
+
 // producerConfig is the librdkafka configuration of a stage's
 // transactional producer: props (the user's, Config.Properties), then the
 // loop's own settings, which win.
@@ -34,10 +42,7 @@ func producerConfig(bootstrap string, props map[string]string, txnID string) kaf
 	pc["bootstrap.servers"] = bootstrap
 	pc["transactional.id"] = txnID
 	pc["linger.ms"] = 5
-	// A killed instance's open transaction blocks read_committed readers of
-	// its output partitions until the broker aborts it at this timeout, so
-	// keep it short, as Kafka Streams does under exactly-once (10 s).
-	pc["transaction.timeout.ms"] = 10000
+	pc["transaction.timeout.ms"] = int(TransactionTimeout.Milliseconds())
 	pc["go.delivery.reports"] = false
 	LeanProducerChannels(pc)
 	return pc
