@@ -262,7 +262,8 @@ func heldSourcePartitions(t *testing.T, url, topic string) string {
 
 // sourcePartitionRows returns the Kafka source stage's partitions in GET
 // /watermarks as "<p> topic=… idle=… lastEventTimeMs=… idlenessTimeoutMs=…
-// alignmentGroup=… alignmentHeld=… drift=…", sorted.
+// alignmentGroup=… alignmentHeld=… drift=…", and " unreadBecause=%q" when the
+// page says why the partition holds records it has not read, sorted.
 func sourcePartitionRows(t *testing.T, url string) []string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -290,8 +291,12 @@ func sourcePartitionRows(t *testing.T, url string) []string {
 				}
 				return fmt.Sprint(p[k])
 			}
-			rows = append(rows, fmt.Sprintf("%s topic=%v idle=%v lastEventTimeMs=%s idlenessTimeoutMs=%s alignmentGroup=%v alignmentHeld=%v drift=%s",
-				key[strings.LastIndex(key, ":")+1:], p["topic"], p["idle"], num("lastEventTimeMs"), num("idlenessTimeoutMs"), p["alignmentGroup"], p["alignmentHeld"], num("driftFromGroupMinMs")))
+			row := fmt.Sprintf("%s topic=%v idle=%v lastEventTimeMs=%s idlenessTimeoutMs=%s alignmentGroup=%v alignmentHeld=%v drift=%s",
+				key[strings.LastIndex(key, ":")+1:], p["topic"], p["idle"], num("lastEventTimeMs"), num("idlenessTimeoutMs"), p["alignmentGroup"], p["alignmentHeld"], num("driftFromGroupMinMs"))
+			if u, ok := p["unreadBecause"].(string); ok {
+				row += fmt.Sprintf(" unreadBecause=%q", u)
+			}
+			rows = append(rows, row)
 		}
 	}
 	sort.Strings(rows)

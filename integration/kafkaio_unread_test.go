@@ -254,3 +254,106 @@ func getText(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// throttledIdleness is the idleness of TestKafkaSourceThrottledNotIdle:
+// short, and shorter than the broker's throttle (6-7 s on the test
+// broker), with room for the page's lag (the test writes partition 1's
+// record within it of seeing partition 1's first one read).
+const throttledIdleness = 2 * time.Second
+
+// TestKafkaSourceThrottledNotIdle: way (d), a fetch stopped with the
+// leader up. The broker throttles the source's consumer: a client quota
+// (consumer_byte_rate 1 000 bytes/s) on the client.id the source is given.
+// Partition 0 holds an 8 KB record besides its small ones, which the first
+// fetch brings with the rest (within the quota's 10 s window, on a quota
+// set seconds before). When the test sees partition 1's first record read
+// (R), it writes a second 8 KB record to partition 0, then the record at
+// B+30 s to partition 1: the fetch that would bring them overdraws the
+// quota, the broker answers it empty with a throttle time (6-7 s, twice,
+// measured) and librdkafka sends no fetch until it has passed (KIP-219),
+// so the record stays in the broker past partition 1's idleness deadline
+// (R + 2 s) while partition 1's last EOF says it is at its end. Before the
+// fix partition 1 idled out at the deadline, [B, B+60 s) fired with 7 and
+// the record came late; now the ListOffsets answer at the deadline (the
+// source's admin client: its own connection and client id, which the
+// throttle does not mute) shows the high watermark past the consumer's
+// position: partition 1 holds the watermark, GET /watermarks says why
+// (unreadBecause), and [B, B+60 s) fires with all 8 once the record is
+// read.
+func TestKafkaSourceThrottledNotIdle(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out, client := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "client")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	if err := kafkaenv.SetClientQuotas(ctx, bs, client, map[string]string{"consumer_byte_rate": "1000"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("quota consumer_byte_rate=1000 set on client.id %s in %v", client, time.Since(began).Round(time.Millisecond))
+	p := unreadSetup(t, ctx, bs, in, out, kafkaio.WithIdleness(throttledIdleness), kafkaio.WithProperty("client.id", client))
+	produceAt(t, bs, in, 0, kioRec{key: []byte("large"), value: make([]byte, 8000), ts: unreadBase + 125000})
+
+	jctx, jcancel := context.WithCancel(ctx)
+	sctx, addrOf := serving(t, jctx)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p)
+	defer func() { jcancel(); <-done }()
+	addr := servingAddr(t, addrOf)
+	url := "http://" + addr + "/watermarks"
+	// R: the first fetch's records are read (seen on the page a moment
+	// later); partition 1 has not idled out yet.
+	first := fmt.Sprintf("lastEventTimeMs=%d", unreadBase+5000)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		rows := sourcePartitionRows(t, url)
+		if len(rows) == 2 && strings.Contains(rows[1], first) {
+			if strings.Contains(rows[1], "idle=true") {
+				t.Fatalf("partition 1 idled out before the test wrote its record (the page came %v late: a loaded machine): %q", throttledIdleness, rows)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not read partition 1's first record: %q", rows)
+		}
+	}
+	seen := time.Now()
+	// The large record first: a fetch that brought the small one alone
+	// would come at once.
+	produceAt(t, bs, in, 0, kioRec{key: []byte("overdraw"), value: make([]byte, 8000), ts: unreadBase + 125000})
+	produceAt(t, bs, in, 1, kioRec{key: []byte("throttled"), value: []byte("v"), ts: unreadBase + 30000})
+	written := time.Now()
+	t.Logf("the record at B+30 s written %v after partition 1's first record was seen read", written.Sub(seen).Round(time.Millisecond))
+
+	// Until the record is read: partition 1 never idle, and the page says
+	// why it holds the watermark.
+	read := fmt.Sprintf("lastEventTimeMs=%d", unreadBase+30000)
+	var because string
+	var readAt time.Time
+	for deadline := time.Now().Add(40 * time.Second); readAt.IsZero(); time.Sleep(50 * time.Millisecond) {
+		rows := sourcePartitionRows(t, url)
+		if len(rows) != 2 {
+			t.Fatalf("GET /watermarks source partitions %q, want 2", rows)
+		}
+		switch {
+		case strings.Contains(rows[1], read):
+			readAt = time.Now()
+		case strings.Contains(rows[1], "idle=true"):
+			t.Fatalf("partition 1 reported idle %v after its record at B+30 s was written, unread (its consumer throttled): %q", time.Since(written).Round(time.Millisecond), rows)
+		case because == "" && strings.Contains(rows[1], "unreadBecause="):
+			because = rows[1][strings.Index(rows[1], "unreadBecause="):]
+			t.Logf("%v after the write, GET /watermarks: partition 1 %s", time.Since(written).Round(time.Millisecond), because)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record at B+30 s was not read within 40 s: %q", rows)
+		}
+	}
+	t.Logf("the record at B+30 s was read (seen on the page) %v after it was written (without the quota: 0.2 s); idleness %v", readAt.Sub(written).Round(time.Millisecond), throttledIdleness)
+	if because == "" {
+		// The page says why only past the idleness deadline: without it
+		// the record was read before partition 1 could have idled out.
+		t.Fatalf("GET /watermarks never said why partition 1 holds the watermark: the record was read %v after it was written, before partition 1's idleness deadline (%v); the throttle did not keep it unread, the test proves nothing", readAt.Sub(written).Round(time.Millisecond), throttledIdleness)
+	}
+	want := []string{unreadWindow(0, 8), unreadWindow(1, 6)}
+	if got := readValues(t, bs, out, 2, 30*time.Second); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("output %q, want %q (none late)", got, want)
+	}
+}
