@@ -308,11 +308,9 @@ func init() {
 // and its own speed was counted as the stateless stage's).
 func stageRate(b *testing.B, p *beam.Pipeline, stage string) (rate float64, records uint64) {
 	b.Helper()
-	*runner.BootstrapServers = broker.BootstrapServers()
-	*runner.ApplicationID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	res, err := beam.Run(runner.WithUpstreamsFirst(ctx), runner.Name, p)
+	res, err := beam.Run(withJob(runner.WithUpstreamsFirst(ctx), broker.BootstrapServers(), fmt.Sprintf("bench-%d", time.Now().UnixNano())), runner.Name, p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -419,11 +417,9 @@ func BenchmarkKafkaSourceStage(b *testing.B) {
 }
 
 // runBench runs p on this runner under a fresh application id.
-func runBench(b *testing.B, ctx context.Context, p *beam.Pipeline) *runner.Result {
+func runBench(b *testing.B, ctx context.Context, p *beam.Pipeline, set ...func(*runner.Options)) *runner.Result {
 	b.Helper()
-	*runner.BootstrapServers = broker.BootstrapServers()
-	*runner.ApplicationID = fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(withJob(ctx, broker.BootstrapServers(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), set...), runner.Name, p)
 	if err != nil {
 		b.Fatal(err)
 	}

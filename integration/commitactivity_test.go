@@ -103,16 +103,11 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 	}
 
 	ksOut := filepath.Join(dir, "kafkastreams.csv")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = uniqueName(t, "app")
 	// A small fire budget: the GroupByKey tasks fire their panes over
 	// many transactions (owing the rest, woken at once), which must give
 	// Prism's rows all the same.
-	oldBudget := *runner.GBKFireBudget
-	*runner.GBKFireBudget = 2000
-	defer func() { *runner.GBKFireBudget = oldBudget }()
 	start = time.Now()
-	res, err = beam.Run(ctx, runner.Name, activity.Pipeline(activity.Options{Input: in, Output: ksOut}))
+	res, err = beam.Run(withJob(ctx, b.BootstrapServers(), uniqueName(t, "app"), func(o *runner.Options) { o.GBKFireBudget = caFireBudget }), runner.Name, activity.Pipeline(activity.Options{Input: in, Output: ksOut}))
 	if err != nil {
 		t.Fatalf("kafkastreams: %v", err)
 	}
@@ -123,7 +118,7 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 		stops += n
 	}
 	if stops == 0 {
-		t.Errorf("no GroupByKey task stopped at --gbk_fire_budget=%d: the test does not exercise owed panes", *runner.GBKFireBudget)
+		t.Errorf("no GroupByKey task stopped at --gbk_fire_budget=%d: the test does not exercise owed panes", caFireBudget)
 	}
 	// The Sessions7d combine keeps one accumulator per session
 	// (--merge_session_accumulators, on by default): sessions open across
@@ -234,3 +229,8 @@ func TestCommitActivityThreeInstances(t *testing.T) {
 	}
 	t.Logf("three instances: %v", took.Round(time.Millisecond))
 }
+
+// caFireBudget is TestCommitActivityMatchesPrism's GroupByKey fire budget
+// (Options.GBKFireBudget): small, so that its tasks fire their panes over
+// many transactions.
+const caFireBudget = 2000

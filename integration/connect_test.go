@@ -23,23 +23,14 @@ var saslProperties = []string{
 	"sasl.password=secret-value",
 }
 
-// setKafkaProperties sets runner.KafkaProperties as --kafka_property=kv
-// flags do, for the test's duration.
-func setKafkaProperties(t *testing.T, kvs []string) {
-	t.Helper()
-	for _, kv := range kvs {
-		k, _, _ := strings.Cut(kv, "=")
-		old, had := runner.KafkaProperties[k]
-		if err := runner.KafkaProperties.Set(kv); err != nil {
-			t.Fatal(err)
+// kafkaProperties sets Options.KafkaProperties as --kafka_property=kv
+// flags do, for jobOptions.
+func kafkaProperties(kvs []string) func(*runner.Options) {
+	return func(o *runner.Options) {
+		for _, kv := range kvs {
+			k, v, _ := strings.Cut(kv, "=")
+			o.KafkaProperties[k] = v
 		}
-		t.Cleanup(func() {
-			if had {
-				runner.KafkaProperties[k] = old
-			} else {
-				delete(runner.KafkaProperties, k)
-			}
-		})
 	}
 }
 
@@ -52,16 +43,13 @@ func setKafkaProperties(t *testing.T, kvs []string) {
 func TestSASLAgainstPlaintextListenerFailsAtOnce(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
-	setKafkaProperties(t, saslProperties)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	p, s := beam.NewPipelineWithRoot()
 	_ = beam.Reshuffle(s, beam.ParDo(s, double, beam.Create(s, 1, 2, 3)))
 	start := time.Now()
-	_, err := beam.Run(ctx, runner.Name, p)
+	_, err := beam.Run(withJob(ctx, b.BootstrapServers(), app, kafkaProperties(saslProperties)), runner.Name, p)
 	took := time.Since(start)
 	if err == nil {
 		t.Fatal("a SASL client against a PLAINTEXT listener ran the job")
@@ -141,8 +129,6 @@ func TestUnreachableBootstrapServersSaysSo(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	*runner.BootstrapServers = addr
-	*runner.ApplicationID = uniqueName(t, "app")
 	// The check waits up to 30 s for a broker that may be starting; the
 	// test's context ends it sooner, which execute reports the same way.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -150,7 +136,7 @@ func TestUnreachableBootstrapServersSaysSo(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	_ = beam.Reshuffle(s, beam.ParDo(s, double, beam.Create(s, 1, 2, 3)))
-	_, err = beam.Run(ctx, runner.Name, p)
+	_, err = beam.Run(withJob(ctx, addr, uniqueName(t, "app")), runner.Name, p)
 	if err == nil {
 		t.Fatalf("the job ran with nothing listening at %s", addr)
 	}

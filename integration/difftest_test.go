@@ -188,19 +188,16 @@ func difftestKafkaStreams(t *testing.T, sp difftest.Spec) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	oldP := *runner.InternalTopicPartitions
-	defer func() { *runner.InternalTopicPartitions = oldP }()
-	if sp.OnePartition {
-		*runner.InternalTopicPartitions = 1
-	}
 	b := needBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	*runner.BootstrapServers = b.BootstrapServers()
 	app := uniqueName(t, "app")
-	*runner.ApplicationID = app
 	start := time.Now()
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(withJob(ctx, b.BootstrapServers(), app, func(o *runner.Options) {
+		if sp.OnePartition {
+			o.InternalTopicPartitions = 1
+		}
+	}), runner.Name, p)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +19,11 @@ import (
 func TestNonPositiveFlagFailsBeforeAnyTopic(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
-	old := *runner.CommitInterval
-	*runner.CommitInterval = -time.Second
-	defer func() { *runner.CommitInterval = old }()
+	// The command line's path: the flags, read by Execute
+	// (runner.OptionsFromFlags).
+	setFlag(t, "bootstrap_servers", b.BootstrapServers())
+	setFlag(t, "application_id", app)
+	setFlag(t, "commit_interval", "-1s")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -37,4 +38,22 @@ func TestNonPositiveFlagFailsBeforeAnyTopic(t *testing.T) {
 		t.Fatalf("topics exist after a refused flag: %v", got)
 	}
 	t.Logf("refused as expected: %v", err)
+}
+
+// setFlag sets the command-line flag name to value for the test's duration.
+func setFlag(t *testing.T, name, value string) {
+	t.Helper()
+	f := flag.Lookup(name)
+	if f == nil {
+		t.Fatalf("no flag --%s", name)
+	}
+	old := f.Value.String()
+	if err := flag.Set(name, value); err != nil {
+		t.Fatalf("--%s=%s: %v", name, value, err)
+	}
+	t.Cleanup(func() {
+		if err := flag.Set(name, old); err != nil {
+			t.Errorf("restore --%s=%s: %v", name, old, err)
+		}
+	})
 }

@@ -129,12 +129,10 @@ func gbkPane(p typex.PaneInfo) string {
 }
 
 // runApp runs p as application app on the broker and returns the result.
-func runApp(t *testing.T, ctx context.Context, bootstrap, app string, p *beam.Pipeline) *runner.Result {
+func runApp(t *testing.T, ctx context.Context, bootstrap, app string, p *beam.Pipeline, set ...func(*runner.Options)) *runner.Result {
 	t.Helper()
-	*runner.BootstrapServers = bootstrap
-	*runner.ApplicationID = app
 	start := time.Now()
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(withJob(ctx, bootstrap, app, set...), runner.Name, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,9 +488,7 @@ func stopOnceStateCommitted(t *testing.T, bs, app string, p *beam.Pipeline) stri
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		*runner.BootstrapServers = bs
-		*runner.ApplicationID = app
-		_, err := beam.Run(ctx1, runner.Name, p)
+		_, err := beam.Run(withJob(ctx1, bs, app), runner.Name, p)
 		done <- err
 	}()
 	var runErr error

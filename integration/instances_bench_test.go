@@ -43,9 +43,9 @@ func init() {
 	// One instance of the job BenchmarkInstances measures: generate ->
 	// Reshuffle -> identity -> GroupByKey (fixed one-minute windows) ->
 	// count -> Reshuffle, on instancesBenchPartitions tasks per stage.
-	childPipelines["bench-instances"] = func() *beam.Pipeline {
+	childPipelines["bench-instances"] = func(o *runner.Options) *beam.Pipeline {
 		n, _ := strconv.Atoi(os.Getenv(envChildN))
-		*runner.InternalTopicPartitions = instancesBenchPartitions
+		o.InternalTopicPartitions = instancesBenchPartitions
 		p, s := beam.NewPipelineWithRoot()
 		kv := beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, &genValues{N: n}, beam.Impulse(s)))
 		kv = beam.ParDo(s, identityKV, beam.Reshuffle(s, kv))

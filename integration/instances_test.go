@@ -97,8 +97,8 @@ func init() {
 
 // childPipelines are the child pipelines other files add (in their init):
 // runChild builds the one named by KAFKASTREAMS_CHILD. The function may
-// set runner flags (bundle size, state directory) for the child.
-var childPipelines = map[string]func() *beam.Pipeline{}
+// change the child's Options (bundle size, state directory) in o.
+var childPipelines = map[string]func(o *runner.Options) *beam.Pipeline{}
 
 // runChildIfAsked turns this process into a child instance when
 // KAFKASTREAMS_CHILD names a pipeline: it runs it and exits. TestMain calls
@@ -127,10 +127,9 @@ func runChild(name string) int {
 	beam.Init()
 	n, _ := strconv.Atoi(os.Getenv(envChildN))
 	slow, _ := strconv.Atoi(os.Getenv(envChildSlow))
-	*runner.BootstrapServers = os.Getenv(kafkaenv.EnvBootstrapServers)
-	*runner.ApplicationID = os.Getenv(envChildApp)
 	// A killed peer's partitions move after the session timeout: keep it short.
-	runner.KafkaProperties["session.timeout.ms"] = "6000"
+	o := jobOptions(os.Getenv(kafkaenv.EnvBootstrapServers), os.Getenv(envChildApp))
+	o.KafkaProperties["session.timeout.ms"] = "6000"
 	var p *beam.Pipeline
 	switch name {
 	case "exactly-once":
@@ -139,12 +138,12 @@ func runChild(name string) int {
 		// Transactions of at most 500 records (~150 ms of the slow ParDo's
 		// work at 300 µs each): an instance commits output early and often,
 		// so a kill after its first commit is well before the end.
-		*runner.MaxBundleSize = 500
+		o.MaxBundleSize = 500
 		p = exactlyOncePipeline(n, slow)
 	case "gbk":
 		// Small bundles, so the GroupByKey stage commits state early and
 		// often: a kill then leaves state to restore from the changelog.
-		*runner.MaxBundleSize = 200
+		o.MaxBundleSize = 200
 		p = gbkPipeline(n, slow)
 	default:
 		build := childPipelines[name]
@@ -152,14 +151,14 @@ func runChild(name string) int {
 			fmt.Fprintf(os.Stderr, "unknown child pipeline %q\n", name)
 			return 2
 		}
-		p = build()
+		p = build(&o)
 	}
 	// SIGTERM cancels the job: an unbounded one stops cleanly (its loops
 	// close their transactions and leave their groups).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(runner.WithOptions(ctx, o), runner.Name, p)
 	out := childResult{Counters: map[string]int64{}, ElementsIn: map[string]uint64{}, Seconds: time.Since(start).Seconds()}
 	if err != nil {
 		out.Err = err.Error()

@@ -81,9 +81,6 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), beam.ParDo(s, kioConst, kvs)))
 	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
-	oldBundle := *runner.MaxBundleSize
-	*runner.MaxBundleSize = 10
-	defer func() { *runner.MaxBundleSize = oldBundle }()
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
 
@@ -147,7 +144,7 @@ func TestKafkaSourceBacklogNotIdle(t *testing.T) {
 	}()
 
 	start := time.Now()
-	done := startJob(sctx, bs, uniqueName(t, "app"), p)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p, func(o *runner.Options) { o.MaxBundleSize = 10 })
 	defer func() { jcancel(); <-done }()
 
 	var want []string

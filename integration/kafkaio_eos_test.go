@@ -54,12 +54,12 @@ func (f *kioEOSMap) ProcessElement(ctx context.Context, key, value []byte, emit 
 func init() {
 	register.DoFn4x0[context.Context, []byte, []byte, func([]byte, []byte)](&kioEOSMap{})
 	register.Emitter2[[]byte, []byte]()
-	childPipelines["kafkaio-eos"] = func() *beam.Pipeline {
+	childPipelines["kafkaio-eos"] = func(o *runner.Options) *beam.Pipeline {
 		slow, _ := strconv.Atoi(os.Getenv(envChildSlow))
-		*runner.StateDir = os.Getenv(envEOSStateDir)
+		o.StateDir = os.Getenv(envEOSStateDir)
 		// Small transactions: output is committed to B early and often, so
 		// that a kill finds some committed and some still to do.
-		*runner.MaxBundleSize = 100
+		o.MaxBundleSize = 100
 		return kioEOSPipeline(os.Getenv(envEOSIn), os.Getenv(envEOSOut), os.Getenv(envEOSCounts), slow)
 	}
 }

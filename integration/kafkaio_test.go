@@ -84,12 +84,10 @@ func init() {
 
 // startJob runs p in the background under ctx (an unbounded job runs until
 // ctx is cancelled) and returns the channel of its result.
-func startJob(ctx context.Context, bs, app string, p *beam.Pipeline) <-chan error {
-	*runner.BootstrapServers = bs
-	*runner.ApplicationID = app
+func startJob(ctx context.Context, bs, app string, p *beam.Pipeline, set ...func(*runner.Options)) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := beam.Run(ctx, runner.Name, p)
+		_, err := beam.Run(withJob(ctx, bs, app, set...), runner.Name, p)
 		done <- err
 	}()
 	return done
@@ -112,16 +110,13 @@ func readValues(t *testing.T, bs, topic string, n int, timeout time.Duration) []
 }
 
 // serving makes the job started under the returned context serve GET
-// /watermarks on a port the kernel picks (--watermarks_addr=127.0.0.1:0,
-// runner.WithServing), and returns a function giving that address: "" until
+// /watermarks on a port the kernel picks (jobOptions' WatermarksAddr, the
+// default 127.0.0.1:0, and runner.WithServing), and returns a function giving that address: "" until
 // the job listens. (A port the test chose and released before the job bound
 // it could be taken meanwhile: a CI run failed so, "address already in use",
 // and the test waited 30 s for output of a job that had ended.)
 func serving(t *testing.T, ctx context.Context) (context.Context, func() string) {
 	t.Helper()
-	old := *runner.WatermarksAddr
-	*runner.WatermarksAddr = "127.0.0.1:0"
-	t.Cleanup(func() { *runner.WatermarksAddr = old })
 	var mu sync.Mutex
 	var addr string
 	ctx = runner.WithServing(ctx, func(a string) {
@@ -395,9 +390,7 @@ func TestNoWatermarksRefused(t *testing.T) {
 	kvs := kafkaio.Read(s, in, kafkaio.WithNoWatermarks())
 	_ = stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = bs
-	*runner.ApplicationID = app
-	_, err := beam.Run(ctx, runner.Name, p)
+	_, err := beam.Run(withJob(ctx, bs, app), runner.Name, p)
 	if err == nil {
 		t.Fatal("the job ran")
 	}
@@ -694,15 +687,12 @@ func TestKafkaSourceAlignment(t *testing.T) {
 	produceAt(t, bs, in, 1, p1...)
 	produceAt(t, bs, in, 0, p0...)
 
-	oldB := *runner.MaxBundleSize
-	*runner.MaxBundleSize = 50
-	defer func() { *runner.MaxBundleSize = oldB }()
 	p, s := beam.NewPipelineWithRoot()
 	kvs := kafkaio.Read(s, in, kafkaio.WithIdleness(6*time.Second), kafkaio.WithWatermarkAlignment("g", time.Minute))
 	kafkaio.Write(s, out, kvs)
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
-	done := startJob(sctx, bs, uniqueName(t, "app"), p)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p, func(o *runner.Options) { o.MaxBundleSize = 50 })
 	defer func() { jcancel(); <-done }()
 	addr := servingAddr(t, addrOf)
 
@@ -806,7 +796,7 @@ func TestKafkaReadPatternAndStartAt(t *testing.T) {
 		}
 	}
 	sort.Strings(want)
-	*runner.BootstrapServers = bs // ReadPattern lists the topics of the runner's cluster
+	setFlag(t, "bootstrap_servers", bs) // ReadPattern lists the topics of the cluster of the runner's --bootstrap_servers, at construction
 	pipe := func(out string) *beam.Pipeline {
 		p, s := beam.NewPipelineWithRoot()
 		recs := kafkaio.ReadPattern(s, regexp.QuoteMeta(prefix)+"-[a-c]", kafkaio.Bounded(), kafkaio.WithStartAt(time.UnixMilli(start)), kafkaio.WithIdleness(time.Second))

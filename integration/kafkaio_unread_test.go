@@ -103,9 +103,6 @@ func TestKafkaSourceOpenTransactionNotIdle(t *testing.T) {
 	p := unreadSetup(t, ctx, bs, in, out)
 	// GET /watermarks/explain says why a stage is stuck once its
 	// watermark has not moved for this long.
-	oldStuck := *runner.WatermarkStuckThreshold
-	*runner.WatermarkStuckThreshold = 2 * time.Second
-	defer func() { *runner.WatermarkStuckThreshold = oldStuck }()
 
 	// The open transaction, written before the job starts.
 	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "transactional.id": uniqueName(t, "txn"), "transaction.timeout.ms": 120000, "go.delivery.reports": false})
@@ -130,7 +127,7 @@ func TestKafkaSourceOpenTransactionNotIdle(t *testing.T) {
 
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
-	done := startJob(sctx, bs, uniqueName(t, "app"), p)
+	done := startJob(sctx, bs, uniqueName(t, "app"), p, func(o *runner.Options) { o.WatermarkStuckThreshold = 2 * time.Second })
 	defer func() { jcancel(); <-done }()
 	addr := servingAddr(t, addrOf)
 	waitSourceRead(t, addr)

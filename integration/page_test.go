@@ -152,13 +152,10 @@ func TestLivePage(t *testing.T) {
 	stuck := kafkaio.Read(s.Scope("stuck"), tb, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
 	kafkaio.Write(s, out, stuck)
 
-	oldStuck := *runner.WatermarkStuckThreshold
-	*runner.WatermarkStuckThreshold = 2 * time.Second
-	defer func() { *runner.WatermarkStuckThreshold = oldStuck }()
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
 	app := uniqueName(t, "app")
-	done := startJob(sctx, bs, app, p)
+	done := startJob(sctx, bs, app, p, func(o *runner.Options) { o.WatermarkStuckThreshold = 2 * time.Second })
 	defer func() { jcancel(); <-done }()
 	addr := servingAddr(t, addrOf)
 

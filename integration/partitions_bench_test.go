@@ -99,16 +99,13 @@ func runPartitionsBench(b *testing.B, parts, n int) {
 	if err := kafkaenv.Produce(ctx, bs, in, recs...); err != nil {
 		b.Fatal(err)
 	}
-	oldP := *runner.InternalTopicPartitions
-	*runner.InternalTopicPartitions = parts
-	defer func() { *runner.InternalTopicPartitions = oldP }()
 	b.ResetTimer()
 
 	p, s := beam.NewPipelineWithRoot()
 	kv := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second), kafkaio.WithTimestampFn(kioTimestampFromValue))
 	_ = beam.ParDo(s, partitionsCount, beam.GroupByKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv)))
 	start := time.Now()
-	res := runBench(b, ctx, p)
+	res := runBench(b, ctx, p, func(o *runner.Options) { o.InternalTopicPartitions = parts })
 	wall := time.Since(start)
 	b.StopTimer()
 	var found bool

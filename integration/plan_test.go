@@ -46,20 +46,18 @@ func topicsWithPrefix(t *testing.T, bootstrap, prefix string) []string {
 func TestSecondInstanceWithAnotherPlanRefusesToStart(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	p1, s1 := beam.NewPipelineWithRoot()
 	_ = beam.Reshuffle(s1, beam.ParDo(s1, double, beam.Create(s1, 1, 2, 3)))
-	if _, err := beam.Run(ctx, runner.Name, p1); err != nil {
+	if _, err := beam.Run(withJob(ctx, b.BootstrapServers(), app), runner.Name, p1); err != nil {
 		t.Fatal(err)
 	}
 
 	p2, s2 := beam.NewPipelineWithRoot()
 	_ = beam.Reshuffle(s2, beam.ParDo(s2, observe, beam.Create(s2, 1, 2, 3)))
-	_, err := beam.Run(ctx, runner.Name, p2)
+	_, err := beam.Run(withJob(ctx, b.BootstrapServers(), app), runner.Name, p2)
 	if !errors.Is(err, plan.ErrPlanMismatch) {
 		t.Fatalf("want ErrPlanMismatch, got %v", err)
 	}
@@ -77,8 +75,6 @@ func TestSecondInstanceWithAnotherPlanRefusesToStart(t *testing.T) {
 func TestUnsupportedTransformFailsBeforeAnyTopic(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -88,7 +84,7 @@ func TestUnsupportedTransformFailsBeforeAnyTopic(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	out := beam.External(s, urn, nil, nil, []beam.FullType{typex.New(reflectx.String)}, false)
 	_ = beam.ParDo(s, strings.ToUpper, out[0])
-	_, err := beam.Run(ctx, runner.Name, p)
+	_, err := beam.Run(withJob(ctx, b.BootstrapServers(), app), runner.Name, p)
 	if !errors.Is(err, plan.ErrUnsupported) || !strings.Contains(err.Error(), urn) {
 		t.Fatalf("want ErrUnsupported naming the URN %s, got %v", urn, err)
 	}
@@ -131,14 +127,12 @@ func init() {
 func TestRefusedSplittableDoFnFailsBeforeAnyTopic(t *testing.T) {
 	b := needBroker(t)
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, s := beam.NewPipelineWithRoot()
 	side := beam.Create(s, 1, 2, 3)
 	_ = beam.ParDo(s, &sideSDF{}, beam.Impulse(s), beam.SideInput{Input: side})
-	_, err := beam.Run(ctx, runner.Name, p)
+	_, err := beam.Run(withJob(ctx, b.BootstrapServers(), app), runner.Name, p)
 	if err == nil || !strings.Contains(err.Error(), "splittable") || !strings.Contains(err.Error(), "sideSDF") {
 		t.Fatalf("want an error naming the splittable DoFn sideSDF, got %v", err)
 	}

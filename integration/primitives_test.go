@@ -165,10 +165,8 @@ func TestPrimitives(t *testing.T) {
 				}
 			}
 			for i, pipe := range pipes {
-				*runner.BootstrapServers = b.BootstrapServers()
-				*runner.ApplicationID = uniqueName(t, fmt.Sprintf("app%d", i))
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				_, err := beam.Run(ctx, runner.Name, pipe)
+				_, err := beam.Run(withJob(ctx, b.BootstrapServers(), uniqueName(t, fmt.Sprintf("app%d", i))), runner.Name, pipe)
 				cancel()
 				if err != nil {
 					t.Fatal(err)
@@ -197,11 +195,9 @@ func bundleFinalizer(t *testing.T, bootstrap string) {
 			primitives.CountInvokeBundleFinalizer.Store(0)
 			p, s := beam.NewPipelineWithRoot()
 			tc.fn(s)
-			*runner.BootstrapServers = bootstrap
-			*runner.ApplicationID = uniqueName(t, "app")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if _, err := beam.Run(ctx, runner.Name, p); err != nil {
+			if _, err := beam.Run(withJob(ctx, bootstrap, uniqueName(t, "app")), runner.Name, p); err != nil {
 				t.Fatal(err)
 			}
 			if got := primitives.CountInvokeBundleFinalizer.Load(); got != tc.want {

@@ -64,12 +64,10 @@ func TestCreateParDoReshuffleParDo(t *testing.T) {
 	_ = beam.Reshuffle(s, col)
 
 	app := uniqueName(t, "app")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = app
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(withJob(ctx, b.BootstrapServers(), app), runner.Name, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,14 +163,14 @@ func init() {
 	register.Function3x2(scWindowSum)
 	register.DoFn6x1[beam.EventTime, state.Provider, timers.Provider, string, string, func([]byte, []byte), error](&scRunningTotal{})
 	register.Emitter2[[]byte, []byte]()
-	childPipelines["scenario"] = func() *beam.Pipeline {
-		*runner.StateDir = os.Getenv(envScenarioStateDir)
+	childPipelines["scenario"] = func(o *runner.Options) *beam.Pipeline {
+		o.StateDir = os.Getenv(envScenarioStateDir)
 		// Log times to the millisecond (slog's text format): the test
 		// reads the task assignments from the log.
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 		// The scenarios measure the runner's own handover settings, not
 		// the short session timeout runChild gives other children.
-		delete(runner.KafkaProperties, "session.timeout.ms")
+		delete(o.KafkaProperties, "session.timeout.ms")
 		return scenarioPipeline(os.Getenv(envScenarioIn), os.Getenv(envScenarioOut))
 	}
 }

@@ -73,12 +73,10 @@ func init() {
 func runOn(t *testing.T, p *beam.Pipeline) *runner.Result {
 	t.Helper()
 	b := needBroker(t)
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = uniqueName(t, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := beam.Run(ctx, runner.Name, p)
+	res, err := beam.Run(withJob(ctx, b.BootstrapServers(), uniqueName(t, "app")), runner.Name, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +173,9 @@ func TestPassertEqualsWithSideInputs(t *testing.T) {
 		out := beam.ParDo(s, timesSideCount, beam.Create(s, 1, 2, 3), beam.SideInput{Input: side})
 		passert.Equals(s, out, 3, 6, 10)
 		b := needBroker(t)
-		*runner.BootstrapServers = b.BootstrapServers()
-		*runner.ApplicationID = uniqueName(t, "app")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		_, err := beam.Run(ctx, runner.Name, p)
+		_, err := beam.Run(withJob(ctx, b.BootstrapServers(), uniqueName(t, "app")), runner.Name, p)
 		if err == nil {
 			t.Fatal("passert.Equals of different collections: the run succeeded")
 		}

@@ -140,8 +140,8 @@ func init() {
 	// slowSDF's n positions (10 ms each) as "v<i>" strings through a
 	// Reshuffle (its topic is the output), in transactions of at most 20
 	// records: the splittable stage commits output and residuals early.
-	childPipelines["sdf-eos"] = func() *beam.Pipeline {
-		*runner.MaxBundleSize = 20
+	childPipelines["sdf-eos"] = func(o *runner.Options) *beam.Pipeline {
+		o.MaxBundleSize = 20
 		n, _ := strconv.Atoi(os.Getenv(envChildN))
 		p, s := beam.NewPipelineWithRoot()
 		_ = beam.Reshuffle(s, beam.ParDo(s, sdfTag, beam.ParDo(s, &slowSDF{N: int64(n)}, beam.Impulse(s))))

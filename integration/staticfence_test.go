@@ -33,14 +33,12 @@ func TestStaticMemberFencedRestarts(t *testing.T) {
 	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
 		t.Fatal(err)
 	}
-	defer func(v bool) { *runner.StaticMembership = v }(*runner.StaticMembership)
-	*runner.StaticMembership = true
 
 	p, s := beam.NewPipelineWithRoot()
 	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.WithIdleness(-1)))
 	produceAt(t, bs, in, 0, kioRec{key: []byte("k"), value: []byte("before"), ts: 1_700_000_000_000})
 	jctx, jcancel := context.WithCancel(ctx)
-	done := startJob(jctx, bs, app, p)
+	done := startJob(jctx, bs, app, p, func(o *runner.Options) { o.StaticMembership = true })
 	stopped := false
 	defer func() {
 		if !stopped {

@@ -117,14 +117,11 @@ func TestLateDataThroughAStatelessStage(t *testing.T) {
 		t.Run(fmt.Sprintf("upstreams_first=%v", upstreamsFirst), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			oldP := *runner.InternalTopicPartitions
-			*runner.InternalTopicPartitions = 1
-			defer func() { *runner.InternalTopicPartitions = oldP }()
 			rctx := ctx
 			if upstreamsFirst {
 				rctx = runner.WithUpstreamsFirst(ctx)
 			}
-			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), lateDataPipeline(t, true))
+			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), lateDataPipeline(t, true), func(o *runner.Options) { o.InternalTopicPartitions = 1 })
 			checkLateData(t, ctx, b.BootstrapServers(), r)
 		})
 	}

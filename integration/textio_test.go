@@ -149,10 +149,8 @@ func TestTextioReadParDoWrite(t *testing.T) {
 	check("prism", prismOut)
 
 	ksOut := filepath.Join(dir, "kafkastreams.txt")
-	*runner.BootstrapServers = b.BootstrapServers()
-	*runner.ApplicationID = uniqueName(t, "app")
 	start = time.Now()
-	res, err := beam.Run(ctx, runner.Name, textioPipeline(in, ksOut))
+	res, err := beam.Run(withJob(ctx, b.BootstrapServers(), uniqueName(t, "app")), runner.Name, textioPipeline(in, ksOut))
 	if err != nil {
 		t.Fatalf("kafkastreams: %v", err)
 	}

@@ -120,14 +120,11 @@ func runTimerCase(t *testing.T, offsetMs int64, want []string) {
 		t.Run(sit.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			oldB, oldP := *runner.MaxBundleSize, *runner.InternalTopicPartitions
-			*runner.MaxBundleSize, *runner.InternalTopicPartitions = sit.maxBundle, sit.partitions
-			defer func() { *runner.MaxBundleSize, *runner.InternalTopicPartitions = oldB, oldP }()
 			rctx := ctx
 			if sit.upstreamsFirst {
 				rctx = runner.WithUpstreamsFirst(ctx)
 			}
-			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), tmBatchPipeline(t, offsetMs))
+			r := runApp(t, rctx, b.BootstrapServers(), uniqueName(t, "app"), tmBatchPipeline(t, offsetMs), func(o *runner.Options) { o.MaxBundleSize, o.InternalTopicPartitions = sit.maxBundle, sit.partitions })
 			checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), want)
 		})
 	}

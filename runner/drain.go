@@ -41,9 +41,9 @@ import (
 // requests.
 func ControlTopic(applicationID string) string { return applicationID + "-control" }
 
-// DrainFlag makes the program ask the running application to drain
+// drainFlag (Options.Drain) makes the program ask the running application to drain
 // instead of running the pipeline: it writes a drain request and exits.
-var DrainFlag = flag.Bool("drain", false, "ask the running application (--application_id on --bootstrap_servers) to drain, Beam's drain: stop reading sources, fire every window and timer, exit; then exit (SIGUSR1 to a running instance does the same)")
+var drainFlag = flag.Bool("drain", false, "ask the running application (--application_id on --bootstrap_servers) to drain, Beam's drain: stop reading sources, fire every window and timer, exit; then exit (SIGUSR1 to a running instance does the same)")
 
 // drainKey is the key of a drain request record.
 const drainKey = "drain"

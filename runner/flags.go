@@ -157,49 +157,49 @@ func DefaultOptions() Options {
 
 // The runner's flags, one per field of Options (see there; the flag of
 // each is named in its comment), their defaults DefaultOptions'. Only
-// OptionsFromFlags reads them. Integration tests still set some of them
-// as a command line would; new code builds an Options (WithOptions).
+// OptionsFromFlags reads them: a test or a program that embeds the runner
+// builds an Options (WithOptions), a command line sets them.
 var (
 	defaults                 = DefaultOptions()
-	BootstrapServers         = flag.String("bootstrap_servers", defaults.BootstrapServers, "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)")
-	ApplicationID            = flag.String("application_id", defaults.ApplicationID, "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
-	InternalTopicPartitions  = flag.Int("internal_topic_partitions", defaults.InternalTopicPartitions, "partitions of the topics between stages: tasks per stage (positive)")
-	CommitInterval           = flag.Duration("commit_interval", defaults.CommitInterval, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms), below the transaction timeout (10s)")
-	MaxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
-	GBKFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
-	MergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
-	StateDir                 = flag.String("state_dir", defaults.StateDir, "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
-	WatermarksAddr           = flag.String("watermarks_addr", defaults.WatermarksAddr, "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
-	DefaultIdleness          = flag.Duration("default_idleness", defaults.DefaultIdleness, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
-	SessionTimeout           = flag.Duration("session_timeout", defaults.SessionTimeout, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
-	StaticMembership         = flag.Bool("static_membership", defaults.StaticMembership, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
-	WatermarkStuckThreshold  = flag.Duration("watermark_stuck_threshold", defaults.WatermarkStuckThreshold, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
-	KafkaProperties          = properties{}
+	bootstrapServers         = flag.String("bootstrap_servers", defaults.BootstrapServers, "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)")
+	applicationID            = flag.String("application_id", defaults.ApplicationID, "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
+	internalTopicPartitions  = flag.Int("internal_topic_partitions", defaults.InternalTopicPartitions, "partitions of the topics between stages: tasks per stage (positive)")
+	commitInterval           = flag.Duration("commit_interval", defaults.CommitInterval, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms), below the transaction timeout (10s)")
+	maxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
+	gbkFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
+	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
+	stateDir                 = flag.String("state_dir", defaults.StateDir, "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
+	watermarksAddr           = flag.String("watermarks_addr", defaults.WatermarksAddr, "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
+	defaultIdleness          = flag.Duration("default_idleness", defaults.DefaultIdleness, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
+	sessionTimeout           = flag.Duration("session_timeout", defaults.SessionTimeout, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
+	staticMembership         = flag.Bool("static_membership", defaults.StaticMembership, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
+	watermarkStuckThreshold  = flag.Duration("watermark_stuck_threshold", defaults.WatermarkStuckThreshold, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
+	kafkaProperties          = properties{}
 )
 
 func init() {
-	flag.Var(KafkaProperties, "kafka_property", "extra Kafka client property key=value for every client (repeatable), e.g. security.protocol=SASL_SSL")
+	flag.Var(kafkaProperties, "kafka_property", "extra Kafka client property key=value for every client (repeatable), e.g. security.protocol=SASL_SSL")
 }
 
 // OptionsFromFlags returns the runner's flags as the command line set them
 // (their defaults where it did not): the one place that reads them.
 func OptionsFromFlags() Options {
 	return Options{
-		BootstrapServers:         *BootstrapServers,
-		ApplicationID:            *ApplicationID,
-		InternalTopicPartitions:  *InternalTopicPartitions,
-		CommitInterval:           *CommitInterval,
-		MaxBundleSize:            *MaxBundleSize,
-		GBKFireBudget:            *GBKFireBudget,
-		MergeSessionAccumulators: *MergeSessionAccumulators,
-		StateDir:                 *StateDir,
-		WatermarksAddr:           *WatermarksAddr,
-		DefaultIdleness:          *DefaultIdleness,
-		SessionTimeout:           *SessionTimeout,
-		StaticMembership:         *StaticMembership,
-		WatermarkStuckThreshold:  *WatermarkStuckThreshold,
-		KafkaProperties:          maps.Clone(map[string]string(KafkaProperties)),
-		Drain:                    *DrainFlag,
+		BootstrapServers:         *bootstrapServers,
+		ApplicationID:            *applicationID,
+		InternalTopicPartitions:  *internalTopicPartitions,
+		CommitInterval:           *commitInterval,
+		MaxBundleSize:            *maxBundleSize,
+		GBKFireBudget:            *gbkFireBudget,
+		MergeSessionAccumulators: *mergeSessionAccumulators,
+		StateDir:                 *stateDir,
+		WatermarksAddr:           *watermarksAddr,
+		DefaultIdleness:          *defaultIdleness,
+		SessionTimeout:           *sessionTimeout,
+		StaticMembership:         *staticMembership,
+		WatermarkStuckThreshold:  *watermarkStuckThreshold,
+		KafkaProperties:          maps.Clone(map[string]string(kafkaProperties)),
+		Drain:                    *drainFlag,
 	}
 }
 

@@ -112,7 +112,7 @@ func TestOptionsFromFlags(t *testing.T) {
 	if err := flag.Set("kafka_property", "security.protocol=SSL"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { delete(KafkaProperties, "security.protocol") })
+	t.Cleanup(func() { delete(kafkaProperties, "security.protocol") })
 	o := OptionsFromFlags()
 	if o.MaxBundleSize != 7 || o.KafkaProperties["security.protocol"] != "SSL" {
 		t.Fatalf("--max_bundle_size=7 --kafka_property=security.protocol=SSL gave %d, %v", o.MaxBundleSize, o.KafkaProperties)

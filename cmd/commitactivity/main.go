@@ -66,8 +66,8 @@ func main() {
 }
 
 func bootstrap() string {
-	if *runner.BootstrapServers != "" {
-		return *runner.BootstrapServers
+	if runner.OptionsFromFlags().BootstrapServers != "" {
+		return runner.OptionsFromFlags().BootstrapServers
 	}
 	if b := os.Getenv("KAFKA_BOOTSTRAP_SERVERS"); b != "" {
 		return b
@@ -84,7 +84,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("input: %w (run from the repository's root, or pass --input)", err)
 	}
 	if name == runner.Name {
-		log.Printf("running on %s at %s, application %s; reading %s", name, bootstrap(), *runner.ApplicationID, *input)
+		log.Printf("running on %s at %s, application %s; reading %s", name, bootstrap(), runner.OptionsFromFlags().ApplicationID, *input)
 	} else {
 		log.Printf("running on %s; reading %s", name, *input)
 	}
@@ -148,10 +148,10 @@ func peakRSSKiB() (int64, error) {
 // showTopic prints the table from the output topic, and checks that the CSV
 // file, if there is one, holds the same rows.
 func showTopic(ctx context.Context) error {
-	if *runner.ApplicationID == "" {
+	if runner.OptionsFromFlags().ApplicationID == "" {
 		return errors.New("--show needs --application_id")
 	}
-	topic, err := activity.FindOutputTopic(bootstrap(), *runner.ApplicationID)
+	topic, err := activity.FindOutputTopic(bootstrap(), runner.OptionsFromFlags().ApplicationID)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func runStream(ctx context.Context) error {
 	}
 	opts := activity.DefaultStreamOptions(*inputTopic, *outputTopic)
 	log.Printf("running the streaming job on %s at %s, application %s: %s -> %s; watermark: newest event time per partition - %v, idle after %v; windows: allowed lateness %v, accumulating panes",
-		runner.Name, bs, *runner.ApplicationID, opts.InputTopic, opts.OutputTopic, days(opts.OutOfOrderness), opts.Idleness, days(opts.AllowedLateness))
+		runner.Name, bs, runner.OptionsFromFlags().ApplicationID, opts.InputTopic, opts.OutputTopic, days(opts.OutOfOrderness), opts.Idleness, days(opts.AllowedLateness))
 	start := time.Now()
 	res, err := beam.Run(ctx, runner.Name, activity.StreamPipeline(opts))
 	took := time.Since(start)
@@ -100,7 +100,7 @@ func runStream(ctx context.Context) error {
 	fmt.Printf("  on time  %6d  in their window's on-time pane (the watermark had not passed the window's end)\n", panes.OnTime)
 	fmt.Printf("  late     %6d  in a late pane (they arrived after the watermark had passed their window's end, by at most %v)\n", panes.Late, days(opts.AllowedLateness))
 	fmt.Printf("  dropped  %6d  by more than %v: their window had expired (the runner's LateDropped of %s)\n", fixedDropped, days(opts.AllowedLateness), activity.FixedGroupByKey)
-	fmt.Printf("(how many are late or dropped varies from run to run: the watermark is the minimum over the %d partitions,\nreported once per transaction of up to %d records, so it depends on how far each partition's read has got)\n", activity.StreamPartitions, *runner.MaxBundleSize)
+	fmt.Printf("(how many are late or dropped varies from run to run: the watermark is the minimum over the %d partitions,\nreported once per transaction of up to %d records, so it depends on how far each partition's read has got)\n", activity.StreamPartitions, runner.OptionsFromFlags().MaxBundleSize)
 	fmt.Printf("top rows: top.Largest fired again in %d of %d windows, after late area panes (its rows carry no pane, and a late one ranks an area's earlier total beside its later one): the table ranks the final area totals\n", panes.TopRefired, panes.TopWindows)
 
 	var failed []string
