@@ -21,8 +21,8 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -217,7 +217,7 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 // boundedEnds are the log end offsets of every partition of topic now: where
 // a bounded read stops (each instance asks when it starts).
 func boundedEnds(ctx context.Context, bootstrap string, props map[string]string, topic string) (map[int32]int64, error) {
-	cm := clientConfig(bootstrap, props)
+	cm := kafkaclient.Base(bootstrap, props)
 	cm["group.id"] = "kafkastreams-bounded-ends"
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {
@@ -232,7 +232,7 @@ func boundedEnds(ctx context.Context, bootstrap string, props map[string]string,
 	for _, p := range md.Topics[topic].Partitions {
 		ps = append(ps, p.ID)
 	}
-	return logend.Ends(ctx, c, topic, ps)
+	return kafkaclient.LogEnds(ctx, c, topic, ps)
 }
 
 // timestampOf adapts c's TimestampFn to the source head (nil without one).

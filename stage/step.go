@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // Spec is what a Loop runs: one ExecutableStage of the plan, narrowed to
@@ -56,7 +57,7 @@ type Sink struct {
 	PCollection string
 	Topic       string
 	// Partitions of Topic: a record with a key goes to
-	// JavaPartition(key, Partitions), as the Java client's default
+	// javapartition.ForKey(key, Partitions), as the Java client's default
 	// partitioner would put it; a record without a key to AnyPartition.
 	Partitions int32
 	// Decode turns an element (encoded with the PCollection's wire coder)
@@ -771,7 +772,7 @@ func (a *attempt) appendOutput(o Output, e []byte) error {
 
 // appendSinks appends a bundle's elements of the sinks' PCollections as
 // plain records to their topics: the key the Java client would partition by
-// (JavaPartition), the event time as the record's timestamp when Kafka can
+// (javapartition.ForKey), the event time as the record's timestamp when Kafka can
 // hold it (an event time at or before the epoch, such as Beam's start of
 // time, leaves the timestamp to the producer: the time of writing;
 // librdkafka reads a timestamp of 0 as "now" too).
@@ -793,7 +794,7 @@ func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
 		}
 		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
 		if key != nil {
-			r.Partition = JavaPartition(key, k.Partitions)
+			r.Partition = javapartition.ForKey(key, k.Partitions)
 		}
 		if ts > 0 && ts <= mtime.MaxTimestamp {
 			r.Timestamp = ts.ToTime()

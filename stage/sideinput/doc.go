@@ -31,6 +31,7 @@
 // other goroutines); Set.mu guards the Changed channel and the reader's
 // error. No lock is held while calling into another Store or Kafka.
 //
-// Imports: the Beam SDK (coders, windows), Kafka, and this module's plan,
+// Imports: the Beam SDK (coders, windows, graphx URNs), Kafka, and this
+// module's stage/kafkaclient,
 // stage/fnapi, watermarkmgr and proto packages; never package stage.
 package sideinput
