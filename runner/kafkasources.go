@@ -23,6 +23,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
+	"github.com/kafkastreams/kafkastreams/stage/kafkasource/sourcehead"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -175,7 +176,7 @@ func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
 // KV<[]byte, []byte> in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
-func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*kafkasource.Head, error) {
+func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*sourcehead.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	ec, err := cu.Coder(col.GetCoderId())
@@ -191,7 +192,7 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		}
 		log.Info("kafkastreams: bounded Kafka read: it stops at these end offsets", "stage", s.Name, "topic", s.InputTopic, "ends", ends)
 	}
-	h, err := kafkasource.NewHead(kafkasource.HeadConfig{
+	h, err := sourcehead.NewHead(sourcehead.HeadConfig{
 		Ends:            ends,
 		Timestamp:       timestampOf(c),
 		DeadLetterTopic: c.DeadLetterTopic,

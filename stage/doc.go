@@ -24,9 +24,9 @@
 // EOF (kafkaclient.ReadToEnd). Its subpackage javapartition is the Java
 // client's partitioner the step uses for Kafka sinks.
 //
-// Subpackage kafkasource is the head of a Kafka source stage (a user's topic
-// read directly: one task per partition) and the pure per-partition
-// watermark generator behind it (seed 002). A source partition is idle
+// Subpackage kafkasource is the pure per-partition watermark generator of a
+// Kafka source stage (a user's topic read directly: one task per
+// partition; seed 002), and its subpackage sourcehead the stage's head. A source partition is idle
 // only when the broker holds nothing past its consumer's position that will
 // become readable (issue 21, section 2): librdkafka's partition EOF is not
 // enough (under read_committed it comes at the last stable offset while a
