@@ -79,8 +79,8 @@
 // Spec says whether its input is raw (a source stage), which output topics
 // are keyed, and its upstreams.
 //
-// It may import watermarkmgr, proto, its subpackages fnapi (timer types)
-// and kafkaclient, the Beam Go SDK and confluent-kafka-go. It must not
+// It may import watermarkmgr, proto, its subpackages fnapi (timer types),
+// kafkaclient and envelope (the codec of the internal topics' records), the Beam Go SDK and confluent-kafka-go. It must not
 // import runner (nor runner/plan: the runner hands it a Spec);
 // importrules_test.go at the module root checks it for every package under
 // stage/.

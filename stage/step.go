@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
@@ -314,7 +315,7 @@ type attempt struct {
 	// work.
 	pending [][]byte
 	barrier bool
-	// arena is the chunk output envelopes are cut from (appendElement).
+	// arena is the chunk output envelopes are cut from (envelope.AppendElement).
 	arena []byte
 	// reports are the reports made since the last output record was
 	// appended, in the order made: they go to the output topics as one
@@ -355,8 +356,8 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			last[m.Task] = i
 			continue
 		}
-		e, r, err := decodeEnvelope(m.Value)
-		if errors.Is(err, errEmptyEnvelope) {
+		e, r, err := envelope.Decode(m.Value)
+		if errors.Is(err, envelope.ErrEmpty) {
 			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset)
 		}
 		if err != nil {
@@ -745,7 +746,7 @@ func (a *attempt) appendOutputElements(o Output, es [][]byte) error {
 
 // appendOutput appends element e of output o to each of o's topics.
 func (a *attempt) appendOutput(o Output, e []byte) error {
-	v := appendElement(&a.arena, e)
+	v := envelope.AppendElement(&a.arena, e)
 	var key []byte
 	var err error
 	for _, t := range o.Topics {
@@ -844,7 +845,7 @@ func (a *attempt) flushReports() {
 	if len(a.reports) == 0 {
 		return
 	}
-	env := encodeReports(a.reports)
+	env := envelope.EncodeReports(a.reports)
 	a.reports = nil
 	seen := map[string]bool{}
 	for _, o := range a.s.spec.Outputs {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
@@ -336,7 +337,7 @@ func formatReady(t *testing.T, r *Ready) string {
 			fmt.Fprintf(&b, "  extra %s[%s] %s\n", rec.Topic, partString(rec.Partition), rec.Value)
 			continue
 		}
-		el, reps, err := decodeEnvelope(rec.Value)
+		el, reps, err := envelope.Decode(rec.Value)
 		if err != nil {
 			t.Fatalf("record %d is not an Envelope: %v", i, err)
 		}
@@ -1148,7 +1149,7 @@ func TestStepReportsBatched(t *testing.T) {
 			Stage: "up", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}})}
 	}
 	elem := func(p int32, off int64, v string) In {
-		return In{Task: p, Offset: off, Value: encodeElement([]byte(v))}
+		return In{Task: p, Offset: off, Value: envelope.EncodeElement([]byte(v))}
 	}
 	for p := int32(0); p < tasks; p++ {
 		ts[p] = newTask(p, spec.Upstreams)
@@ -1170,7 +1171,7 @@ func TestStepReportsBatched(t *testing.T) {
 			onReportTopic++
 			continue
 		}
-		el, reps, err := decodeEnvelope(rec.Value)
+		el, reps, err := envelope.Decode(rec.Value)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr"
 )
@@ -227,8 +228,8 @@ func NewStore(spec *Spec) *Store {
 // Spec returns the Store's spec.
 func (s *Store) Spec() *Spec { return s.spec }
 
-// Record applies one record of the side input's topic: an Envelope holding an
-// element (wire-encoded; added to each of its windows) or reports of the
+// Record applies one record of the side input's topic (envelope.Decode, as
+// the stage loop reads it): an Envelope holding an element (wire-encoded; added to each of its windows) or reports of the
 // producer stage (one, or a batch; they advance the watermark). Records must come in the topic's
 // order, committed ones only. A record that does not decode is an error and
 // changes nothing. An element for a window already ready is kept (never
@@ -236,21 +237,16 @@ func (s *Store) Spec() *Spec { return s.spec }
 // not include it, so a producer must not emit late data into a side input
 // for exactly-once answers.
 func (s *Store) Record(value []byte) error {
-	env := &pb.Envelope{}
-	if err := proto.Unmarshal(value, env); err != nil {
+	element, reports, err := envelope.Decode(value)
+	switch {
+	case errors.Is(err, envelope.ErrEmpty):
+		return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+	case err != nil:
 		return fmt.Errorf("sideinput: record of %s is not an Envelope: %w", s.spec.Side.Topic, err)
+	case element != nil:
+		return s.add(element)
 	}
-	switch p := env.Payload.(type) {
-	case *pb.Envelope_Element:
-		return s.add(p.Element)
-	case *pb.Envelope_Report:
-		return s.observe([]*pb.WatermarkReport{p.Report})
-	case *pb.Envelope_Reports:
-		if len(p.Reports.GetReports()) > 0 {
-			return s.observe(p.Reports.GetReports())
-		}
-	}
-	return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+	return s.observe(reports)
 }
 
 // observe applies the reports of one record (one, or a batch: several
