@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -315,7 +317,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: []byte("impulse")})
 		}
 	}
-	for _, t := range sortedTopics(sources) {
+	for _, t := range slices.Sorted(maps.Keys(sources)) {
 		for _, v := range sources[t] {
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: v})
 		}

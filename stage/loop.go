@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -990,7 +992,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	inTxn := false
 	defer func() {
 		if err != nil {
-			if herr := l.head.Aborted(sortedInt32Keys(touched)); herr != nil {
+			if herr := l.head.Aborted(slices.Sorted(maps.Keys(touched))); herr != nil {
 				err = errors.Join(err, herr)
 			}
 			if inTxn {
@@ -1026,7 +1028,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		}
 	}
 	if f := l.cfg.CommitRecords; f != nil {
-		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: sortedInt32Keys(touched)})
+		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
 		for i := range extra {
 			if err := l.produceRecord(&extra[i]); err != nil {
 				return nil, err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"google.golang.org/protobuf/proto"
@@ -450,7 +452,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		a.flushReports()
 		return a.ready, nil
 	}
-	ps := sortedInt32Keys(next)
+	ps := slices.Sorted(maps.Keys(next))
 	for _, p := range ps {
 		if err := a.advance(p, tasks[p]); err != nil {
 			return nil, err
