@@ -17,8 +17,10 @@ const module = "github.com/kafkastreams/kafkastreams"
 // importRule says that no package matching From may depend, directly or
 // through other packages (go list's Deps), on a package matching one of
 // Deny, unless it also matches one of Allow. A pattern is a package path
-// relative to the module: "stage" is that package alone, "stage/..." is it
-// and every package below it.
+// relative to the module, or a full import path when its first element has
+// a dot (another module's: "github.com/confluentinc/confluent-kafka-go/..."):
+// "stage" is that package alone, "stage/..." is it and every package below
+// it.
 type importRule struct {
 	From  string
 	Deny  []string
@@ -26,6 +28,9 @@ type importRule struct {
 	// Why is the rule's reason and its source, printed when it breaks.
 	Why string
 }
+
+// kafkaClient is the Kafka client library (librdkafka through cgo).
+const kafkaClient = "github.com/confluentinc/confluent-kafka-go/..."
 
 // importRules are the layering rules of issue 22 ("One leaf Kafka
 // package"): a new rule is a new row. The step package's "imports no Kafka
@@ -43,6 +48,22 @@ var importRules = []importRule{
 		Why:   "issue 22: the WatermarkManager depends on nothing of the runner's layers but the leaf Kafka package; the runner fills service.StageInfo from its plan",
 	},
 	{
+		From:  "stage/kafkaclient/...",
+		Deny:  []string{"stage/...", "runner/...", "watermarkmgr/..."},
+		Allow: []string{"stage/kafkaclient/..."},
+		Why:   "issue 22: the leaf Kafka package is a leaf: every layer imports it, it imports none of them",
+	},
+	{
+		From: "stage/kafkasource",
+		Deny: []string{"stage", kafkaClient},
+		Why:  "the source's watermark core stays pure (no cgo): runner/kafkaio shares its Strategy and Partition on every runner; its shell is stage/kafkasource/sourcehead",
+	},
+	{
+		From: "stage/kafkaclient/javapartition",
+		Deny: []string{kafkaClient},
+		Why:  "the Java partitioner is pure: the commit step (stage/step.go) uses it, and the step package is to import no Kafka client (issue 22)",
+	},
+	{
 		From: "runner/kafkaio",
 		Deny: []string{"stage"},
 		Why:  "issue 22: runner/kafkaio is the API a user's binary links, also on Prism: it must not link the stage loop (it uses stage/kafkaclient)",
@@ -53,11 +74,13 @@ var importRules = []importRule{
 // pattern (relative to the module; a trailing "/..." matches the package
 // and everything below it).
 func matches(pattern, pkg string) bool {
-	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
-		p := module + "/" + base
-		return pkg == p || strings.HasPrefix(pkg, p+"/")
+	if first, _, _ := strings.Cut(pattern, "/"); !strings.Contains(first, ".") {
+		pattern = module + "/" + pattern
 	}
-	return pkg == module+"/"+pattern
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == base || strings.HasPrefix(pkg, base+"/")
+	}
+	return pkg == pattern
 }
 
 func matchesAny(patterns []string, pkg string) bool {
@@ -170,6 +193,8 @@ func TestImportRuleMatches(t *testing.T) {
 		{"stage/...", module + "/stage/kafkaclient/javapartition", true},
 		{"stage/...", module + "/stagex", false},
 		{"runner/...", "github.com/other/runner", false},
+		{kafkaClient, "github.com/confluentinc/confluent-kafka-go/v2/kafka", true},
+		{kafkaClient, module + "/stage/kafkaclient", false},
 	} {
 		if got := matches(tc.pattern, tc.pkg); got != tc.want {
 			t.Errorf("matches(%q, %q) = %v, want %v", tc.pattern, tc.pkg, got, tc.want)

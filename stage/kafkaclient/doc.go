@@ -22,8 +22,8 @@
 //     ControlTopic, ChangelogTopic and TransactionalID. The data topics
 //     between stages are named by the plan (runner/plan), a pure package
 //     that imports no Kafka client.
-//   - Log ends (logend.go): LogEnds, ReadToEnd, ReachedEnd, EndReaderConfig
-//     and NewEndReader (what was stage/logend; see "Reading to the end"
+//   - Log ends (logend.go): LogEnds, ReadToEnd, ReachedEnd, EndReaderConfig,
+//     NewEndReader and ReadLast (what was stage/logend; see "Reading to the end"
 //     below), and HighAndStable, the high watermark and last stable offset
 //     a Kafka source's idleness check asks for.
 //   - javapartition.ForKey (javapartition/): the partition Apache Kafka's
