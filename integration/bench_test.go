@@ -27,7 +27,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
-	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 func identity(s string) string { return s }
@@ -73,7 +73,7 @@ func BenchmarkStatelessStage(b *testing.B) {
 	if st.Head != plan.HeadReshuffle || len(st.Transforms) != 1 {
 		b.Fatalf("unexpected plan:\n%+v", st)
 	}
-	report := service.ReportTopic(app)
+	report := kafkaclient.ReportTopic(app)
 	copyIn, copyOut, warmOut := app+"-copy-in", app+"-copy-out", app+"-warm-out"
 	var specs []kafkaenv.TopicSpec
 	for _, t := range []string{st.InputTopic, pl.Stages[2].InputTopic, copyIn, copyOut, warmOut} {

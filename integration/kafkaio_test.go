@@ -23,7 +23,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // The Kafka source and sink (runner/kafkaio) on the real broker.
@@ -349,7 +349,7 @@ func TestKafkaSinkPlainRecords(t *testing.T) {
 		if want := fmt.Sprintf("v%d-%d", pi, i); string(m.Value) != want {
 			t.Errorf("key %s: value %q, want %q (plain, no envelope)", k, m.Value, want)
 		}
-		if want := stage.JavaPartition(m.Key, 5); m.TopicPartition.Partition != want {
+		if want := javapartition.ForKey(m.Key, 5); m.TopicPartition.Partition != want {
 			t.Errorf("key %s on partition %d, want %d (the Java client's default partitioner)", k, m.TopicPartition.Partition, want)
 		}
 		if want := time.UnixMilli(1_700_000_000_000 + int64(i)*1000); !m.Timestamp.Equal(want) {

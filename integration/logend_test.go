@@ -9,14 +9,14 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // TestReadToEndRightAfterCommit: a reader that starts the moment
 // CommitTransaction returns must see that transaction. The broker writes
 // the commit markers after answering EndTxn, so the last stable offset
 // (where a read_committed EOF comes) may still be before the transaction;
-// stage/logend's end (the log end offset) waits for the marker. Checked for
+// kafkaclient.ReadToEnd's end (the log end offset) waits for the marker. Checked for
 // the two readers built on it, round after round: kafkaenv.Consume (which
 // every test that reads a job's output uses) and a state store restore.
 // Whether a round meets the race depends on timing (it is logged); a last
@@ -32,7 +32,7 @@ func TestReadToEndRightAfterCommit(t *testing.T) {
 	probe, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": topic + "-probe", "isolation.level": "read_committed"})
 	must(t, err)
 	defer probe.Close()
-	ends, err := logend.Ends(ctx, probe, topic, []int32{0, 1})
+	ends, err := kafkaclient.LogEnds(ctx, probe, topic, []int32{0, 1})
 	must(t, err)
 	if ends[0] != 0 || ends[1] != 0 {
 		t.Fatalf("log ends of a new topic %v, want 0 and 0", ends)

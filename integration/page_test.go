@@ -22,6 +22,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/runner/plantopic"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -231,12 +232,12 @@ func TestLivePage(t *testing.T) {
 	t.Logf("first look: stages %v; stuck: %q", first.Stages, first.Stuck[stuckStage])
 	// cmd/watermarkmgr's page draws the graph from the plan topic: the
 	// same stages as the instance's.
-	pl, err := service.ReadPlan(ctx, bs, nil, app)
+	pl, err := plantopic.ReadNew(ctx, bs, nil, app, app+"-plan-watermarkmgr")
 	if err != nil || pl == nil {
-		t.Fatalf("service.ReadPlan(%s): %v, %v", app, pl, err)
+		t.Fatalf("plantopic.ReadNew(%s): %v, %v", app, pl, err)
 	}
 	var fromPlan []string
-	for _, si := range service.StageInfos(pl) {
+	for _, si := range plantopic.StageInfos(pl) {
 		fromPlan = append(fromPlan, si.Name)
 	}
 	sort.Strings(fromPlan)

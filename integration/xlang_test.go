@@ -15,7 +15,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // Beam's cross-language Kafka transforms (the Go SDK's io/xlang/kafkaio),
@@ -115,7 +115,7 @@ func TestXlangKafkaWindowedCount(t *testing.T) {
 		if !m.Timestamp.Equal(time.UnixMilli(ts)) {
 			t.Errorf("record %q: timestamp %d, want %d (the window's last millisecond)", k, m.Timestamp.UnixMilli(), ts)
 		}
-		if p := stage.JavaPartition(m.Key, outPartitions); m.TopicPartition.Partition != p {
+		if p := javapartition.ForKey(m.Key, outPartitions); m.TopicPartition.Partition != p {
 			t.Errorf("record %q on partition %d, want %d (the Java client's default partitioner)", k, m.TopicPartition.Partition, p)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -30,15 +30,6 @@ import (
 // committed), each instance reads the topic to its end and returns those
 // metrics in its PipelineResult, so every instance reports the job's
 // metrics, as a single-process runner does.
-
-// MetricsTopic is application applicationID's metrics topic,
-// "<application_id>-metrics", one partition. Key: the stage name; value: a
-// Beam fnexecution_v1.ProcessBundleResponse holding either a bundle's
-// aggregated monitoring infos (metricsRecord) or, once per committed
-// transaction, one URNStageCommit info with the transaction's counts
-// (commitMetricsRecords), which cmd/watermarkmgr's page sums
-// (watermarkmgr/service.AppCounts).
-func MetricsTopic(applicationID string) string { return service.MetricsTopic(applicationID) }
 
 // metricsRecord returns the metrics-topic record of one bundle of stage
 // stageName, or false if none of infos is aggregated (committedMetrics.add).
@@ -108,18 +99,17 @@ func commitMetricsRecords(topic, stageName, instance string, head stage.Head) fu
 
 // readApplicationMetrics reads the metrics topic read_committed from its
 // beginning to its log end offset as it was when the read began
-// (stage/logend) and merges every record's infos. A record that does not
+// (kafkaclient.ReadToEnd) and merges every record's infos. A record that does not
 // decode is skipped, counted in skipped and logged with its offset. Errors
 // name the topic.
 func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string) (m *committedMetrics, records, skipped int, err error) {
-	cc := logend.Config(clientConfig(bootstrap, props), topic+"-reader")
-	c, err := kafka.NewConsumer(&cc)
+	c, err := kafkaclient.NewEndReader(bootstrap, props, topic+"-reader")
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
 	}
 	defer c.Close()
 	m = newCommittedMetrics()
-	_, err = logend.Read(ctx, c, topic, 0, func(e *kafka.Message) error {
+	_, err = kafkaclient.ReadToEnd(ctx, c, topic, 0, func(e *kafka.Message) error {
 		var r fnpb.ProcessBundleResponse
 		if err := proto.Unmarshal(e.Value, &r); err != nil {
 			skipped++

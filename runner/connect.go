@@ -12,7 +12,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // brokerCheckTimeout bounds checkBrokers when no broker answers: as long as
@@ -49,9 +49,7 @@ const metadataAttempt = 500 * time.Millisecond
 func checkBrokers(ctx context.Context, bootstrap string, props map[string]string) error {
 	log := slog.Default().With("runner", Name)
 	start := time.Now()
-	cm := clientConfig(bootstrap, props)
-	cm["go.delivery.reports"] = false
-	stage.LeanProducerChannels(cm)
+	cm := kafkaclient.LeanProducerConfig(bootstrap, props)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return errors.New(redact(fmt.Sprintf("kafkastreams: Kafka client for %s: %v", bootstrap, err), props))

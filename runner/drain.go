@@ -11,7 +11,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Drain (Beam's meaning): stop reading the unbounded sources, let every
@@ -19,7 +19,7 @@ import (
 // commit, and exit. Flink calls it stop --drain, Dataflow drain.
 //
 // A drain is a request record in the application's control topic
-// (ControlTopic); every instance reads that topic from its start while it
+// (kafkaclient.ControlTopic); every instance reads that topic from its start while it
 // runs, so one request drains every instance, those started later too.
 // Each stage loop then drains (stage.Drainer): a Kafka source stops
 // reading, leaving what it has not read uncommitted, and reports the end
@@ -36,10 +36,6 @@ import (
 // --application_id, it reads the request and drains again at once; use a
 // new application id to run the job again (its Kafka sources then start
 // from their start position, not from the drained job's offsets).
-
-// ControlTopic is the application's control topic (one partition): drain
-// requests.
-func ControlTopic(applicationID string) string { return applicationID + "-control" }
 
 // drainFlag (Options.Drain) makes the program ask the running application to drain
 // instead of running the pipeline: it writes a drain request and exits.
@@ -61,15 +57,13 @@ type drainRequest struct {
 // control topic does not exist (the application never ran there), or the
 // broker could not be reached.
 func Drain(ctx context.Context, bootstrap string, props map[string]string, applicationID, by string) error {
-	cm := clientConfig(bootstrap, props)
-	cm["enable.idempotence"] = true
-	stage.LeanProducerChannels(cm)
+	cm := kafkaclient.IdempotentProducerConfig(bootstrap, props)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return fmt.Errorf("kafkastreams: drain: producer: %w", err)
 	}
 	defer p.Close()
-	topic := ControlTopic(applicationID)
+	topic := kafkaclient.ControlTopic(applicationID)
 	md, err := p.GetMetadata(&topic, false, 10000)
 	if err != nil {
 		return fmt.Errorf("kafkastreams: drain of %s: metadata: %w", applicationID, err)
@@ -96,7 +90,7 @@ func Drain(ctx context.Context, bootstrap string, props map[string]string, appli
 // watchDrain reads the control topic of applicationID from its start
 // until ctx ends, and calls drain once, at the first drain request.
 func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, applicationID, instanceID string, drain func()) error {
-	cm := clientConfig(bootstrap, props)
+	cm := kafkaclient.Base(bootstrap, props)
 	cm["group.id"] = applicationID + ".control." + instanceID
 	cm["enable.auto.commit"] = false
 	cm["go.logs.channel.enable"] = false
@@ -104,7 +98,7 @@ func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props m
 	if err != nil {
 		return fmt.Errorf("kafkastreams: control topic consumer: %w", err)
 	}
-	topic := ControlTopic(applicationID)
+	topic := kafkaclient.ControlTopic(applicationID)
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
 		_ = c.Close()
 		return fmt.Errorf("kafkastreams: control topic %s: %w", topic, err)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Options is every setting of one kafkastreams run, read once: from the
@@ -44,7 +44,7 @@ type Options struct {
 	// CommitInterval is how long a transaction collects records
 	// (--commit_interval), like Kafka Streams' commit.interval.ms. Default
 	// 100 ms; positive and below the stages' transaction timeout
-	// (stage.TransactionTimeout, 10 s), or every transaction would be
+	// (kafkaclient.TransactionTimeout, 10 s), or every transaction would be
 	// aborted by the broker before it commits.
 	CommitInterval time.Duration
 	// MaxBundleSize bounds the records of one bundle and one transaction
@@ -250,7 +250,7 @@ func (o *Options) resolve(log *slog.Logger) {
 // InternalTopicPartitions must fit a Kafka partition count (an int32), and
 // the settings must agree with each other and with KafkaProperties:
 //
-//	CommitInterval < stage.TransactionTimeout (the broker aborts a longer transaction)
+//	CommitInterval < kafkaclient.TransactionTimeout (the broker aborts a longer transaction)
 //	heartbeat.interval.ms < session.timeout.ms (librdkafka refuses the consumer)
 //	max.poll.interval.ms ≥ session.timeout.ms (librdkafka refuses the consumer)
 //
@@ -279,8 +279,8 @@ func (o Options) Validate() error {
 	switch v := o.CommitInterval; {
 	case v <= 0:
 		bad("commit_interval", v.String(), "must be positive")
-	case v >= stage.TransactionTimeout:
-		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v): the broker aborts a transaction open that long", stage.TransactionTimeout))
+	case v >= kafkaclient.TransactionTimeout:
+		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v): the broker aborts a transaction open that long", kafkaclient.TransactionTimeout))
 	}
 	positiveInt("max_bundle_size", o.MaxBundleSize)
 	if v := o.WatermarkStuckThreshold; v <= 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
@@ -63,7 +64,7 @@ func changelogTopics(pl *plan.Plan) map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range pl.Stages {
 		if s.Head.Keyed() || s.Head == plan.HeadSplittable {
-			out[state.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
+			out[kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
 		}
 	}
 	return out
@@ -96,7 +97,7 @@ func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
+		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
 		BootstrapServers: bootstrap,
 		Properties:       props,
 		Logger:           log,

@@ -21,8 +21,9 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkasource/sourcehead"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -175,7 +176,7 @@ func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
 // KV<[]byte, []byte> in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
-func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*kafkasource.Head, error) {
+func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*sourcehead.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	ec, err := cu.Coder(col.GetCoderId())
@@ -191,7 +192,7 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		}
 		log.Info("kafkastreams: bounded Kafka read: it stops at these end offsets", "stage", s.Name, "topic", s.InputTopic, "ends", ends)
 	}
-	h, err := kafkasource.NewHead(kafkasource.HeadConfig{
+	h, err := sourcehead.NewHead(sourcehead.HeadConfig{
 		Ends:            ends,
 		Timestamp:       timestampOf(c),
 		DeadLetterTopic: c.DeadLetterTopic,
@@ -217,7 +218,7 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 // boundedEnds are the log end offsets of every partition of topic now: where
 // a bounded read stops (each instance asks when it starts).
 func boundedEnds(ctx context.Context, bootstrap string, props map[string]string, topic string) (map[int32]int64, error) {
-	cm := clientConfig(bootstrap, props)
+	cm := kafkaclient.Base(bootstrap, props)
 	cm["group.id"] = "kafkastreams-bounded-ends"
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {
@@ -232,7 +233,7 @@ func boundedEnds(ctx context.Context, bootstrap string, props map[string]string,
 	for _, p := range md.Topics[topic].Partitions {
 		ps = append(ps, p.ID)
 	}
-	return logend.Ends(ctx, c, topic, ps)
+	return kafkaclient.LogEnds(ctx, c, topic, ps)
 }
 
 // timestampOf adapts c's TimestampFn to the source head (nil without one).

@@ -27,9 +27,11 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/runner/plantopic"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
@@ -331,9 +333,9 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineRes
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}
 	if recorded {
-		log.Info("kafkastreams: recorded the plan for the application", "topic", PlanTopic(appID))
+		log.Info("kafkastreams: recorded the plan for the application", "topic", kafkaclient.PlanTopic(appID))
 	} else {
-		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", PlanTopic(appID))
+		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", kafkaclient.PlanTopic(appID))
 	}
 	res, err := run(ctx, log, tl, srv, harness, inst, producers, o, pipe, pl, gbks, users, sources)
 	if err == nil && !recorded {
@@ -357,7 +359,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 
 	// The embedded WatermarkManager: the report topic says when the job is done.
 	wm, err := service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: bootstrap, Topic: service.ReportTopic(pl.ApplicationID), Properties: props},
+		Consumer: service.ConsumerConfig{BootstrapServers: bootstrap, Topic: kafkaclient.ReportTopic(pl.ApplicationID), Properties: props},
 		HTTPAddr: o.WatermarksAddr,
 		Logger:   log,
 	})
@@ -414,7 +416,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			BootstrapServers: bootstrap,
 			Properties:       props,
 			Spec:             spec,
-			ReportTopic:      service.ReportTopic(pl.ApplicationID),
+			ReportTopic:      kafkaclient.ReportTopic(pl.ApplicationID),
 			InstanceID:       inst.ID,
 			CommitInterval:   o.CommitInterval,
 			SpillDir:         inst.Stores,
@@ -427,7 +429,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		}
 		var sides *sideinput.Set
 		if len(s.SideInputs) > 0 {
-			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, Plan: pl, Stage: s, Components: pipe.GetComponents(), Logger: log})
+			set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: bootstrap, Properties: props, ApplicationID: pl.ApplicationID, Stage: s.Name, HeadOutput: s.HeadOutput, Inputs: sideInputs(s), Components: pipe.GetComponents(), Logger: log})
 			if err != nil {
 				return nil, fmt.Errorf("kafkastreams: %w", err)
 			}
@@ -471,7 +473,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 					return nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 				}
 			}
-			cfg.Process = processFunc(srv, s, fs, drainFS, committed, MetricsTopic(pl.ApplicationID), o.CommitInterval)
+			cfg.Process = processFunc(srv, s, fs, drainFS, committed, kafkaclient.MetricsTopic(pl.ApplicationID), o.CommitInterval)
 			if s.Head == plan.HeadImpulse {
 				if impulseCoder, err = graphx.NewCoderUnmarshaller(fs.Descriptor.GetCoders()).Coder(fs.WireCoders[s.HeadOutput]); err != nil {
 					return nil, fmt.Errorf("kafkastreams: stage %s: impulse coder: %w", s.Name, err)
@@ -554,7 +556,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		if cfg.Head == nil {
 			cfg.Head = &stage.Passthrough{}
 		}
-		cfg.CommitRecords = commitMetricsRecords(MetricsTopic(pl.ApplicationID), s.Name, inst.ID, cfg.Head)
+		cfg.CommitRecords = commitMetricsRecords(kafkaclient.MetricsTopic(pl.ApplicationID), s.Name, inst.ID, cfg.Head)
 		cfgs = append(cfgs, cfg)
 	}
 	tl.mark("stages and stores")
@@ -606,7 +608,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	wm.SetInfo(service.Info{
 		Instance:    inst.ID,
 		Application: pl.ApplicationID,
-		Stages:      service.StageInfos(pl),
+		Stages:      plantopic.StageInfos(pl),
 		Local:       func() map[string]service.LocalStage { return localStages(loops, gbkHeads, heads) },
 		StuckAfter:  o.WatermarkStuckThreshold,
 	})
@@ -672,7 +674,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	if err == nil {
 		go func() {
 			var r appMetricsRead
-			r.m, r.records, r.skipped, r.err = readApplicationMetrics(mctx, log, bootstrap, props, MetricsTopic(pl.ApplicationID))
+			r.m, r.records, r.skipped, r.err = readApplicationMetrics(mctx, log, bootstrap, props, kafkaclient.MetricsTopic(pl.ApplicationID))
 			appRead <- r
 		}()
 	}
@@ -702,7 +704,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		res.metrics = metricsx.FromMonitoringInfos(pipe, nil, committed.snapshot())
 		return res, nil
 	}
-	log.Info("kafkastreams: metrics of the application", "topic", MetricsTopic(pl.ApplicationID), "committed_bundles", records, "skipped", skipped)
+	log.Info("kafkastreams: metrics of the application", "topic", kafkaclient.MetricsTopic(pl.ApplicationID), "committed_bundles", records, "skipped", skipped)
 	res.metrics = metricsx.FromMonitoringInfos(pipe, nil, app.snapshot())
 	res.ApplicationMetrics = true
 	return res, nil

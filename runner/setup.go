@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -11,25 +13,9 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
-	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+	"github.com/kafkastreams/kafkastreams/runner/plantopic"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
-
-// PlanTopic is the compacted one-partition topic holding an application's
-// recorded plan.
-func PlanTopic(applicationID string) string { return applicationID + "-plan" }
-
-// clientConfig returns a librdkafka config with the user's properties and
-// the bootstrap servers.
-func clientConfig(bootstrap string, props map[string]string) kafka.ConfigMap {
-	cm := kafka.ConfigMap{}
-	for k, v := range props {
-		cm[k] = v
-	}
-	cm["bootstrap.servers"] = bootstrap
-	return cm
-}
 
 // createTopics creates every topic of the plan, the report topic, the plan
 // topic and the state changelog topics (compacted), the metrics topic and
@@ -39,7 +25,7 @@ func clientConfig(bootstrap string, props map[string]string) kafka.ConfigMap {
 // this call created the plan topic (its CreateTopics answered no error for
 // it, not TOPIC_ALREADY_EXISTS): it was empty then.
 func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) (planCreated bool, err error) {
-	cm := clientConfig(bootstrap, props)
+	cm := kafkaclient.Base(bootstrap, props)
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
 		return false, fmt.Errorf("kafkastreams: admin client: %w", err)
@@ -47,12 +33,12 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	defer closeLater(admin.Close)
 	want := p.Topics()
 	compacted := map[string]bool{}
-	want[service.ReportTopic(p.ApplicationID)] = 1
-	compacted[service.ReportTopic(p.ApplicationID)] = true
-	want[PlanTopic(p.ApplicationID)] = 1
-	compacted[PlanTopic(p.ApplicationID)] = true
-	want[MetricsTopic(p.ApplicationID)] = 1
-	want[ControlTopic(p.ApplicationID)] = 1
+	want[kafkaclient.ReportTopic(p.ApplicationID)] = 1
+	compacted[kafkaclient.ReportTopic(p.ApplicationID)] = true
+	want[kafkaclient.PlanTopic(p.ApplicationID)] = 1
+	compacted[kafkaclient.PlanTopic(p.ApplicationID)] = true
+	want[kafkaclient.MetricsTopic(p.ApplicationID)] = 1
+	want[kafkaclient.ControlTopic(p.ApplicationID)] = 1
 	for t, n := range changelogTopics(p) {
 		want[t] = n
 		compacted[t] = true
@@ -70,7 +56,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	// it has created their logs, in the order it was asked), and with the
 	// plan's 20-odd topics in one request the plan topic's first
 	// ListOffsets waited 0.3-2 s for partitions the plan does not use.
-	early := map[string]bool{PlanTopic(p.ApplicationID): true}
+	early := map[string]bool{kafkaclient.PlanTopic(p.ApplicationID): true}
 	for _, s := range p.Stages {
 		if s.Head == plan.HeadImpulse || s.Head == plan.HeadTestStream {
 			early[s.InputTopic] = true
@@ -105,7 +91,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	for _, r := range res {
 		switch r.Error.Code() {
 		case kafka.ErrNoError:
-			planCreated = planCreated || r.Topic == PlanTopic(p.ApplicationID)
+			planCreated = planCreated || r.Topic == kafkaclient.PlanTopic(p.ApplicationID)
 		case kafka.ErrTopicAlreadyExists:
 			existing = append(existing, r.Topic)
 		default:
@@ -251,10 +237,8 @@ func startPlanProducer(ctx context.Context, bootstrap string, props map[string]s
 	}
 	go func() {
 		defer close(pp.done)
-		pc := clientConfig(bootstrap, props)
-		pc["transactional.id"] = PlanTopic(p.ApplicationID)
-		pc["go.delivery.reports"] = false
-		stage.LeanProducerChannels(pc)
+		pc := kafkaclient.LeanProducerConfig(bootstrap, props)
+		pc["transactional.id"] = kafkaclient.PlanTopic(p.ApplicationID)
 		prod, err := kafka.NewProducer(&pc)
 		if err != nil {
 			pp.err = fmt.Errorf("kafkastreams: plan producer: %w", err)
@@ -267,7 +251,7 @@ func startPlanProducer(ctx context.Context, bootstrap string, props map[string]s
 		}()
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		pp.err = stage.InitTransactions(ictx, prod)
+		pp.err = kafkaclient.InitTransactions(ictx, prod)
 	}()
 	return pp
 }
@@ -325,7 +309,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 	if err := prod.BeginTransaction(); err != nil {
 		return false, err
 	}
-	topic := PlanTopic(p.ApplicationID)
+	topic := kafkaclient.PlanTopic(p.ApplicationID)
 	msgs := []*kafka.Message{{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte("plan"), Value: enc}}
 	for _, s := range p.Stages {
 		if s.Head == plan.HeadImpulse {
@@ -333,7 +317,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: []byte("impulse")})
 		}
 	}
-	for _, t := range sortedTopics(sources) {
+	for _, t := range slices.Sorted(maps.Keys(sources)) {
 		for _, v := range sources[t] {
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: v})
 		}
@@ -352,13 +336,12 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 	return true, nil
 }
 
-// readPlan returns the application's committed plan, or nil if none. It
-// reads the plan topic read_committed up to its log end offset as it was
-// when it began (stage/logend), so a plan another instance committed a
-// moment ago, whose commit marker is not written yet, is waited for rather
-// than read as absent. c is the consumer to read with (planReaderConfig,
-// assigned nothing yet; the caller closes it), or nil for a new one, closed
-// before readPlan returns.
+// readPlan returns the application's committed plan, or nil if none
+// (plantopic.Read: up to the plan topic's log end offset as it was when it
+// began, so a plan another instance committed a moment ago is waited for
+// rather than read as absent), bounded by ctx and 30 s. c is the consumer
+// to read with (planReaderConfig, assigned nothing yet; the caller closes
+// it), or nil for a new one, closed before readPlan returns.
 func readPlan(ctx context.Context, bootstrap string, props map[string]string, appID string, c *kafka.Consumer) (*plan.Plan, error) {
 	if c == nil {
 		cc := planReaderConfig(bootstrap, props, appID)
@@ -370,22 +353,16 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var last []byte
-	if _, err := logend.Read(rctx, c, PlanTopic(appID), 0, func(m *kafka.Message) error {
-		last = m.Value
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("kafkastreams: reading plan topic %s: %w", PlanTopic(appID), err)
+	p, err := plantopic.Read(rctx, c, appID)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: reading %w", err)
 	}
-	if last == nil {
-		return nil, nil
-	}
-	return plan.Decode(last)
+	return p, nil
 }
 
 // planReaderConfig is the config of an application's plan reader: a
-// logend reader (stage/logend.Config) in the group
+// reader to the log end (kafkaclient.EndReaderConfig) in the group
 // "<application_id>-plan-reader", which it never joins.
 func planReaderConfig(bootstrap string, props map[string]string, appID string) kafka.ConfigMap {
-	return logend.Config(clientConfig(bootstrap, props), appID+"-plan-reader")
+	return kafkaclient.EndReaderConfig(kafkaclient.Base(bootstrap, props), appID+"-plan-reader")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/splittable"
 	"github.com/kafkastreams/kafkastreams/stage/state"
@@ -33,7 +34,7 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
+		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
 		BootstrapServers: bootstrap,
 		Properties:       props,
 		Logger:           log,
@@ -72,7 +73,7 @@ func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string,
 	stores, err := state.Open(state.Options{
 		Dir:              storeDir,
 		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            state.ChangelogTopic(pl.ApplicationID, s.Name),
+		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
 		BootstrapServers: bootstrap,
 		Properties:       props,
 		Logger:           log,

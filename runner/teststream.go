@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"sort"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -51,13 +50,4 @@ func newTestStreamHead(comps *pipepb.Components, s *plan.Stage, segs []teststrea
 		return nil, fmt.Errorf("kafkastreams: TestStream %q: %w", s.HeadUniqueName, err)
 	}
 	return teststream.NewHead(s.Name, segs, enc)
-}
-
-func sortedTopics[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

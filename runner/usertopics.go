@@ -16,6 +16,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // userTopics returns the partition count of every user's topic the plan
@@ -39,7 +40,7 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 	if len(users) == 0 {
 		return out, nil
 	}
-	cm := clientConfig(bootstrap, props)
+	cm := kafkaclient.Base(bootstrap, props)
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: admin client: %w", err)

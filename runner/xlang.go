@@ -38,7 +38,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -188,7 +190,7 @@ func parseXlangRead(payload []byte) (xlangRead, error) {
 	}
 	cfg := fields.stringMap("ConsumerConfig")
 	start, isolation := kafkaio.Latest, "read_uncommitted"
-	for _, k := range sortedKeys(cfg) {
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
 		v := cfg[k]
 		field := fields.name("ConsumerConfig") + "[" + k + "]"
 		switch k {
@@ -217,7 +219,7 @@ func parseXlangRead(payload []byte) (xlangRead, error) {
 		default:
 			name, ok := consumerPassThrough[k]
 			if !ok {
-				return r, bad(field, "not supported by this runner's Kafka source (supported: bootstrap.servers, auto.offset.reset, isolation.level, enable.auto.commit=false, key/value.deserializer=ByteArrayDeserializer, %s); client and security settings go in the runner's --kafka_property, which every client uses", strings.Join(sortedKeys(consumerPassThrough), ", "))
+				return r, bad(field, "not supported by this runner's Kafka source (supported: bootstrap.servers, auto.offset.reset, isolation.level, enable.auto.commit=false, key/value.deserializer=ByteArrayDeserializer, %s); client and security settings go in the runner's --kafka_property, which every client uses", strings.Join(slices.Sorted(maps.Keys(consumerPassThrough)), ", "))
 			}
 			r.opts = append(r.opts, kafkaio.WithProperty(name, v))
 		}
@@ -262,7 +264,7 @@ func parseXlangWrite(payload []byte) (xlangWrite, error) {
 		}
 	}
 	cfg := fields.stringMap("ProducerConfig")
-	for _, k := range sortedKeys(cfg) {
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
 		v := cfg[k]
 		field := fields.name("ProducerConfig") + "[" + k + "]"
 		switch k {
@@ -658,15 +660,6 @@ func (f xlangFields) unknownFields(known ...string) []string {
 		if !k[n] && v.IsValid() && !v.IsZero() {
 			out = append(out, f.names[n])
 		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

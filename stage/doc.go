@@ -14,13 +14,19 @@
 // input windows are not complete (sidegate.go: pause, seek back, resume on a
 // side watermark change), so no element is processed early or dropped.
 //
-// Subpackage logend says where a reader that reads a partition from its
-// beginning (a state restore, the plan, a test) has read everything
-// committed before it began: not at the first read_committed EOF.
+// Subpackage kafkaclient is the runner's one leaf Kafka package: every
+// client configuration (the loop's consumer and transactional producer
+// included), the internal topic names and transactional ids, the producer
+// helpers, the log-end queries (the ListOffsets round trips of logends.go:
+// kafkaclient.HighAndStable) and where a reader that reads a partition
+// from its beginning (a state restore, the plan, a test) has read
+// everything committed before it began: not at the first read_committed
+// EOF (kafkaclient.ReadToEnd). Its subpackage javapartition is the Java
+// client's partitioner the step uses for Kafka sinks.
 //
-// Subpackage kafkasource is the head of a Kafka source stage (a user's topic
-// read directly: one task per partition) and the pure per-partition
-// watermark generator behind it (seed 002). A source partition is idle
+// Subpackage kafkasource is the pure per-partition watermark generator of a
+// Kafka source stage (a user's topic read directly: one task per
+// partition; seed 002), and its subpackage sourcehead the stage's head. A source partition is idle
 // only when the broker holds nothing past its consumer's position that will
 // become readable (issue 21, section 2): librdkafka's partition EOF is not
 // enough (under read_committed it comes at the last stable offset while a
@@ -73,7 +79,9 @@
 // Spec says whether its input is raw (a source stage), which output topics
 // are keyed, and its upstreams.
 //
-// It may import watermarkmgr, proto, its subpackage fnapi (timer types),
-// the Beam Go SDK and confluent-kafka-go. It must not import runner (nor
-// runner/plan: the runner hands it a Spec).
+// It may import watermarkmgr, proto, its subpackages fnapi (timer types),
+// kafkaclient and envelope (the codec of the internal topics' records), the Beam Go SDK and confluent-kafka-go. It must not
+// import runner (nor runner/plan: the runner hands it a Spec);
+// importrules_test.go at the module root checks it for every package under
+// stage/.
 package stage

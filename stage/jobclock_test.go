@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 )
 
 // clockHead is a Passthrough that records the job clock the step hands it
@@ -79,7 +80,7 @@ func readyTrace(t *testing.T, r *Ready) []string {
 		if rec.Topic != "out" || rec.Partition != 0 {
 			continue
 		}
-		el, reps, err := decodeEnvelope(rec.Value)
+		el, reps, err := envelope.Decode(rec.Value)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // logEndTimeout bounds one ListOffsets round trip of askLogEnds: a
@@ -52,11 +54,7 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 		return
 	}
 	if l.logEnd.admin == nil {
-		cm := kafka.ConfigMap{}
-		for k, v := range l.cfg.Properties {
-			cm[k] = v
-		}
-		cm["bootstrap.servers"] = l.cfg.BootstrapServers
+		cm := kafkaclient.Base(l.cfg.BootstrapServers, l.cfg.Properties)
 		a, err := kafka.NewAdminClient(&cm)
 		if err != nil {
 			l.applyLogEnds(le, logEndAnswer{err: err})
@@ -66,35 +64,12 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 		l.logEnd.answers = make(chan logEndAnswer, 1)
 	}
 	topic := l.cfg.Spec.InputTopic
-	spec := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(want))
-	for _, p := range want {
-		spec[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
-	}
 	asked := time.Now()
 	l.logEnd.asked, l.logEnd.busy = asked, true
 	admin, answers := l.logEnd.admin, l.logEnd.answers
 	go func() {
 		a := logEndAnswer{asked: asked}
-		for i, iso := range []kafka.IsolationLevel{kafka.IsolationLevelReadUncommitted, kafka.IsolationLevelReadCommitted} {
-			rctx, cancel := context.WithTimeout(ctx, logEndTimeout)
-			res, err := admin.ListOffsets(rctx, spec, kafka.SetAdminIsolationLevel(iso))
-			cancel()
-			if err != nil {
-				a.err = err
-				break
-			}
-			m := map[int32]int64{}
-			for tp, info := range res.ResultInfos {
-				if info.Error.Code() == kafka.ErrNoError && info.Offset >= 0 {
-					m[tp.Partition] = int64(info.Offset)
-				}
-			}
-			if i == 0 {
-				a.high = m
-			} else {
-				a.stable = m
-			}
-		}
+		a.high, a.stable, a.err = kafkaclient.HighAndStable(ctx, admin, topic, want, logEndTimeout)
 		answers <- a
 	}()
 }

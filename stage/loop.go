@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Bundle is what Process returns for one bundle.
@@ -77,7 +80,7 @@ type Config struct {
 	// Spec says what to read and write. Required.
 	Spec Spec
 	// ReportTopic receives every report the stage's tasks write (see
-	// watermarkmgr/service.ReportTopic). Required.
+	// kafkaclient.ReportTopic). Required.
 	ReportTopic string
 	// InstanceID makes the transactional.id unique to this instance:
 	// "<application_id>-<stage>-<InstanceID>". Required. An instance that
@@ -313,7 +316,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		cfg:   cfg,
 		log:   cfg.Logger.With("stage", cfg.Spec.Name),
 		group: cfg.Spec.ApplicationID + "." + cfg.Spec.Name,
-		txnID: TransactionalID(cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID),
+		txnID: kafkaclient.TransactionalID(cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID),
 		step:  step,
 		head:  cfg.Head,
 		tasks: map[int32]*task{},
@@ -335,22 +338,8 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	cfg := l.cfg
 	var err error
-	cc := kafka.ConfigMap{}
-	for k, v := range cfg.Properties {
-		cc[k] = v
-	}
-	cc["bootstrap.servers"] = cfg.BootstrapServers
-	cc["group.id"] = l.group
-	cc["partition.assignment.strategy"] = "cooperative-sticky"
-	cc["isolation.level"] = "read_committed"
-	cc["enable.auto.commit"] = false
-	cc["enable.auto.offset.store"] = false
-	cc["auto.offset.reset"] = "earliest"
 	// Statistics events give each task's consumer lag (TaskStatus).
-	cc["statistics.interval.ms"] = int(StatsInterval.Milliseconds())
-	for k, v := range cfg.Consumer {
-		cc[k] = v
-	}
+	cc := kafkaclient.GroupConsumerConfig(cfg.BootstrapServers, cfg.Properties, l.group, StatsInterval, cfg.Consumer)
 	if pr == nil {
 		pr = StartProducer(ctx, cfg.BootstrapServers, cfg.Properties, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
 	}
@@ -1003,7 +992,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	inTxn := false
 	defer func() {
 		if err != nil {
-			if herr := l.head.Aborted(sortedInt32Keys(touched)); herr != nil {
+			if herr := l.head.Aborted(slices.Sorted(maps.Keys(touched))); herr != nil {
 				err = errors.Join(err, herr)
 			}
 			if inTxn {
@@ -1039,7 +1028,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		}
 	}
 	if f := l.cfg.CommitRecords; f != nil {
-		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: sortedInt32Keys(touched)})
+		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
 		for i := range extra {
 			if err := l.produceRecord(&extra[i]); err != nil {
 				return nil, err

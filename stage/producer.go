@@ -9,58 +9,14 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // initTransactionsTimeout bounds a producer's InitTransactions (a broker
 // that cannot be reached, or a predecessor's transaction the coordinator is
 // still aborting).
 const initTransactionsTimeout = 30 * time.Second
-
-// TransactionalID is the transactional.id of stage stageName's producer in
-// instance instanceID of application applicationID:
-// "<application_id>-<stage>-<instance id>" (Config.InstanceID).
-func TransactionalID(applicationID, stageName, instanceID string) string {
-	return applicationID + "-" + stageName + "-" + instanceID
-}
-
-// TransactionTimeout is every stage producer's transaction.timeout.ms: the
-// broker aborts a transaction open longer. A killed instance's open
-// transaction blocks read_committed readers of its output partitions until
-// the broker aborts it at this timeout, so it is short, as Kafka Streams
-// keeps it under exactly-once (10 s). A commit interval must be below it
-// (runner.Options.Validate).
-const TransactionTimeout = 10 * time.Second
-
-// producerConfig is the librdkafka configuration of a stage's
-// transactional producer: props (the user's, Config.Properties), then the
-// loop's own settings, which win.
-func producerConfig(bootstrap string, props map[string]string, txnID string) kafka.ConfigMap {
-	pc := kafka.ConfigMap{}
-	for k, v := range props {
-		pc[k] = v
-	}
-	pc["bootstrap.servers"] = bootstrap
-	pc["transactional.id"] = txnID
-	pc["linger.ms"] = 5
-	pc["transaction.timeout.ms"] = int(TransactionTimeout.Milliseconds())
-	pc["go.delivery.reports"] = false
-	LeanProducerChannels(pc)
-	return pc
-}
-
-// LeanProducerChannels sizes the Go channels confluent-kafka-go gives a
-// producer (cm is changed in place) for one used through Produce, whose
-// Events are errors, logs and, at most, delivery reports read as they
-// come: go.produce.channel.size 0 (ProduceChannel, deprecated, is never
-// used) and go.events.channel.size 1 000. The library's defaults, 1 000 000
-// each, cost 24 MB of heap per producer before its first record (16 bytes
-// an event, 8 a message pointer): 180 MB for a job of seven stages. A full
-// events channel only makes the library's poller wait for the reader;
-// librdkafka's own queues hold the rest.
-func LeanProducerChannels(cm kafka.ConfigMap) {
-	cm["go.produce.channel.size"] = 0
-	cm["go.events.channel.size"] = 1000
-}
 
 // Producer is a stage's transactional producer whose InitTransactions runs
 // in the background from StartProducer on, so that the wait for the
@@ -83,7 +39,7 @@ type Producer struct {
 
 // StartProducer creates the transactional producer of stage stageName of
 // application applicationID for instance instanceID (transactional.id
-// TransactionalID(…)), configured as New configures its own, and its
+// kafkaclient.TransactionalID(…)), configured as New configures its own, and its
 // InitTransactions (bounded by ctx and 30 s), both in the background: what
 // InitTransactions does (fencing a predecessor with the same
 // transactional.id and aborting its open transactions) needs no topic of
@@ -94,11 +50,11 @@ func StartProducer(ctx context.Context, bootstrap string, props map[string]strin
 	if log == nil {
 		log = slog.Default()
 	}
-	txnID := TransactionalID(applicationID, stageName, instanceID)
+	txnID := kafkaclient.TransactionalID(applicationID, stageName, instanceID)
 	pr := &Producer{txnID: txnID, done: make(chan struct{})}
 	go func() {
 		defer close(pr.done)
-		pc := producerConfig(bootstrap, props, txnID)
+		pc := kafkaclient.TransactionalProducerConfig(bootstrap, props, txnID)
 		p, err := kafka.NewProducer(&pc)
 		if err != nil {
 			pr.err = fmt.Errorf("stage %s: producer: %w", stageName, err)
@@ -115,31 +71,11 @@ func StartProducer(ctx context.Context, bootstrap string, props map[string]strin
 		}()
 		ictx, cancel := context.WithTimeout(ctx, initTransactionsTimeout)
 		defer cancel()
-		if err := InitTransactions(ictx, p); err != nil {
+		if err := kafkaclient.InitTransactions(ictx, p); err != nil {
 			pr.err = fmt.Errorf("stage %s: init transactions for transactional.id %s: %w", stageName, txnID, err)
 		}
 	}()
 	return pr
-}
-
-// InitTransactions runs p.InitTransactions(ctx) once p has a connection
-// to a broker: it first asks for the cluster's metadata (no topic; bounded
-// by ctx and 5 s; its error is ignored, InitTransactions reports the real
-// one). librdkafka's producer-id state machine, run before any broker
-// connection is up, finds the transaction coordinator not up and retries
-// only on its 500 ms timer (rdkafka_idempotence.c, "Coordinator not up"):
-// measured on a warm single-node broker, InitTransactions alone took
-// 505-530 ms in most tries, 20-40 ms after the metadata round trip. With a
-// coordinator on another node than the bootstrap one, the wait can remain.
-func InitTransactions(ctx context.Context, p *kafka.Producer) error {
-	wait := 5 * time.Second
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
-		wait = time.Until(d)
-	}
-	if wait > time.Millisecond {
-		_, _ = p.GetMetadata(nil, false, int(wait.Milliseconds()))
-	}
-	return p.InitTransactions(ctx)
 }
 
 // wait returns InitTransactions' error once it has returned, or ctx's.

@@ -2,6 +2,8 @@ package stage
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -57,7 +59,7 @@ func (l *Loop) holdBlocked(blocked map[int32]int64) error {
 	}
 	topic := l.cfg.Spec.InputTopic
 	var tps []kafka.TopicPartition
-	for _, p := range sortedInt32Keys(blocked) {
+	for _, p := range slices.Sorted(maps.Keys(blocked)) {
 		if l.tasks[p] == nil {
 			continue
 		}
@@ -110,7 +112,7 @@ func (l *Loop) resumeHeld() error {
 	}
 	topic := l.cfg.Spec.InputTopic
 	var tps []kafka.TopicPartition
-	for _, p := range sortedInt32Keys(l.side.paused) {
+	for _, p := range slices.Sorted(maps.Keys(l.side.paused)) {
 		if wake || time.Since(l.side.paused[p]) > sideRecheck {
 			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
 			delete(l.side.paused, p)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 )
 
 // TestStepSpill: with StepConfig.Spill, an attempt hands its records on
@@ -36,7 +38,7 @@ func TestStepSpill(t *testing.T) {
 	}
 	var batch []In
 	for i := 0; i < 30; i++ {
-		batch = append(batch, In{Task: int32(i % 2), Offset: int64(i / 2), Value: encodeElement([]byte(fmt.Sprint("e", i)))})
+		batch = append(batch, In{Task: int32(i % 2), Offset: int64(i / 2), Value: envelope.EncodeElement([]byte(fmt.Sprint("e", i)))})
 	}
 	type rec struct {
 		Topic     string

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // Spec is what a Loop runs: one ExecutableStage of the plan, narrowed to
@@ -56,7 +60,7 @@ type Sink struct {
 	PCollection string
 	Topic       string
 	// Partitions of Topic: a record with a key goes to
-	// JavaPartition(key, Partitions), as the Java client's default
+	// javapartition.ForKey(key, Partitions), as the Java client's default
 	// partitioner would put it; a record without a key to AnyPartition.
 	Partitions int32
 	// Decode turns an element (encoded with the PCollection's wire coder)
@@ -313,7 +317,7 @@ type attempt struct {
 	// work.
 	pending [][]byte
 	barrier bool
-	// arena is the chunk output envelopes are cut from (appendElement).
+	// arena is the chunk output envelopes are cut from (envelope.AppendElement).
 	arena []byte
 	// reports are the reports made since the last output record was
 	// appended, in the order made: they go to the output topics as one
@@ -354,8 +358,8 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 			last[m.Task] = i
 			continue
 		}
-		e, r, err := decodeEnvelope(m.Value)
-		if errors.Is(err, errEmptyEnvelope) {
+		e, r, err := envelope.Decode(m.Value)
+		if errors.Is(err, envelope.ErrEmpty) {
 			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset)
 		}
 		if err != nil {
@@ -448,7 +452,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*task, batch []In, wo
 		a.flushReports()
 		return a.ready, nil
 	}
-	ps := sortedInt32Keys(next)
+	ps := slices.Sorted(maps.Keys(next))
 	for _, p := range ps {
 		if err := a.advance(p, tasks[p]); err != nil {
 			return nil, err
@@ -744,7 +748,7 @@ func (a *attempt) appendOutputElements(o Output, es [][]byte) error {
 
 // appendOutput appends element e of output o to each of o's topics.
 func (a *attempt) appendOutput(o Output, e []byte) error {
-	v := appendElement(&a.arena, e)
+	v := envelope.AppendElement(&a.arena, e)
 	var key []byte
 	var err error
 	for _, t := range o.Topics {
@@ -771,7 +775,7 @@ func (a *attempt) appendOutput(o Output, e []byte) error {
 
 // appendSinks appends a bundle's elements of the sinks' PCollections as
 // plain records to their topics: the key the Java client would partition by
-// (JavaPartition), the event time as the record's timestamp when Kafka can
+// (javapartition.ForKey), the event time as the record's timestamp when Kafka can
 // hold it (an event time at or before the epoch, such as Beam's start of
 // time, leaves the timestamp to the producer: the time of writing;
 // librdkafka reads a timestamp of 0 as "now" too).
@@ -793,7 +797,7 @@ func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
 		}
 		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
 		if key != nil {
-			r.Partition = JavaPartition(key, k.Partitions)
+			r.Partition = javapartition.ForKey(key, k.Partitions)
 		}
 		if ts > 0 && ts <= mtime.MaxTimestamp {
 			r.Timestamp = ts.ToTime()
@@ -843,7 +847,7 @@ func (a *attempt) flushReports() {
 	if len(a.reports) == 0 {
 		return
 	}
-	env := encodeReports(a.reports)
+	env := envelope.EncodeReports(a.reports)
 	a.reports = nil
 	seen := map[string]bool{}
 	for _, o := range a.s.spec.Outputs {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math/rand"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
@@ -181,7 +184,7 @@ func (h *stepHarness) cmd(t *testing.T, d *datadriven.TestData) string {
 		return ""
 	case "tasks":
 		var b strings.Builder
-		for _, p := range sortedInt32Keys(h.tasks) {
+		for _, p := range slices.Sorted(maps.Keys(h.tasks)) {
 			tk := h.tasks[p]
 			in, idle := tk.inputWatermark()
 			fmt.Fprintf(&b, "task %d in=%s out=%s reported=%v advanced=%s", p, stepTime(in), stepTime(tk.out), tk.reported, stepTime(tk.advanced))
@@ -336,7 +339,7 @@ func formatReady(t *testing.T, r *Ready) string {
 			fmt.Fprintf(&b, "  extra %s[%s] %s\n", rec.Topic, partString(rec.Partition), rec.Value)
 			continue
 		}
-		el, reps, err := decodeEnvelope(rec.Value)
+		el, reps, err := envelope.Decode(rec.Value)
 		if err != nil {
 			t.Fatalf("record %d is not an Envelope: %v", i, err)
 		}
@@ -370,7 +373,7 @@ func formatReady(t *testing.T, r *Ready) string {
 	for _, o := range r.Offsets {
 		fmt.Fprintf(&b, "offset %d next=%d %s\n", o.Task, o.Next, checkpointString(t, o.Metadata))
 	}
-	for _, p := range sortedInt32Keys(r.Blocked) {
+	for _, p := range slices.Sorted(maps.Keys(r.Blocked)) {
 		fmt.Fprintf(&b, "blocked %d at %d\n", p, r.Blocked[p])
 	}
 	fmt.Fprintf(&b, "bundles=%d elements-in=%d elements-out=%d reports-out=%d committed=%d\n", r.Bundles, r.ElementsIn, r.ElementsOut, r.ReportsOut, len(r.Committed))
@@ -626,7 +629,7 @@ func (f *fakeHead) Advance(p int32, in mtime.Time) (Work, error) {
 			}
 		}
 		f.buf[p] = keep
-		for _, k := range sortedKeys(panes) {
+		for _, k := range slices.Sorted(maps.Keys(panes)) {
 			w.Elements = append(w.Elements, []byte(fmt.Sprintf("%s=[%s]", k, strings.Join(panes[k], " "))))
 		}
 	case "timers":
@@ -701,7 +704,7 @@ func (f *fakeHead) Results(b *Bundle) (Work, error) {
 				touched[p] = true
 			}
 		}
-		for _, p := range sortedInt32Keys(touched) {
+		for _, p := range slices.Sorted(maps.Keys(touched)) {
 			if wm, ok := f.wm[p]; ok {
 				d := f.due(p, wm, false)
 				if w.Timers == nil {
@@ -1148,7 +1151,7 @@ func TestStepReportsBatched(t *testing.T) {
 			Stage: "up", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}})}
 	}
 	elem := func(p int32, off int64, v string) In {
-		return In{Task: p, Offset: off, Value: encodeElement([]byte(v))}
+		return In{Task: p, Offset: off, Value: envelope.EncodeElement([]byte(v))}
 	}
 	for p := int32(0); p < tasks; p++ {
 		ts[p] = newTask(p, spec.Upstreams)
@@ -1170,7 +1173,7 @@ func TestStepReportsBatched(t *testing.T) {
 			onReportTopic++
 			continue
 		}
-		el, reps, err := decodeEnvelope(rec.Value)
+		el, reps, err := envelope.Decode(rec.Value)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -291,7 +292,7 @@ func newUpstreamState(name string, s watermarkmgr.Snapshot, last map[int32]*pb.W
 		u.parts = append(u.parts, st)
 	}
 	u.ahead, u.pts = newValues(ahead), newValues(pts)
-	for _, p := range sortedInt32Keys(last) {
+	for _, p := range slices.Sorted(maps.Keys(last)) {
 		if !counted[p] {
 			u.unobserved = append(u.unobserved, last[p])
 		}

@@ -4,7 +4,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -405,10 +407,10 @@ func TestCheckpointFitsOffsetMetadata(t *testing.T) {
 // application already committed.
 func checkpointV1(t *task) (string, error) {
 	cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out)}
-	for _, u := range sortedKeys(t.last) {
+	for _, u := range slices.Sorted(maps.Keys(t.last)) {
 		m := t.last[u]
 		rs := make([]*pb.WatermarkReport, 0, len(m))
-		for _, p := range sortedInt32Keys(m) {
+		for _, p := range slices.Sorted(maps.Keys(m)) {
 			rs = append(rs, m[p])
 		}
 		if c := compactUpstreamV1(u, rs); c != nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kafkastreams/kafkastreams/runner/plantopic"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -41,7 +43,7 @@ func main() {
 	flag.Var(props, "kafka_property", "extra librdkafka property key=value (repeatable), e.g. security.protocol=SASL_SSL")
 	flag.Parse()
 	if *topic == "" && *appID != "" {
-		*topic = service.ReportTopic(*appID)
+		*topic = kafkaclient.ReportTopic(*appID)
 	}
 	if *bootstrap == "" || *topic == "" {
 		fmt.Fprintln(os.Stderr, "watermarkmgr: --bootstrap_servers and --application_id (or --report_topic) are required")
@@ -52,7 +54,7 @@ func main() {
 	defer stop()
 	metricsTopic := ""
 	if *appID != "" {
-		metricsTopic = service.MetricsTopic(*appID) // the page's counts
+		metricsTopic = kafkaclient.MetricsTopic(*appID) // the page's counts
 	}
 	srv, err := service.Start(ctx, service.Config{
 		Consumer:     service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
@@ -90,12 +92,12 @@ const planRetry = time.Second
 // the service's page and explanations.
 func watchPlan(ctx context.Context, srv *service.Server, bootstrap string, props map[string]string, appID string, stuck time.Duration) {
 	for {
-		pl, err := service.ReadPlan(ctx, bootstrap, props, appID)
+		pl, err := plantopic.ReadNew(ctx, bootstrap, props, appID, appID+"-plan-watermarkmgr")
 		switch {
 		case err != nil:
 			slog.Warn("watermarkmgr: cannot read the plan yet; the page shows no stage graph until it can", "err", err)
 		case pl != nil:
-			srv.SetInfo(service.Info{Application: appID, Stages: service.StageInfos(pl), StuckAfter: stuck})
+			srv.SetInfo(service.Info{Application: appID, Stages: plantopic.StageInfos(pl), StuckAfter: stuck})
 			slog.Info("watermarkmgr: read the application's plan", "stages", len(pl.Stages))
 			return
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Client helpers for tests. Each takes the bootstrap servers (so it works
@@ -209,7 +209,7 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 // consumer group (nothing is committed), until it has n records or timeout
 // passes; then it returns ErrTimeout with the records read so far.
 // n <= 0 reads until the consumer has reached the end of every partition as
-// it was when Consume began (its log end offset, see stage/logend): with
+// it was when Consume began (its log end offset, see kafkaclient.ReadToEnd): with
 // ReadCommitted that waits for the commit markers of transactions that have
 // just committed, and for a transaction still open to end.
 func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isolation, timeout time.Duration) ([]Record, error) {
@@ -243,7 +243,7 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 	}
 	pending := map[int32]int64{} // n <= 0: the partitions not read to their end yet, and that end
 	if n <= 0 {
-		ends, err := logend.Ends(ctx, c, topic, ids)
+		ends, err := kafkaclient.LogEnds(ctx, c, topic, ids)
 		if err != nil {
 			return nil, fmt.Errorf("kafkaenv: %w", err)
 		}
@@ -284,7 +284,7 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 				Value:     ev.Value,
 			})
 		case kafka.PartitionEOF:
-			if e, ok := pending[ev.Partition]; ok && logend.Reached(ev, e) {
+			if e, ok := pending[ev.Partition]; ok && kafkaclient.ReachedEnd(ev, e) {
 				delete(pending, ev.Partition)
 			}
 		case kafka.Error:

@@ -29,5 +29,5 @@
 // image's entrypoint.
 //
 // Imports: the standard library, confluent-kafka-go (cgo), testcontainers-go
-// and the Docker client it brings, and stage/logend (where a read ends). Nothing of the runner imports this package.
+// and the Docker client it brings, and stage/kafkaclient (where a read ends). Nothing of the runner imports this package.
 package kafkaenv

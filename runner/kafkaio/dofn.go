@@ -12,8 +12,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // readFn is a bounded Read (Bounded option). On the kafkastreams runner
@@ -47,13 +47,10 @@ func (c Config) bootstrap() string {
 	return "127.0.0.1:9092"
 }
 
+// clientConfig is the base configuration of c's clients: its Properties
+// and its bootstrap servers (kafkaclient.Base).
 func (c Config) clientConfig() kafka.ConfigMap {
-	cm := kafka.ConfigMap{}
-	for k, v := range c.Properties {
-		cm[k] = v
-	}
-	cm["bootstrap.servers"] = c.bootstrap()
-	return cm
+	return kafkaclient.Base(c.bootstrap(), c.Properties)
 }
 
 // deadLetter is the Config of the producer of c's dead-letter topic: c's
@@ -149,12 +146,13 @@ func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte,
 	if c.Start == Latest {
 		return nil // nothing was written after the start that a bounded read would see
 	}
-	cm := logend.Config(c.clientConfig(), "kafkaio-read-"+c.Topics[0])
+	cm := kafkaclient.EndReaderConfig(c.clientConfig(), "kafkaio-read-"+c.Topics[0])
 	if c.ReadUncommitted {
 		cm["isolation.level"] = "read_uncommitted"
 	}
 	topic := c.Topics[0]
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.bootstrap()})
+	acm := kafkaclient.Base(c.bootstrap())
+	admin, err := kafka.NewAdminClient(&acm)
 	if err != nil {
 		return fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
 	}
@@ -180,7 +178,7 @@ func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte,
 				return err
 			}
 		}
-		_, err = logend.Read(ctx, cons, topic, pm.ID, func(m *kafka.Message) error {
+		_, err = kafkaclient.ReadToEnd(ctx, cons, topic, pm.ID, func(m *kafka.Message) error {
 			if int64(m.TopicPartition.Offset) < from {
 				return nil // before the start time's offset (WithStartAt)
 			}
@@ -267,9 +265,7 @@ type writer struct {
 }
 
 func newWriter(c Config) (*writer, error) {
-	cm := c.clientConfig()
-	cm["enable.idempotence"] = true
-	stage.LeanProducerChannels(cm)
+	cm := kafkaclient.IdempotentProducerConfig(c.bootstrap(), c.Properties)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio.Write(%s): %w", c.Topics[0], err)
@@ -304,7 +300,7 @@ func newWriter(c Config) (*writer, error) {
 func (w *writer) produce(key, value []byte, ts mtime.Time) error {
 	part := kafka.PartitionAny
 	if key != nil {
-		part = stage.JavaPartition(key, w.partitions)
+		part = javapartition.ForKey(key, w.partitions)
 	}
 	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value}
 	if ts > 0 && ts <= mtime.MaxTimestamp { // 0 means "now" to librdkafka

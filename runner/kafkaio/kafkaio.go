@@ -62,6 +62,12 @@
 //
 // The kafkastreams plan recognises both Read DoFns and the Write DoFns as
 // plan.NativeSource and plan.NativeSink: none of their methods runs there.
+//
+// Imports: a user's binary links this package, on any runner, so it imports
+// runner/plan (the native interfaces), stage/kafkaclient (client
+// configurations, reading to the log end, the Java partitioner) and the
+// pure stage/kafkasource (watermark strategies), never package stage and
+// its loop (importrules_test.go at the module root checks it).
 package kafkaio
 
 import (

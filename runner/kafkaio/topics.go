@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // runnerBootstrap is the kafkastreams runner's --bootstrap_servers when the
@@ -43,13 +45,7 @@ func matchTopics(c Config, pattern string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: ReadPattern(%q): %v", ErrConfig, pattern, err)
 	}
-	cm := kafka.ConfigMap{}
-	for k, v := range runnerProperties() {
-		cm[k] = v
-	}
-	for k, v := range c.clientConfig() {
-		cm[k] = v
-	}
+	cm := kafkaclient.Base(c.bootstrap(), runnerProperties(), c.Properties)
 	ac, err := kafka.NewAdminClient(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: ReadPattern(%q): admin client for %s: %w", pattern, c.bootstrap(), err)

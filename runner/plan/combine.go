@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
@@ -91,7 +92,7 @@ var liftedNames = []string{"Precombine", "GroupByKey", "MergeAccumulators", "Ext
 func liftCombines(p *pipepb.Pipeline) []string {
 	comps := p.GetComponents()
 	var out []string
-	for _, tid := range sortedKeys(comps.GetTransforms()) {
+	for _, tid := range slices.Sorted(maps.Keys(comps.GetTransforms())) {
 		t := comps.GetTransforms()[tid]
 		if t.GetSpec().GetUrn() != URNCombinePerKey {
 			continue

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -179,7 +180,7 @@ func TestCombineLiftIsDeterministic(t *testing.T) {
 func TestCombineFallsBackUnlifted(t *testing.T) {
 	unlifted := func(t *testing.T, pp *pipepb.Pipeline, why string) {
 		t.Helper()
-		for _, tid := range sortedKeys(pp.GetComponents().GetTransforms()) {
+		for _, tid := range slices.Sorted(maps.Keys(pp.GetComponents().GetTransforms())) {
 			tr := pp.GetComponents().GetTransforms()[tid]
 			if tr.GetSpec().GetUrn() != URNCombinePerKey {
 				continue

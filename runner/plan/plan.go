@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -530,9 +532,9 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			}
 			return s.KafkaSinks[i].Topic < s.KafkaSinks[j].Topic
 		})
-		for _, pc := range sortedKeys(outputs[s]) {
+		for _, pc := range slices.Sorted(maps.Keys(outputs[s])) {
 			o := Output{PCollection: pc}
-			for _, topic := range sortedKeys(outputs[s][pc]) {
+			for _, topic := range slices.Sorted(maps.Keys(outputs[s][pc])) {
 				o.Topics = append(o.Topics, topic)
 				o.Copies = append(o.Copies, outputs[s][pc][topic])
 			}
@@ -553,7 +555,7 @@ func sideInputsOf(id string, t *pipepb.PTransform) ([]SideInput, error) {
 		return nil, fmt.Errorf("%w: transform %q (%s): ParDoPayload: %v", ErrMalformed, t.GetUniqueName(), id, err)
 	}
 	var out []SideInput
-	for _, local := range sortedKeys(pd.GetSideInputs()) {
+	for _, local := range slices.Sorted(maps.Keys(pd.GetSideInputs())) {
 		pc, ok := t.GetInputs()[local]
 		if !ok {
 			return nil, fmt.Errorf("%w: transform %q (%s): side input %q is not one of its inputs", ErrMalformed, t.GetUniqueName(), id, local)
@@ -740,7 +742,7 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 		if err := unmarshal(t.GetSpec().GetPayload(), pd); err != nil {
 			return fmt.Errorf("%w: %s: ParDoPayload: %v", ErrMalformed, name, err)
 		}
-		for _, local := range sortedKeys(pd.GetSideInputs()) {
+		for _, local := range slices.Sorted(maps.Keys(pd.GetSideInputs())) {
 			si := pd.GetSideInputs()[local]
 			switch ap := si.GetAccessPattern().GetUrn(); ap {
 			case URNSideInputIterable, URNSideInputMultimap:
@@ -788,7 +790,7 @@ func mainInputs(t *pipepb.PTransform) []string {
 		}
 	}
 	var out []string
-	for _, local := range sortedKeys(t.GetInputs()) {
+	for _, local := range slices.Sorted(maps.Keys(t.GetInputs())) {
 		if !side[local] {
 			out = append(out, t.GetInputs()[local])
 		}
@@ -839,24 +841,15 @@ func topoSort(leaves []string, comps *pipepb.Components, producer map[string]str
 
 func allInputs(t *pipepb.PTransform) []string {
 	var out []string
-	for _, local := range sortedKeys(t.GetInputs()) {
+	for _, local := range slices.Sorted(maps.Keys(t.GetInputs())) {
 		out = append(out, t.GetInputs()[local])
 	}
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func sortedValues(m map[string]string) []string {
 	var out []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[k])
 	}
 	return out

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -52,7 +53,7 @@ func splitUnboundedSDFs(p *pipepb.Pipeline) error {
 			parent[sub] = id
 		}
 	}
-	for _, id := range sortedKeys(comps.GetTransforms()) {
+	for _, id := range slices.Sorted(maps.Keys(comps.GetTransforms())) {
 		t := comps.GetTransforms()[id]
 		if t.GetSpec().GetUrn() != URNParDo || len(t.GetSubtransforms()) > 0 || NativeDoFn(t) != nil {
 			continue // a native source (runner/kafkaio's unbounded Read) is the runner's own
@@ -110,7 +111,7 @@ func splitUnboundedSDFs(p *pipepb.Pipeline) error {
 			return m
 		}
 		coder := func(want string, c *pipepb.Coder) string {
-			cid := fresh(taken(sortedKeys(comps.GetCoders())), want)
+			cid := fresh(taken(slices.Sorted(maps.Keys(comps.GetCoders()))), want)
 			comps.Coders[cid] = c
 			return cid
 		}
@@ -118,7 +119,7 @@ func splitUnboundedSDFs(p *pipepb.Pipeline) error {
 		pairedCoder := coder(id+"_sdf_kv_elem_rest", &pipepb.Coder{Spec: &pipepb.FunctionSpec{Urn: urnCoderKV}, ComponentCoderIds: []string{in.GetCoderId(), pd.GetRestrictionCoderId()}})
 		sizedCoder := coder(id+"_sdf_kv_elem_rest_size", &pipepb.Coder{Spec: &pipepb.FunctionSpec{Urn: urnCoderKV}, ComponentCoderIds: []string{pairedCoder, sizeCoder}})
 		pcol := func(want, coderID string) string {
-			pid := fresh(taken(sortedKeys(comps.GetPcollections())), want)
+			pid := fresh(taken(slices.Sorted(maps.Keys(comps.GetPcollections()))), want)
 			comps.Pcollections[pid] = &pipepb.PCollection{
 				UniqueName:          t.GetUniqueName() + "/" + want,
 				CoderId:             coderID,
@@ -138,9 +139,9 @@ func splitUnboundedSDFs(p *pipepb.Pipeline) error {
 				EnvironmentId: t.GetEnvironmentId(),
 			}
 		}
-		pairID := fresh(taken(sortedKeys(comps.GetTransforms())), id+"_sdf_pair")
+		pairID := fresh(taken(slices.Sorted(maps.Keys(comps.GetTransforms()))), id+"_sdf_pair")
 		comps.Transforms[pairID] = step("/PairWithRestriction", URNSDFPairWithRestriction, ins[0], paired)
-		splitID := fresh(taken(sortedKeys(comps.GetTransforms())), id+"_sdf_split")
+		splitID := fresh(taken(slices.Sorted(maps.Keys(comps.GetTransforms()))), id+"_sdf_split")
 		comps.Transforms[splitID] = step("/SplitAndSizeRestrictions", URNSDFSplitAndSize, paired, sized)
 		process := proto.Clone(t).(*pipepb.PTransform)
 		process.Spec.Urn = URNSDFProcessSizedElements

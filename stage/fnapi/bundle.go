@@ -3,6 +3,8 @@ package fnapi
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -221,7 +223,7 @@ func (b *bundle) take(r *registered, final bool) []taken {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []taken
-	for _, sink := range sortedKeys(r.sinks) {
+	for _, sink := range slices.Sorted(maps.Keys(r.sinks)) {
 		data := b.out[sink]
 		if len(data) == 0 {
 			continue

@@ -2,6 +2,8 @@ package fnapi
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	fnpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/fnexecution_v1"
@@ -273,7 +275,7 @@ func BuildStage(comps *pipepb.Components, spec StageSpec, endpoint string) (*Sta
 		return fail("%v", err)
 	}
 
-	for _, tid := range sortedKeys(timed) {
+	for _, tid := range slices.Sorted(maps.Keys(timed)) {
 		if err := wireSafeTimerCoders(cs, tid, timed[tid]); err != nil {
 			return fail("%v", err)
 		}

@@ -3,7 +3,7 @@ package fnapi
 import (
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -56,7 +56,7 @@ func checkSplittable(comps *pipepb.Components, tid string, t *pipepb.PTransform,
 		return fmt.Errorf("transform %q (%s) is a splittable DoFn whose restriction coder %q is not in the pipeline", tid, t.GetUniqueName(), pardo.GetRestrictionCoderId())
 	}
 	for _, m := range []map[string]string{t.GetInputs(), t.GetOutputs()} {
-		for _, local := range sortedKeys(m) {
+		for _, local := range slices.Sorted(maps.Keys(m)) {
 			pid := m[local]
 			if comps.GetPcollections()[pid].GetIsBounded() == pipepb.IsBounded_UNBOUNDED {
 				return fmt.Errorf("transform %q (%s) is a splittable DoFn with unbounded pcollection %q (%s): self-checkpointing and unbounded splittable DoFns are not supported yet", tid, t.GetUniqueName(), pid, local)
@@ -81,7 +81,7 @@ type sdfBuild struct {
 // three steps (see above), in transform id order so that ids are
 // deterministic.
 func (b *sdfBuild) expandSplittables() error {
-	ids := sortedKeys(b.transforms)
+	ids := slices.Sorted(maps.Keys(b.transforms))
 	for _, tid := range ids {
 		t := b.transforms[tid]
 		if t.GetSpec().GetUrn() != urnParDo {
@@ -103,7 +103,7 @@ func (b *sdfBuild) expandSplittables() error {
 
 func (b *sdfBuild) expand(tid string, t *pipepb.PTransform, pardo *pipepb.ParDoPayload) error {
 	mainLocal := ""
-	for _, local := range sortedKeys(t.GetInputs()) {
+	for _, local := range slices.Sorted(maps.Keys(t.GetInputs())) {
 		if _, side := pardo.GetSideInputs()[local]; side {
 			continue
 		}
@@ -161,13 +161,4 @@ func (b *sdfBuild) expand(tid string, t *pipepb.PTransform, pardo *pipepb.ParDoP
 	b.transforms[b.freshTransform(tid+"_sdf_split")] = split
 	b.transforms[tid] = process
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -210,7 +212,7 @@ func timerFamilies(desc *fnpb.ProcessBundleDescriptor) ([]TimerFamily, error) {
 // key of the element that set it on the wire. pardo is modified in place
 // (the caller re-marshals it).
 func wireSafeTimerCoders(cs *coderSet, tid string, pardo *pipepb.ParDoPayload) error {
-	for _, fam := range sortedKeys(pardo.GetTimerFamilySpecs()) {
+	for _, fam := range slices.Sorted(maps.Keys(pardo.GetTimerFamilySpecs())) {
 		spec := pardo.GetTimerFamilySpecs()[fam]
 		c, ok := cs.get(spec.GetTimerFamilyCoderId())
 		if !ok || c.GetSpec().GetUrn() != urnCoderTimer || len(c.GetComponentCoderIds()) != 2 {

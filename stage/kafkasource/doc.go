@@ -35,29 +35,26 @@
 //
 // Tests: testdata/*.txt are datadriven scenarios (datadriven_test.go;
 // go test -rewrite regenerates their expected output), testdata/logend/*.txt
-// Reading's (logend_test.go); reference_test.go
+// Reading's (logend_test.go; the Head's side is in sourcehead); reference_test.go
 // checks Partition and Align against a dumb big-integer model on random
 // record sequences; fuzz_test.go holds FuzzPartition against the same
 // model.
 //
-// The shell (head.go): Head, the stage.Head (and stage.LogEnds) of a Kafka source stage. It
-// turns each record into an element KV<key, value> at its event time (the
-// Kafka timestamp, or kafkaio.WithTimestampFn's), feeds the partition's
-// generator, and gives the step Hold = the partition's watermark, Idle, a
-// Wake when a partition goes idle or a bounded read reaches its end, and
-// the per-partition details of the reports (Source). Its clock is injected
-// (HeadConfig.Clock).
+// The shell is subpackage sourcehead: Head, the stage.Head (and
+// stage.LogEnds) of a Kafka source stage, built on this core.
 //
 // # What it may import
 //
-// The core (watermark.go, align.go): only the standard library and Beam's
-// mtime package. It does no I/O, starts no goroutine and reads no clock:
+// Only the standard library and Beam's mtime package: no cgo, nothing of
+// stage, so that runner/kafkaio, the API a user's binary links (on Prism
+// too), uses Strategy and Partition without linking the stage loop or a
+// Kafka client (importrules_test.go at the module root checks kafkaio's
+// side). It does no I/O, starts no goroutine and reads no clock:
 // wall-clock time arrives as a now time.Time argument, from the caller's
-// single clock read per poll. The shell also imports stage and proto.
-// Nothing of Kafka: the caller maps a Kafka record's timestamp to an event
-// time (and decides what a record without one, timestamp -1, means). A
-// Partition is not safe for concurrent use; the task that consumes the
-// partition owns it.
+// single clock read per poll. Nothing of Kafka: the caller maps a Kafka
+// record's timestamp to an event time (and decides what a record without
+// one, timestamp -1, means). A Partition is not safe for concurrent use;
+// the task that consumes the partition owns it.
 //
 // # Units
 //
@@ -87,7 +84,7 @@
 //     never receives a record idles out after the timeout like any other
 //     (seed 002: the liveness clock is seeded at registration). A record
 //     makes the partition non-idle at once. Idleness 0 switches it off.
-//     The Head (head.go) adds what the pure Partition cannot see: it
+//     The Head (sourcehead) adds what the pure Partition cannot see: it
 //     reports a partition idle only once its consumer has reached the
 //     partition's end after its latest record, so a partition with a
 //     backlog never leaves the minimum, and never while the consumer cannot

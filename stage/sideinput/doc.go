@@ -31,6 +31,9 @@
 // other goroutines); Set.mu guards the Changed channel and the reader's
 // error. No lock is held while calling into another Store or Kafka.
 //
-// Imports: the Beam SDK (coders, windows), Kafka, and this module's plan,
-// stage/fnapi, watermarkmgr and proto packages; never package stage.
+// Imports: the Beam SDK (coders, windows, graphx URNs), Kafka, and this
+// module's stage/kafkaclient, stage/envelope (the one Envelope codec),
+// stage/fnapi, watermarkmgr and proto packages; never package stage, and
+// nothing of runner: the runner copies what it needs of the plan into
+// Config (Input).
 package sideinput

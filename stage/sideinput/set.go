@@ -14,8 +14,8 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Config configures the Set of one stage in one instance.
@@ -25,9 +25,21 @@ type Config struct {
 	// Properties are extra librdkafka properties (security, …); the Set's
 	// own settings win.
 	Properties map[string]string
-	// Plan and Stage: the stage whose side inputs to read. Required.
-	Plan  *plan.Plan
-	Stage *plan.Stage
+	// ApplicationID is the application's id: the Set's reader is in the
+	// group "<application_id>.<stage>.side-inputs", which it never joins
+	// (Assign, no commits). Required.
+	ApplicationID string
+	// Stage is the name of the stage whose side inputs to read (errors and
+	// logs name it). Required.
+	Stage string
+	// HeadOutput is the PCollection id of the stage's head output
+	// (runner/plan.Stage.HeadOutput): the main input whose windows map to
+	// the side input windows. Required when a side input's windows are not
+	// global.
+	HeadOutput string
+	// Inputs are the stage's side inputs, in the stage's order
+	// (runner/plan.Stage.SideInputs). Required: at least one.
+	Inputs []Input
 	// Components are the pipeline's components (graphx.Marshal). Required.
 	Components *pipepb.Components
 	// Logger defaults to slog.Default().
@@ -74,13 +86,13 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Set{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage.Name), byTopic: map[string]*Store{}, done: make(chan struct{})}
+	s := &Set{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage), byTopic: map[string]*Store{}, done: make(chan struct{})}
 	s.mu.changed = make(chan struct{})
 	global := true
-	for _, si := range cfg.Stage.SideInputs {
+	for _, si := range cfg.Inputs {
 		spec, err := NewSpec(cfg.Components, si)
 		if err != nil {
-			return nil, fmt.Errorf("stage %s: %w", cfg.Stage.Name, err)
+			return nil, fmt.Errorf("stage %s: %w", cfg.Stage, err)
 		}
 		st := NewStore(spec)
 		s.stores = append(s.stores, st)
@@ -88,9 +100,9 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		global = global && spec.Mapping.Kind == window.GlobalWindows
 	}
 	if !global {
-		w, err := fnapi.NewWireElements(cfg.Components, cfg.Stage.HeadOutput, false)
+		w, err := fnapi.NewWireElements(cfg.Components, cfg.HeadOutput, false)
 		if err != nil {
-			return nil, fmt.Errorf("stage %s: main input of its side inputs: %w", cfg.Stage.Name, err)
+			return nil, fmt.Errorf("stage %s: main input of its side inputs: %w", cfg.Stage, err)
 		}
 		s.mainWire = w
 		if w.WindowCoderURN == "beam:coder:interval_window:v1" {
@@ -99,26 +111,19 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 			s.mainWinDec = exec.MakeWindowDecoder(coder.NewGlobalWindow())
 		}
 	}
-	cc := kafka.ConfigMap{}
-	for k, v := range cfg.Properties {
-		cc[k] = v
-	}
-	cc["bootstrap.servers"] = cfg.BootstrapServers
-	cc["group.id"] = cfg.Plan.ApplicationID + "." + cfg.Stage.Name + ".side-inputs" // never joined: Assign, no commits
-	cc["enable.auto.commit"] = false
-	cc["isolation.level"] = "read_committed"
+	cc := kafkaclient.AssignedReaderConfig(cfg.BootstrapServers, cfg.Properties, cfg.ApplicationID+"."+cfg.Stage+".side-inputs") // never joined: Assign, no commits
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
-		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage.Name, err)
+		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage, err)
 	}
 	var tps []kafka.TopicPartition
-	for _, si := range cfg.Stage.SideInputs {
+	for _, si := range cfg.Inputs {
 		topic := si.Topic
 		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning})
 	}
 	if err := c.Assign(tps); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("stage %s: assign side input topics: %w", cfg.Stage.Name, err)
+		return nil, fmt.Errorf("stage %s: assign side input topics: %w", cfg.Stage, err)
 	}
 	s.consumer = c
 	ctx, s.cancel = context.WithCancel(ctx)
@@ -143,7 +148,7 @@ func (s *Set) run(ctx context.Context) {
 			}
 			before, wasIdle := st.Watermark(), st.Idle()
 			if err := st.Record(e.Value); err != nil {
-				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage.Name, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
+				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
 				return
 			}
 			if st.Watermark() != before || st.Idle() != wasIdle {
@@ -152,7 +157,7 @@ func (s *Set) run(ctx context.Context) {
 			}
 		case kafka.Error:
 			if e.IsFatal() {
-				s.fail(fmt.Errorf("stage %s: side input consumer: %w", s.cfg.Stage.Name, e))
+				s.fail(fmt.Errorf("stage %s: side input consumer: %w", s.cfg.Stage, e))
 				return
 			}
 			s.log.Warn("sideinput: consumer error", "err", e)
@@ -202,12 +207,12 @@ func (s *Set) Ready(element []byte) (bool, error) {
 	if s.mainWire != nil {
 		encs, _, err := s.mainWire.Split(element)
 		if err != nil {
-			return false, fmt.Errorf("sideinput: stage %s: main element: %w", s.cfg.Stage.Name, err)
+			return false, fmt.Errorf("sideinput: stage %s: main element: %w", s.cfg.Stage, err)
 		}
 		mainWins = make([]typex.Window, len(encs))
 		for i, b := range encs {
 			if mainWins[i], err = s.mainWinDec.DecodeSingle(strings.NewReader(string(b))); err != nil {
-				return false, fmt.Errorf("sideinput: stage %s: main element window: %w", s.cfg.Stage.Name, err)
+				return false, fmt.Errorf("sideinput: stage %s: main element window: %w", s.cfg.Stage, err)
 			}
 		}
 	}
@@ -235,7 +240,7 @@ func (s *Set) ReadyWindow(w []byte) (bool, error) {
 	var mw typex.Window = window.GlobalWindow{}
 	if s.mainWinDec != nil {
 		if mw, err = s.mainWinDec.DecodeSingle(strings.NewReader(string(w))); err != nil {
-			return false, fmt.Errorf("sideinput: stage %s: timer window %x: %w", s.cfg.Stage.Name, w, err)
+			return false, fmt.Errorf("sideinput: stage %s: timer window %x: %w", s.cfg.Stage, w, err)
 		}
 	}
 	for _, st := range s.stores {

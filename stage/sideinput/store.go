@@ -10,12 +10,13 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
-	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr"
 )
@@ -39,13 +40,13 @@ type Mapping struct {
 }
 
 // ParseMapping reads a window mapping fn written by the Go SDK (graphx):
-// plan.URNWindowMapping{Global,Fixed,Sliding} with the side input WindowFn's
+// graphx.URNWindowMapping{Global,Fixed,Sliding} with the side input WindowFn's
 // payload. Other URNs wrap ErrUnsupported.
 func ParseMapping(spec *pipepb.FunctionSpec) (Mapping, error) {
 	switch spec.GetUrn() {
-	case plan.URNWindowMappingGlobal:
+	case graphx.URNWindowMappingGlobal:
 		return Mapping{Kind: window.GlobalWindows}, nil
-	case plan.URNWindowMappingFixed:
+	case graphx.URNWindowMappingFixed:
 		p := &pipepb.FixedWindowsPayload{}
 		if err := proto.Unmarshal(spec.GetPayload(), p); err != nil {
 			return Mapping{}, fmt.Errorf("sideinput: fixed window mapping payload: %w", err)
@@ -58,7 +59,7 @@ func ParseMapping(spec *pipepb.FunctionSpec) (Mapping, error) {
 			return Mapping{}, fmt.Errorf("sideinput: fixed window mapping of size %v", p.GetSize().AsDuration())
 		}
 		return m, nil
-	case plan.URNWindowMappingSliding:
+	case graphx.URNWindowMappingSliding:
 		p := &pipepb.SlidingWindowsPayload{}
 		if err := proto.Unmarshal(spec.GetPayload(), p); err != nil {
 			return Mapping{}, fmt.Errorf("sideinput: sliding window mapping payload: %w", err)
@@ -114,10 +115,30 @@ func (m Mapping) Map(w typex.Window) typex.Window {
 // report (mtime.MaxTimestamp > mtime.EndOfGlobalWindowTime).
 func Ready(w typex.Window, wm mtime.Time) bool { return wm > w.MaxTimestamp() }
 
+// Input is one side input of a stage, as the runner's plan names it
+// (runner/plan.SideInput, which the runner copies into it): what this
+// package needs of the plan, and nothing else of it.
+type Input struct {
+	// Transform is the id of the ParDo reading the side input, and
+	// TransformName its unique name.
+	Transform, TransformName string
+	// LocalName is the side input's local input name in the ParDo ("i1",
+	// …): the side_input_id of the harness's state requests.
+	LocalName string
+	// PCollection is the side input's PCollection id.
+	PCollection string
+	// Topic is the side input's topic (one partition): its elements and the
+	// producer stage's watermark reports.
+	Topic string
+	// Upstream is the name of the stage producing PCollection (the stage
+	// of the reports in Topic).
+	Upstream string
+}
+
 // Spec describes one side input of a stage, for a Store.
 type Spec struct {
-	// Side is the plan's side input (transform, local name, topic, producer).
-	Side plan.SideInput
+	// Side is the side input (transform, local name, topic, producer).
+	Side Input
 	// Mapping maps main windows to this side input's windows.
 	Mapping Mapping
 	// Wire cuts the producer's wire elements; made with kv for a multimap.
@@ -129,7 +150,7 @@ type Spec struct {
 // NewSpec reads side input si of the pipeline (comps): its access pattern,
 // window mapping and wire encoding. Errors name the transform and the side
 // input, and wrap ErrUnsupported for what this package cannot serve.
-func NewSpec(comps *pipepb.Components, si plan.SideInput) (*Spec, error) {
+func NewSpec(comps *pipepb.Components, si Input) (*Spec, error) {
 	name := fmt.Sprintf("side input %q of transform %q (%s)", si.LocalName, si.TransformName, si.Transform)
 	t := comps.GetTransforms()[si.Transform]
 	pd := &pipepb.ParDoPayload{}
@@ -142,8 +163,8 @@ func NewSpec(comps *pipepb.Components, si plan.SideInput) (*Spec, error) {
 	}
 	s := &Spec{Side: si}
 	switch sp.GetAccessPattern().GetUrn() {
-	case plan.URNSideInputIterable:
-	case plan.URNSideInputMultimap:
+	case graphx.URNIterableSideInput:
+	case graphx.URNMultimapSideInput:
 		s.Multimap = true
 	default:
 		return nil, fmt.Errorf("%w: %s: access pattern %q", ErrUnsupported, name, sp.GetAccessPattern().GetUrn())
@@ -207,8 +228,8 @@ func NewStore(spec *Spec) *Store {
 // Spec returns the Store's spec.
 func (s *Store) Spec() *Spec { return s.spec }
 
-// Record applies one record of the side input's topic: an Envelope holding an
-// element (wire-encoded; added to each of its windows) or reports of the
+// Record applies one record of the side input's topic (envelope.Decode, as
+// the stage loop reads it): an Envelope holding an element (wire-encoded; added to each of its windows) or reports of the
 // producer stage (one, or a batch; they advance the watermark). Records must come in the topic's
 // order, committed ones only. A record that does not decode is an error and
 // changes nothing. An element for a window already ready is kept (never
@@ -216,21 +237,16 @@ func (s *Store) Spec() *Spec { return s.spec }
 // not include it, so a producer must not emit late data into a side input
 // for exactly-once answers.
 func (s *Store) Record(value []byte) error {
-	env := &pb.Envelope{}
-	if err := proto.Unmarshal(value, env); err != nil {
+	element, reports, err := envelope.Decode(value)
+	switch {
+	case errors.Is(err, envelope.ErrEmpty):
+		return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+	case err != nil:
 		return fmt.Errorf("sideinput: record of %s is not an Envelope: %w", s.spec.Side.Topic, err)
+	case element != nil:
+		return s.add(element)
 	}
-	switch p := env.Payload.(type) {
-	case *pb.Envelope_Element:
-		return s.add(p.Element)
-	case *pb.Envelope_Report:
-		return s.observe([]*pb.WatermarkReport{p.Report})
-	case *pb.Envelope_Reports:
-		if len(p.Reports.GetReports()) > 0 {
-			return s.observe(p.Reports.GetReports())
-		}
-	}
-	return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+	return s.observe(reports)
 }
 
 // observe applies the reports of one record (one, or a batch: several

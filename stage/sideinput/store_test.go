@@ -98,6 +98,7 @@ func init() {
 type fixture struct {
 	comps *pipepb.Components
 	stage *plan.Stage
+	side  Input               // stage.SideInputs[0], as the runner copies it
 	enc   exec.ElementEncoder // windowed value encoder of the side input's wire coder
 }
 
@@ -141,6 +142,8 @@ func newFixture(t *testing.T, multimap bool, wfn *window.Fn) fixture {
 	if f.stage == nil {
 		t.Fatal("no stage with a side input")
 	}
+	si := f.stage.SideInputs[0]
+	f.side = Input{Transform: si.Transform, TransformName: si.TransformName, LocalName: si.LocalName, PCollection: si.PCollection, Topic: si.Topic, Upstream: si.Upstream}
 	col := f.comps.GetPcollections()[f.stage.SideInputs[0].PCollection]
 	c, err := graphx.NewCoderUnmarshaller(f.comps.GetCoders()).Coder(col.GetCoderId())
 	if err != nil {
@@ -180,7 +183,7 @@ func (f fixture) report(part, total int32, wm mtime.Time) []byte {
 // wrapping fnapi.ErrSideInputNotReady.
 func TestStoreGlobalIterable(t *testing.T) {
 	f := newFixture(t, false, nil)
-	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	spec, err := NewSpec(f.comps, f.side)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +233,7 @@ func TestStoreGlobalIterable(t *testing.T) {
 // [10,20) is not; values are grouped by key bytes.
 func TestStoreWindowedMultimap(t *testing.T) {
 	f := newFixture(t, true, window.NewFixedWindows(10*time.Millisecond))
-	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	spec, err := NewSpec(f.comps, f.side)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +304,7 @@ func TestStoreWindowedMultimap(t *testing.T) {
 // the end of time, and not before.
 func TestStoreReportBatch(t *testing.T) {
 	f := newFixture(t, false, nil)
-	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	spec, err := NewSpec(f.comps, f.side)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +344,7 @@ func TestStoreReportBatch(t *testing.T) {
 // for ever.
 func TestStoreIdleSideInputIsReady(t *testing.T) {
 	f := newFixture(t, false, nil)
-	spec, err := NewSpec(f.comps, f.stage.SideInputs[0])
+	spec, err := NewSpec(f.comps, f.side)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,6 @@
 // Invariant: after Committed, the task's Pebble database equals the
 // changelog partition's committed records applied in offset order.
 //
-// It may import Pebble, confluent-kafka-go and stage/logend; it must not
+// It may import Pebble, confluent-kafka-go and stage/kafkaclient; it must not
 // import runner or stage (stage.Head implementations use it).
 package state

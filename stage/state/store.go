@@ -20,7 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/stage/logend"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Sentinel errors.
@@ -34,13 +34,6 @@ var (
 	ErrClosed = errors.New("state: closed")
 )
 
-// ChangelogTopic is the changelog topic of a stage's state:
-// "<application_id>-<stage>-changelog", compacted, with as many partitions
-// as the stage's input topic (partition p belongs to task p).
-func ChangelogTopic(applicationID, stage string) string {
-	return applicationID + "-" + stage + "-changelog"
-}
-
 // ProduceFunc writes one record into the open transaction (stage.ProduceFunc).
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
@@ -52,7 +45,7 @@ type Options struct {
 	Dir string
 	// Name names the stage (a directory under Dir, and in logs). Required.
 	Name string
-	// Topic is the changelog topic (see ChangelogTopic). Required.
+	// Topic is the changelog topic (see kafkaclient.ChangelogTopic). Required.
 	Topic string
 	// BootstrapServers is Kafka's bootstrap.servers, for restores. Required
 	// unless NoRestore.
@@ -191,7 +184,7 @@ func (m *Manager) Task(p int32) *Task { return m.tasks[p] }
 // Restore opens a fresh database for task p and fills it from changelog
 // partition p, read_committed (no record of an open or aborted transaction
 // is ever applied), from the beginning to the partition's log end offset
-// when the restore began (stage/logend: every transaction below it has
+// when the restore began (kafkaclient.ReadToEnd: every transaction below it has
 // ended, so a commit made a moment ago is in). A store task p already had
 // is dropped first. It logs the records, bytes, and rate (records/s, MB/s).
 // Errors wrap ErrRestore.
@@ -239,7 +232,7 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 // restore applies changelog partition t.p to t.db and returns the records
 // and bytes read. It reads with a fresh consumer (Assign only, never joins
 // a group), read_committed, until a partition-EOF event at or past the
-// partition's log end offset when it began (stage/logend): the EOF alone
+// partition's log end offset when it began (kafkaclient.ReadToEnd): the EOF alone
 // comes at the last stable offset, which a transaction the previous owner
 // committed a moment ago has not passed until its commit marker is written,
 // and stopping there would restore a store one commit behind the offsets
@@ -248,13 +241,7 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 	if m.opts.NoRestore {
 		return 0, 0, nil
 	}
-	base := kafka.ConfigMap{}
-	for k, v := range m.opts.Properties {
-		base[k] = v
-	}
-	base["bootstrap.servers"] = m.opts.BootstrapServers
-	cm := logend.Config(base, m.opts.Topic+"-restore")
-	c, err := kafka.NewConsumer(&cm)
+	c, err := kafkaclient.NewEndReader(m.opts.BootstrapServers, m.opts.Properties, m.opts.Topic+"-restore")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -272,7 +259,7 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 		b = t.db.NewBatch()
 		return nil
 	}
-	n, err := logend.Read(ctx, c, m.opts.Topic, t.p, func(e *kafka.Message) error {
+	n, err := kafkaclient.ReadToEnd(ctx, c, m.opts.Topic, t.p, func(e *kafka.Message) error {
 		size += int64(len(e.Key) + len(e.Value))
 		progress.Add(1)
 		var err error

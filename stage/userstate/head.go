@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -299,7 +301,7 @@ func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
 		}
 	}
 	var due []*timer
-	for _, p := range sortedTasks(touched) {
+	for _, p := range slices.Sorted(maps.Keys(touched)) {
 		wm, ok := h.mu.wm[p]
 		if !ok {
 			continue
@@ -311,15 +313,6 @@ func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
 		due = append(due, d...)
 	}
 	return h.fireLocked(due), nil
-}
-
-func sortedTasks(m map[int32]bool) []int32 {
-	out := make([]int32, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 func (h *Head) taskLocked(p int32) (*Task, error) {

@@ -15,12 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
-
-// MetricsTopic is application applicationID's metrics topic (the runner's
-// runner.MetricsTopic): one partition; values are Beam
-// fnexecution_v1.ProcessBundleResponses, keyed by stage name.
-func MetricsTopic(applicationID string) string { return applicationID + "-metrics" }
 
 // URNStageCommit is the URN of the MonitoringInfo, on the metrics topic,
 // whose payload is a kafkastreams.v1.StageCommitMetrics: what one committed
@@ -182,14 +178,7 @@ func (a *AppCounts) Undecodable() uint64 { return a.undecodable.Load() }
 // into a until ctx is done, retrying every second while the topic does not
 // exist (the application has not started). It returns nil on cancellation.
 func readMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string, a *AppCounts) error {
-	cm := kafka.ConfigMap{}
-	for k, v := range props {
-		cm[k] = v
-	}
-	cm["bootstrap.servers"] = bootstrap
-	cm["group.id"] = fmt.Sprintf("kafkastreams-watermarkmgr-metrics-%d", time.Now().UnixNano()) // never joined or committed
-	cm["enable.auto.commit"] = false
-	cm["isolation.level"] = "read_committed"
+	cm := kafkaclient.AssignedReaderConfig(bootstrap, props, fmt.Sprintf("kafkastreams-watermarkmgr-metrics-%d", time.Now().UnixNano())) // never joined or committed
 	cm["auto.offset.reset"] = "earliest"
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {

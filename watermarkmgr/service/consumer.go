@@ -13,18 +13,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
-
-// ReportTopic is the name of an application's report topic: every task writes
-// its WatermarkReport there on every commit, keyed "<stage>/<partition>", in
-// the same transaction as its data.
-func ReportTopic(applicationID string) string { return applicationID + "-watermarks" }
 
 // ConsumerConfig configures a Consumer.
 type ConsumerConfig struct {
 	// BootstrapServers is Kafka's bootstrap.servers, e.g. "127.0.0.1:9092". Required.
 	BootstrapServers string
-	// Topic is the report topic to read, e.g. ReportTopic(applicationID). Required.
+	// Topic is the report topic to read, e.g. kafkaclient.ReportTopic(applicationID). Required.
 	Topic string
 	// Properties are extra librdkafka properties (security settings, …);
 	// they cannot override isolation.level or enable.auto.commit.
@@ -69,14 +65,7 @@ func NewConsumer(cfg ConsumerConfig, t *Tracker) (*Consumer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cm := kafka.ConfigMap{}
-	for k, v := range cfg.Properties {
-		cm[k] = v
-	}
-	cm["bootstrap.servers"] = cfg.BootstrapServers
-	cm["group.id"] = fmt.Sprintf("kafkastreams-watermarkmgr-%d", time.Now().UnixNano()) // never joined or committed
-	cm["enable.auto.commit"] = false
-	cm["isolation.level"] = "read_committed"
+	cm := kafkaclient.AssignedReaderConfig(cfg.BootstrapServers, cfg.Properties, fmt.Sprintf("kafkastreams-watermarkmgr-%d", time.Now().UnixNano())) // never joined or committed
 	cm["auto.offset.reset"] = "earliest"
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {

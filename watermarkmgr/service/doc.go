@@ -9,13 +9,15 @@
 // page's state (GET /state, server-sent events at GET /events) and why each
 // stage's watermark is where it is (GET /watermarks/explain, through the
 // pure watermarkmgr/explain). What the report topic does not say comes from
-// Info (Server.SetInfo): the stage graph (from the plan: StageInfos, and
-// ReadPlan for cmd/watermarkmgr) and the serving instance's own tasks.
+// Info (Server.SetInfo): the stage graph (StageInfo: a narrow copy of the
+// plan's stages that the runner and cmd/watermarkmgr fill from the plan,
+// runner/plantopic.StageInfos) and the serving instance's own tasks.
 //
 // It may import watermarkmgr and watermarkmgr/explain (the pure cores),
-// proto/kafkastreams/v1, runner/plan (the plan's types only),
-// stage/logend, confluent-kafka-go, gRPC and the Prometheus client.
-// Nothing in watermarkmgr imports it.
+// proto/kafkastreams/v1, stage/kafkaclient (the leaf Kafka package: topic
+// names, reader configurations), confluent-kafka-go, gRPC and the
+// Prometheus client; nothing else of stage or runner (importrules_test.go
+// at the module root checks it). Nothing in watermarkmgr imports it.
 //
 // Goroutines and locks: Tracker is safe for concurrent use; its state is
 // guarded by Tracker.mu, taken for the whole of a batch so a reader never sees

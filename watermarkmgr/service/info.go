@@ -38,7 +38,8 @@ type Info struct {
 }
 
 // StageInfo is one stage of the plan (runner/plan.Stage), as the page and
-// the explainer need it.
+// the explainer need it: the runner fills it from the plan
+// (runner/plantopic.StageInfos); this package never reads the plan.
 type StageInfo struct {
 	Name string `json:"name"`
 	// Head is the head's kind (plan.HeadKind: "impulse", "kafka_source",

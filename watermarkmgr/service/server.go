@@ -27,7 +27,7 @@ type Config struct {
 	// GRPCAddr is where kafkastreams.v1.WatermarkService listens; empty disables gRPC.
 	GRPCAddr string
 	// MetricsTopic, if set, is the application's metrics topic
-	// (MetricsTopic), read read_committed with the Consumer's brokers and
+	// (kafkaclient.MetricsTopic), read read_committed with the Consumer's brokers and
 	// properties into Server.Counts: the page then shows the application's
 	// counts per stage (cmd/watermarkmgr). Empty: not read (an instance
 	// shows its own counts, Info.Local).

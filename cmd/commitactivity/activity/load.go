@@ -12,7 +12,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
 // Loaded says what Load wrote.
@@ -99,7 +99,7 @@ func TopicSpec(name string, partitions int) kafkaenv.TopicSpec {
 // partitions partitions, in the file's order (arrival order; event times
 // are out of order in it): one record per row, its key the row's area,
 // its value the row as it is in the file (without a trailing "\r"), its
-// partition the Java client's default for the key (stage.JavaPartition,
+// partition the Java client's default for the key (javapartition.ForKey,
 // murmur2: where a Java producer would put it) and its CreateTime the
 // row's event_ms, so that a reader that takes the Kafka timestamp as event
 // time (kafkaio.Read) sees the row's event time.
@@ -172,7 +172,7 @@ func Load(ctx context.Context, bootstrap, path, topic string, partitions int, ou
 			return st, fmt.Errorf("commitactivity: load: %s:%d: event_ms %d <= 0: a Kafka CreateTime must be positive (librdkafka sends 0 as \"now\", and Kafka has no negative timestamps)", path, lineNo, r.EventMillis)
 		}
 		key := []byte(r.Area)
-		part := stage.JavaPartition(key, int32(partitions))
+		part := javapartition.ForKey(key, int32(partitions))
 		msg := &kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
 			Key:            key,

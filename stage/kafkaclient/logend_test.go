@@ -1,4 +1,4 @@
-package logend
+package kafkaclient
 
 import (
 	"testing"
@@ -29,12 +29,12 @@ func TestRetriable(t *testing.T) {
 	}
 }
 
-func TestReached(t *testing.T) {
+func TestReachedEnd(t *testing.T) {
 	eof := func(o int64) kafka.PartitionEOF { return kafka.PartitionEOF{Partition: 0, Offset: kafka.Offset(o)} }
-	if Reached(eof(5), 6) {
+	if ReachedEnd(eof(5), 6) {
 		t.Error("an EOF at 5 reached an end of 6 (the commit marker at 5 not yet read past)")
 	}
-	if !Reached(eof(6), 6) || !Reached(eof(7), 6) {
+	if !ReachedEnd(eof(6), 6) || !ReachedEnd(eof(7), 6) {
 		t.Error("an EOF at or past the end did not reach it")
 	}
 }

@@ -1,26 +1,4 @@
-// Package logend tells a reader that reads a partition from its beginning
-// when it has read everything written before it started, read_committed
-// included.
-//
-// The obvious end, the partition EOF event of a read_committed consumer, is
-// not it: librdkafka raises that EOF at the last stable offset (LSO), and a
-// transaction whose EndTxn(commit) has already returned to its producer is
-// not stable until the transaction coordinator has written its commit marker
-// to the partition, a moment later. A reader that stopped at that first EOF
-// would miss a committed transaction: a restored state store one commit
-// behind the offsets committed with it, a plan read as absent, a test that
-// sees 6 of 10 committed records (CI, 2026-11-30).
-//
-// The end used here is the log end offset (the high watermark, asked with
-// isolation level read_uncommitted) when the reader starts. A read_committed
-// reader has read every committed record below it once its partition EOF
-// event is at or past it; that needs every transaction with records below it
-// to be complete (committed or aborted), so a transaction left open by a
-// killed producer holds the reader until the broker aborts it
-// (transaction.timeout.ms), as it holds every read_committed consumer.
-//
-// It may import confluent-kafka-go only.
-package logend
+package kafkaclient
 
 import (
 	"context"
@@ -31,7 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
-// Ends returns the log end offset of each of topic's partitions, asked
+// LogEnds returns the log end offset of each of topic's partitions, asked
 // through c's connection (kafka.NewAdminClientFromConsumer, no new client)
 // with isolation level read_uncommitted whatever c's own is. The offsets are
 // the next offsets to be written; 0 is an empty partition.
@@ -40,10 +18,10 @@ import (
 // known yet everywhere, for one) is asked again every 100 ms for up to
 // retryFor, or until ctx ends; then, or on any other error, the error names
 // the topic and partition.
-func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int32) (map[int32]int64, error) {
+func LogEnds(ctx context.Context, c *kafka.Consumer, topic string, partitions []int32) (map[int32]int64, error) {
 	admin, err := kafka.NewAdminClientFromConsumer(c)
 	if err != nil {
-		return nil, fmt.Errorf("logend: admin client for %s: %w", topic, err)
+		return nil, fmt.Errorf("kafkaclient: admin client for %s: %w", topic, err)
 	}
 	defer admin.Close()
 	warm(ctx, c, topic)
@@ -65,11 +43,11 @@ func Ends(ctx context.Context, c *kafka.Consumer, topic string, partitions []int
 // warm asks for topic's metadata through c (bounded by ctx and 5 s; the
 // answer and any error are ignored: the ListOffsets that follows reports
 // the real one), so that c has a broker connection and the topic's leaders
-// before Ends' ListOffsets. Without it, a ListOffsets through a consumer
+// before LogEnds' ListOffsets. Without it, a ListOffsets through a consumer
 // made a moment before sometimes took 3.0 s to answer: in 4 of 16 runs of
 // the main job on a warm local broker, one or two task restores of an
 // empty changelog (otherwise 2-20 ms) took 3.00-3.01 s, all of it in
-// Ends. With it: none in 10 runs.
+// LogEnds. With it: none in 10 runs.
 func warm(ctx context.Context, c *kafka.Consumer, topic string) {
 	wait := 5 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
@@ -80,7 +58,7 @@ func warm(ctx context.Context, c *kafka.Consumer, topic string) {
 	}
 }
 
-// retryFor bounds how long Ends asks again after a retriable answer.
+// retryFor bounds how long LogEnds asks again after a retriable answer.
 const retryFor = 30 * time.Second
 
 // retriable: every answer but a refusal that asking again cannot change
@@ -107,37 +85,37 @@ func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions
 	}
 	res, err := admin.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
 	if err != nil {
-		return nil, fmt.Errorf("logend: log end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("kafkaclient: log end offsets of %s: %w", topic, err)
 	}
 	ends := make(map[int32]int64, len(partitions))
 	for tp, info := range res.ResultInfos {
 		if info.Error.Code() != kafka.ErrNoError {
-			return nil, fmt.Errorf("logend: log end offset of %s[%d]: %w", topic, tp.Partition, info.Error)
+			return nil, fmt.Errorf("kafkaclient: log end offset of %s[%d]: %w", topic, tp.Partition, info.Error)
 		}
 		ends[tp.Partition] = int64(info.Offset)
 	}
 	for _, p := range partitions {
 		if _, ok := ends[p]; !ok {
-			return nil, fmt.Errorf("logend: no log end offset for %s[%d] in the broker's answer", topic, p)
+			return nil, fmt.Errorf("kafkaclient: no log end offset for %s[%d] in the broker's answer", topic, p)
 		}
 	}
 	return ends, nil
 }
 
-// Reached reports whether a partition EOF event (whose Offset is the
+// ReachedEnd reports whether a partition EOF event (whose Offset is the
 // consumer's fetch position when it was raised) shows the reader has read
-// every record below end, the partition's entry in Ends.
-func Reached(eof kafka.PartitionEOF, end int64) bool {
+// every record below end, the partition's entry in LogEnds.
+func ReachedEnd(eof kafka.PartitionEOF, end int64) bool {
 	return int64(eof.Offset) >= end
 }
 
-// Config returns base (the caller's client properties) with what Read
+// EndReaderConfig returns base (the caller's client properties) with what ReadToEnd
 // needs of a consumer: isolation.level read_committed, partition EOF
-// events, no offset commits, group.id group (librdkafka wants one; Read
+// events, no offset commits, group.id group (librdkafka wants one; ReadToEnd
 // never joins it), and fetch.wait.max.ms 20, since the EOF comes with a
 // fetch that returns no records and the broker would hold that fetch the
 // default 500 ms.
-func Config(base kafka.ConfigMap, group string) kafka.ConfigMap {
+func EndReaderConfig(base kafka.ConfigMap, group string) kafka.ConfigMap {
 	cm := kafka.ConfigMap{}
 	for k, v := range base {
 		cm[k] = v
@@ -150,14 +128,14 @@ func Config(base kafka.ConfigMap, group string) kafka.ConfigMap {
 	return cm
 }
 
-// Read reads partition p of topic from its beginning to its log end offset
-// when Read began (Ends, Reached), calling each for every committed record
+// ReadToEnd reads partition p of topic from its beginning to its log end offset
+// when ReadToEnd began (LogEnds, ReachedEnd), calling each for every committed record
 // in offset order, and returns how many it read. An error of each stops
 // the read and is returned as is; other errors name the topic and
-// partition. c must be made with Config and not be assigned anything yet;
-// Read assigns it p.
-func Read(ctx context.Context, c *kafka.Consumer, topic string, p int32, each func(*kafka.Message) error) (int, error) {
-	ends, err := Ends(ctx, c, topic, []int32{p})
+// partition. c must be made with EndReaderConfig (NewEndReader) and not be
+// assigned anything yet; ReadToEnd assigns it p.
+func ReadToEnd(ctx context.Context, c *kafka.Consumer, topic string, p int32, each func(*kafka.Message) error) (int, error) {
+	ends, err := LogEnds(ctx, c, topic, []int32{p})
 	if err != nil {
 		return 0, err
 	}
@@ -166,30 +144,86 @@ func Read(ctx context.Context, c *kafka.Consumer, topic string, p int32, each fu
 		return 0, nil
 	}
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: kafka.OffsetBeginning}}); err != nil {
-		return 0, fmt.Errorf("logend: assign %s[%d]: %w", topic, p, err)
+		return 0, fmt.Errorf("kafkaclient: assign %s[%d]: %w", topic, p, err)
 	}
 	n := 0
 	for {
 		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, err)
+			return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, err)
 		}
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
-				return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, e.TopicPartition.Error)
+				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, e.TopicPartition.Error)
 			}
 			n++
 			if err := each(e); err != nil {
 				return n, err
 			}
 		case kafka.PartitionEOF:
-			if e.Partition == p && Reached(e, end) {
+			if e.Partition == p && ReachedEnd(e, end) {
 				return n, nil
 			}
 		case kafka.Error:
 			if e.IsFatal() {
-				return n, fmt.Errorf("logend: reading %s[%d]: %w", topic, p, e)
+				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, e)
 			}
 		}
 	}
+}
+
+// NewEndReader returns a consumer made with
+// EndReaderConfig(Base(bootstrap, props), group), for ReadToEnd: the plan
+// reader, the metrics reader, a state store's restore. The caller closes it.
+func NewEndReader(bootstrap string, props map[string]string, group string) (*kafka.Consumer, error) {
+	cc := EndReaderConfig(Base(bootstrap, props), group)
+	return kafka.NewConsumer(&cc)
+}
+
+// ReadLast reads partition 0 of topic to its end (ReadToEnd) through c and
+// returns the value of its last committed record, or nil if it holds none:
+// the plan topic's current plan.
+func ReadLast(ctx context.Context, c *kafka.Consumer, topic string) ([]byte, error) {
+	var last []byte
+	if _, err := ReadToEnd(ctx, c, topic, 0, func(m *kafka.Message) error {
+		last = m.Value
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return last, nil
+}
+
+// HighAndStable asks the broker, through admin, for the log ends of
+// partitions of topic: ListOffsets latest twice, with isolation level
+// read_uncommitted (high: the high watermark) and then read_committed
+// (stable: the last stable offset), each bounded by ctx and timeout. A
+// partition whose answer carries an error or no offset is left out of the
+// maps. The first failed request ends the asking: its error is returned
+// with what was answered before it (high only when the second failed).
+func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (high, stable map[int32]int64, err error) {
+	spec := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
+	for _, p := range partitions {
+		spec[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
+	}
+	for i, iso := range []kafka.IsolationLevel{kafka.IsolationLevelReadUncommitted, kafka.IsolationLevelReadCommitted} {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err := admin.ListOffsets(rctx, spec, kafka.SetAdminIsolationLevel(iso))
+		cancel()
+		if err != nil {
+			return high, stable, err
+		}
+		m := map[int32]int64{}
+		for tp, info := range res.ResultInfos {
+			if info.Error.Code() == kafka.ErrNoError && info.Offset >= 0 {
+				m[tp.Partition] = int64(info.Offset)
+			}
+		}
+		if i == 0 {
+			high = m
+		} else {
+			stable = m
+		}
+	}
+	return high, stable, nil
 }

@@ -1,4 +1,4 @@
-package kafkasource
+package sourcehead
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 )
 
 // HeadConfig configures the head of one Kafka source stage in one
@@ -22,7 +23,7 @@ type HeadConfig struct {
 	Stage, Topic string
 	// Strategy is the source's watermark strategy (seed 002). Required
 	// (validated).
-	Strategy Strategy
+	Strategy kafkasource.Strategy
 	// Encode makes the stage's element of one record: KV<key, value> at
 	// event time ts, in the global window, encoded with the head output's
 	// wire coder. Required.
@@ -123,7 +124,7 @@ type Head struct {
 
 	mu struct {
 		sync.Mutex
-		parts map[int32]*Partition
+		parts map[int32]*kafkasource.Partition
 		// announced[p]: the attempt that made p idle has been run (Wake
 		// asks once per quiet spell).
 		announced map[int32]bool
@@ -133,7 +134,7 @@ type Head struct {
 		// reading[p] is where p's consumer stands against the end of p's
 		// log (its EOFs, its records, the broker's ListOffsets answers):
 		// Reading.Quiet says when p may be idle.
-		reading map[int32]*Reading
+		reading map[int32]*kafkasource.Reading
 		// unreadLogged[p]: the partition's unread records were logged
 		// (once per spell).
 		unreadLogged map[int32]bool
@@ -203,11 +204,11 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Head{cfg: cfg, log: cfg.Logger.With("stage", cfg.Stage, "topic", cfg.Topic)}
-	h.mu.parts = map[int32]*Partition{}
+	h.mu.parts = map[int32]*kafkasource.Partition{}
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
 	h.mu.reported = map[int32]bool{}
-	h.mu.reading = map[int32]*Reading{}
+	h.mu.reading = map[int32]*kafkasource.Reading{}
 	h.mu.unreadLogged = map[int32]bool{}
 	h.mu.unreadShown = map[int32]string{}
 	h.mu.held = map[int32]bool{}
@@ -220,7 +221,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 
 // Assign starts partition p's generator; its idleness clock starts now.
 func (h *Head) Assign(_ context.Context, p int32) error {
-	part, err := NewPartition(h.cfg.Strategy, h.cfg.Clock())
+	part, err := kafkasource.NewPartition(h.cfg.Strategy, h.cfg.Clock())
 	if err != nil {
 		return fmt.Errorf("kafkasource: stage %s partition %d: %w", h.cfg.Stage, p, err)
 	}
@@ -228,7 +229,7 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	defer h.mu.Unlock()
 	h.mu.parts[p] = part
 	h.forgetLocked(p)
-	h.mu.reading[p] = &Reading{}
+	h.mu.reading[p] = &kafkasource.Reading{}
 	return nil
 }
 
@@ -396,7 +397,7 @@ func (h *Head) LogEndsWanted() []int32 {
 	now := h.cfg.Clock()
 	var out []int32
 	for p, part := range h.mu.parts {
-		due := part.Idle(now) || h.cfg.Strategy.Kind == LimitedDelay // a limited delay follows the clock only on answers
+		due := part.Idle(now) || h.cfg.Strategy.Kind == kafkasource.LimitedDelay // a limited delay follows the clock only on answers
 		if rd := h.mu.reading[p]; rd != nil && rd.CaughtUp() && due && !h.mu.done[p] && !h.mu.held[p] && !h.mu.unreachable[p] {
 			out = append(out, p)
 		}
@@ -417,7 +418,7 @@ func (h *Head) SetLogEnd(p int32, high, stable int64, asked time.Time) {
 	if rd == nil {
 		return
 	}
-	rd.End(LogEnd{High: high, Stable: stable, Asked: asked})
+	rd.End(kafkasource.LogEnd{High: high, Stable: stable, Asked: asked})
 	u, unread := rd.Unread()
 	if why := u.Because(h.mu.held[p]); unread && why != h.mu.unreadShown[p] || !unread && h.mu.unreadShown[p] != "" {
 		// The reason goes out in p's next report (Source), for the
@@ -533,7 +534,7 @@ func (h *Head) Wake() []int32 {
 			out = append(out, p)
 			continue
 		}
-		if at, quiet := h.quietLocked(p); h.cfg.Strategy.Kind == LimitedDelay && quiet {
+		if at, quiet := h.quietLocked(p); h.cfg.Strategy.Kind == kafkasource.LimitedDelay && quiet {
 			// A quiet partition's watermark follows the wall clock: report
 			// it every LimitedDelayReport of movement.
 			w := part.WatermarkAt(at, true)

@@ -1,13 +1,20 @@
-package stage
+// Package javapartition is the partitioner of Apache Kafka's Java client
+// (murmur2), for records this runner writes to topics that Java clients
+// share (a kafkaio.Write, a Kafka sink stage).
+//
+// It imports only the standard library, no Kafka client, so that pure
+// packages (the commit step) may use it; it lives under stage/kafkaclient,
+// the runner's one Kafka package, as the Kafka-specific rule it is.
+package javapartition
 
 import "encoding/binary"
 
-// JavaPartition is the partition that Apache Kafka's Java client gives a
+// ForKey is the partition that Apache Kafka's Java client gives a
 // record with serialized key key on a topic of partitions partitions, so that
 // a record keyed here lands where a Java producer, or Kafka Streams'
 // default partitioner, would put the same key bytes:
 //
-//	JavaPartition(key, n) = toPositive(murmur2(key)) % n
+//	ForKey(key, n) = toPositive(murmur2(key)) % n
 //	toPositive(x)         = x & 0x7fffffff
 //
 // This is BuiltInPartitioner.partitionForKey in kafka-clients
@@ -15,7 +22,7 @@ import "encoding/binary"
 // DefaultPartitioner before it computed the same), with Utils.murmur2 and
 // Utils.toPositive from org.apache.kafka.common.utils. The result is in
 // [0, partitions). TestJavaPartitionVectors checks it against vectors
-// printed by the real Java client (stage/testdata/javapartition/).
+// printed by the real Java client (stage/kafkaclient/javapartition/testdata/).
 //
 // key must be the bytes the Java side hashes: the serialized key (for a
 // Java StringSerializer, the UTF-8 bytes of the string). A nil key is
@@ -24,13 +31,13 @@ import "encoding/binary"
 // there is no Java partition to match for it.
 //
 // This is not the partition of a Beam keyed topic of the runner
-// (KeyPartition, FNV-1a): it is for topics that Java clients share.
+// (stage.KeyPartition, FNV-1a): it is for topics that Java clients share.
 //
 // partitions must be positive (a Kafka topic has at least one partition);
-// JavaPartition panics otherwise, as the Java client divides by zero.
-func JavaPartition(key []byte, partitions int32) int32 {
+// ForKey panics otherwise, as the Java client divides by zero.
+func ForKey(key []byte, partitions int32) int32 {
 	if partitions <= 0 {
-		panic("stage: JavaPartition: partitions must be positive")
+		panic("javapartition: ForKey: partitions must be positive")
 	}
 	return (murmur2(key) & 0x7fffffff) % partitions
 }

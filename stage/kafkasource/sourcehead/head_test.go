@@ -1,4 +1,4 @@
-package kafkasource
+package sourcehead
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 )
 
 // headAt returns a head with idleness 2 s on a clock the test moves.
@@ -16,7 +17,7 @@ func headAt(t *testing.T, now *time.Time) *Head {
 	t.Helper()
 	h, err := NewHead(HeadConfig{
 		Stage: "s0", Topic: "in",
-		Strategy: Strategy{Idleness: 2 * time.Second},
+		Strategy: kafkasource.Strategy{Idleness: 2 * time.Second},
 		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
 		Clock:    func() time.Time { return *now },
 	})
@@ -173,7 +174,7 @@ func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			h, err := NewHead(HeadConfig{
 				Stage: "s0", Topic: "in",
-				Strategy: Strategy{Idleness: 2 * time.Second, AlignmentGroup: "g", MaxDrift: time.Minute},
+				Strategy: kafkasource.Strategy{Idleness: 2 * time.Second, AlignmentGroup: "g", MaxDrift: time.Minute},
 				Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
 				Clock:    func() time.Time { return now },
 				GroupMin: func(map[int32]bool) (mtime.Time, bool) { return 0, false },
@@ -215,7 +216,7 @@ func TestHeadLimitedDelay(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	h, err := NewHead(HeadConfig{
 		Stage: "s0", Topic: "in",
-		Strategy: Strategy{Kind: LimitedDelay, MaxOutOfOrderness: 2 * time.Second},
+		Strategy: kafkasource.Strategy{Kind: kafkasource.LimitedDelay, MaxOutOfOrderness: 2 * time.Second},
 		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
 		Clock:    func() time.Time { return now },
 	})
@@ -289,4 +290,61 @@ func TestHeadLimitedDelay(t *testing.T) {
 	check("aborted: its EOF is forgotten until it reaches the end again", last-2000, "[]")
 	h.ReachedEnd(0, 6)
 	check("caught up again: woken at once", ms(-2*time.Second), "[0]")
+}
+
+// TestHeadUnreadRecordsAreNotIdle: the Head's side of issue 21, section 2.
+// A caught-up partition past its idleness is idle only once a ListOffsets
+// answer asked after its deadline shows nothing past its EOF; an answer
+// showing a transaction open past the last stable offset keeps it
+// non-idle and its report says why; an idle partition that an answer
+// shows unread records for stops being idle at once (Wake asks for the
+// report); a partition sought back (Rewound) is not caught up.
+func TestHeadUnreadRecordsAreNotIdle(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := headAt(t, &now)
+	if err := h.Assign(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, want string) {
+		t.Helper()
+		got := fmt.Sprintf("%s want=%v unread=%q", idleState(h, 1), h.LogEndsWanted(), h.Source(1).GetUnreadBecause())
+		if got != want {
+			t.Errorf("%s:\n  %s\nwant\n  %s", what, got, want)
+		}
+	}
+	if _, err := h.Element(1, stage.In{Task: 1, Offset: 0, Timestamp: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	h.ReachedEnd(1, 1) // read_committed: the EOF at the last stable offset
+	deadline := now.Add(2 * time.Second)
+	h.SetLogEnd(1, 1, 1, now)
+	now = now.Add(3 * time.Second)
+	check("past its idleness, the only answer from before the deadline", `wake=[] idle=false want=[1] unread=""`)
+	h.SetLogEnd(1, 3, 1, now)
+	check("an answer after the deadline: a transaction open (LSO 1, HWM 3)", `wake=[1] idle=false want=[1] unread="a transaction is open (last stable offset 1, high watermark 3)"`)
+	check("its report went out once", `wake=[] idle=false want=[1] unread="a transaction is open (last stable offset 1, high watermark 3)"`)
+	now = now.Add(10 * time.Second)
+	check("10 s on, still open", `wake=[] idle=false want=[1] unread="a transaction is open (last stable offset 1, high watermark 3)"`)
+
+	// The commit: the consumer reads the 2 records and the marker.
+	for _, off := range []int64{1, 2} {
+		if _, err := h.Element(1, stage.In{Task: 1, Offset: off, Timestamp: 30000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.ReachedEnd(1, 4)
+	check("committed and read (EOF 4 past the marker)", `wake=[] idle=false want=[] unread=""`)
+	now = now.Add(2 * time.Second)
+	check("its idleness later, no answer since", `wake=[] idle=false want=[1] unread=""`)
+	h.SetLogEnd(1, 4, 4, now.Add(-time.Millisecond))
+	check("an answer asked 1 ms before the deadline", `wake=[] idle=false want=[1] unread=""`)
+	h.SetLogEnd(1, 4, 4, now)
+	check("an answer at the deadline, nothing past the EOF", `wake=[1] idle=true want=[1] unread=""`)
+
+	h.SetLogEnd(1, 9, 4, now.Add(time.Second))
+	check("idle, then a transaction opened on it", `wake=[1] idle=false want=[1] unread="a transaction is open (last stable offset 4, high watermark 9)"`)
+
+	_ = deadline
+	h.Rewound(1)
+	check("sought back (side inputs): not caught up", `wake=[] idle=false want=[] unread="a transaction is open (last stable offset 4, high watermark 9)"`)
 }
