@@ -499,7 +499,8 @@ func wmPool(rng *rand.Rand, base, out mtime.Time) mtime.Time {
 // Manager, the rule form 2 checkpoints rest on: a Manager rebuilt from
 // another's state with every partition watermark at or below Out stored as
 // Out (and its Out set first by partition 0 alone, as restoreTask does)
-// emits the same watermark, held and all-idle state after every later
+// emits the same watermark, held and all-idle state (below the end of
+// time) after every later
 // batch of reports as the original: 3 000 random histories, each cut at a
 // random point (between Observe and Advance too), then 40 random batches
 // of reports (idle flags, changes of the total, values below, at and above
@@ -548,7 +549,11 @@ func TestClampingBelowOutChangesNoEmittedWatermark(t *testing.T) {
 				report(a, b)
 			}
 			wa, wb := a.Advance(), b.Advance()
-			if wa != wb || a.Held() != b.Held() || a.AllIdle() != b.AllIdle() {
+			// At the end of time the two may differ on AllIdle (a live
+			// partition below Out clamped to it is done, issue 21): a
+			// stage there is done, idle or not (the Aggregator counts an
+			// upstream at the end of time as done whatever its idle flag).
+			if wa != wb || a.Held() != b.Held() || a.AllIdle() != b.AllIdle() && wa < mtime.MaxTimestamp {
 				t.Fatalf("iteration %d step %d: original %d held %v all idle %v, clamped %d %v %v\ncut at %+v", iter, step, wa, a.Held(), a.AllIdle(), wb, b.Held(), b.AllIdle(), s)
 			}
 		}

@@ -197,17 +197,23 @@ func checkAdvance(t *testing.T, op int, m *Manager, ref *refManager, seen map[mt
 }
 
 // refCandidate is the candidate of Advance's formula computed from the
-// reference's partitions, and whether every partition is idle.
+// reference's partitions, and AllIdle: no partition live (not idle, below
+// the end of time) and some idle.
 func refCandidate(ref *refManager) (mtime.Time, bool) {
-	lo, hi, active := mtime.MaxTimestamp, mtime.MinTimestamp, false
+	lo, hiIdle, live, idle := mtime.MaxTimestamp, mtime.MinTimestamp, false, false
 	for _, s := range ref.parts {
-		if !s.idle {
-			active, lo = true, min(lo, s.wm)
+		switch {
+		case s.idle:
+			idle, hiIdle = true, max(hiIdle, s.wm)
+		case s.wm < mtime.MaxTimestamp:
+			live, lo = true, min(lo, s.wm)
 		}
-		hi = max(hi, s.wm)
 	}
-	if active {
+	switch {
+	case live:
 		return lo, false
+	case idle:
+		return hiIdle, true
 	}
-	return hi, true
+	return mtime.MaxTimestamp, false // every partition done
 }

@@ -200,13 +200,21 @@ func (m *Manager) setTotal(n int32) {
 // and returns it (mtime.Time, milliseconds since the Unix epoch). O(1): it
 // reads the roots of the heaps, which Observe keeps ordered.
 //
+//	done(p)   ⇔ ¬idle[p] ∧ wm[p] = end of time      (a bounded read of p ended)
+//	live(p)   ⇔ ¬idle[p] ∧ ¬done(p)
 //	held      = total == 0 OR some p < total has not reported      (seed 000)
-//	candidate = MIN{ wm[p] : p < total, !idle[p] }  if some p is not idle
-//	          = MAX{ wm[p] : p < total }            if every p is idle
+//	candidate = MIN{ wm[p] : live(p) }              if some p is live
+//	          = MAX{ wm[p] : idle[p] }              if none is live and some p is idle
+//	          = end of time                         if every p is done
 //	Out'      = Out                                 if held
 //	          = MAX(Out, candidate)                 otherwise
 //
-// Out starts at mtime.MinTimestamp, so Out never decreases.
+// Out starts at mtime.MinTimestamp, so Out never decreases. A done
+// partition never holds (it delivers nothing more), and never lifts Out to
+// the end of time beside an idle one, which can still deliver: the same
+// rule as the Aggregator's one level up (done, idle, live upstreams; issue
+// 21 §1). Without it a bounded read whose topic grew while it ran (its new
+// partitions read unbounded, and idle) ended the stage's watermark.
 //
 // The all-idle rule (MAX over the partitions' watermarks) is chosen because
 // it is order independent: "hold at the last value" instead would make the
@@ -231,10 +239,21 @@ func (m *Manager) candidate() (mtime.Time, bool) {
 	if m.Held() {
 		return 0, false
 	}
-	if m.active.len() > 0 {
+	switch {
+	case m.live():
 		return m.parts[m.active.top()].wm, true
+	case m.idle.len() > 0:
+		return m.parts[m.idle.top()].wm, true
 	}
-	return m.parts[m.idle.top()].wm, true
+	return mtime.MaxTimestamp, true // every partition is done
+}
+
+// live says that some reported partition is live: not idle and not done
+// (its watermark below the end of time). The active heap's root has the
+// lowest watermark of the partitions that are not idle, so one is live iff
+// the root is below the end of time. O(1).
+func (m *Manager) live() bool {
+	return m.active.len() > 0 && m.parts[m.active.top()].wm < mtime.MaxTimestamp
 }
 
 // ObserveAndAdvance is Observe followed by Advance, for callers that process
@@ -265,15 +284,17 @@ func (m *Manager) Total() int32 { return m.total }
 func (m *Manager) Held() bool { return m.total == 0 || m.reported < m.total }
 
 // AllIdle reports whether every partition below the current total has
-// reported and the latest report of each is idle: the caller forwards
-// idle=true in its own report downstream. False while held. O(1).
-func (m *Manager) AllIdle() bool { return !m.Held() && m.active.len() == 0 }
+// reported, none is live and at least one is idle (the others done: see
+// Advance): the caller forwards idle=true in its own report downstream.
+// False while held. O(1).
+func (m *Manager) AllIdle() bool { return !m.Held() && !m.live() && m.idle.len() > 0 }
 
 // MinPartition returns the partition that defines the min of Advance's
 // formula: the non-idle partition with the lowest watermark (the lowest
-// partition id on a tie), or -1 when held or all idle. O(1).
+// partition id on a tie; a done one when every partition is done), or -1
+// when held or AllIdle. O(1).
 func (m *Manager) MinPartition() int32 {
-	if m.Held() || m.active.len() == 0 {
+	if m.Held() || m.active.len() == 0 || m.AllIdle() {
 		return -1
 	}
 	return m.active.top()

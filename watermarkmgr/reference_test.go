@@ -63,33 +63,41 @@ func (r *refManager) advance() mtime.Time {
 	if r.held() {
 		return r.out
 	}
-	lo, hi, anyActive := mtime.MaxTimestamp, mtime.MinTimestamp, false
+	// A partition is idle, done (not idle, at the end of time: its bounded
+	// read ended) or live; done ones neither hold nor lift.
+	lo, hiIdle, anyLive, anyIdle := mtime.MaxTimestamp, mtime.MinTimestamp, false, false
 	for _, s := range r.parts {
-		if !s.idle {
-			anyActive = true
+		switch {
+		case s.idle:
+			anyIdle = true
+			hiIdle = max(hiIdle, s.wm)
+		case s.wm < mtime.MaxTimestamp:
+			anyLive = true
 			lo = min(lo, s.wm)
 		}
-		hi = max(hi, s.wm)
 	}
 	switch {
-	case anyActive:
+	case anyLive:
 		r.out = max(r.out, lo)
+	case !anyIdle:
+		r.out = mtime.MaxTimestamp // every partition done
 	case !r.holdLastWhenAllIdle:
-		r.out = max(r.out, hi)
+		r.out = max(r.out, hiIdle)
 	}
 	return r.out
 }
 
 func (r *refManager) snapshot() Snapshot {
 	s := Snapshot{Total: r.total, Watermark: r.out, Held: r.held(), MinPartition: -1}
-	anyActive := false
+	anyLive, anyIdle := false, false
 	for p := int32(0); p < r.total; p++ {
 		st, ok := r.parts[p]
 		ps := PartitionState{Partition: p, Watermark: mtime.MinTimestamp}
 		if ok {
 			ps.Reported, ps.Watermark, ps.Idle = true, st.wm, st.idle
+			anyIdle = anyIdle || st.idle
+			anyLive = anyLive || !st.idle && st.wm < mtime.MaxTimestamp
 			if !st.idle {
-				anyActive = true
 				if s.MinPartition < 0 || st.wm < r.parts[s.MinPartition].wm {
 					s.MinPartition = p
 				}
@@ -99,8 +107,8 @@ func (r *refManager) snapshot() Snapshot {
 		}
 		s.Partitions = append(s.Partitions, ps)
 	}
-	s.AllIdle = !s.Held && !anyActive
-	if s.Held {
+	s.AllIdle = !s.Held && !anyLive && anyIdle
+	if s.Held || s.AllIdle {
 		s.MinPartition = -1
 	}
 	return s
