@@ -56,8 +56,12 @@ type HeadConfig struct {
 	// when the job started (log end offsets): partition p is done once its
 	// consumer has reached Ends[p] (ReachedEnd), and its watermark is then
 	// the end of time; its records at or past Ends[p] are skipped. A
-	// partition missing from Ends (added later) is read unbounded. Nil:
-	// unbounded. The loop must be asked for partition EOF events.
+	// partition missing from Ends was added after the job started: its end
+	// offset then was 0 (it did not exist), so none of its records is read
+	// and it is done at its first partition EOF (a bounded read is the
+	// topic as it was at the start; Flink's bounded KafkaSource does not
+	// discover partitions either). Nil: unbounded. The loop must be asked
+	// for partition EOF events.
 	Ends map[int32]int64
 }
 
@@ -272,7 +276,7 @@ func (h *Head) forgetProgressLocked(p int32) {
 // Element turns record r of partition p into its element, at its Kafka
 // timestamp, and feeds the timestamp to p's generator.
 func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
-	if end, ok := h.cfg.Ends[p]; ok && r.Offset >= end {
+	if end, ok := h.endOf(p); ok && r.Offset >= end {
 		return stage.Work{}, nil // past a bounded read's end
 	}
 	now := h.cfg.Clock()
@@ -497,14 +501,27 @@ func (h *Head) ReachedEnd(p int32, offset int64) {
 	if rd := h.mu.reading[p]; rd != nil {
 		rd.EOF(offset)
 	}
-	end, ok := h.cfg.Ends[p]
+	end, ok := h.endOf(p)
 	if !ok || offset < end {
 		return
 	}
 	if h.mu.parts[p] != nil && !h.mu.done[p] {
 		h.mu.done[p] = true
+		if _, known := h.cfg.Ends[p]; !known {
+			h.log.Warn("kafkasource: bounded read: a partition added after the job started is not read (a bounded read is the topic as it was at the start)", "partition", p)
+			return
+		}
 		h.log.Info("kafkasource: bounded read: partition read to its end", "partition", p, "end_offset", end)
 	}
+}
+
+// endOf is the end offset of partition p of a bounded read (HeadConfig.Ends:
+// 0 for a partition added after the start), and false for an unbounded one.
+func (h *Head) endOf(p int32) (int64, bool) {
+	if h.cfg.Ends == nil {
+		return 0, false
+	}
+	return h.cfg.Ends[p], true
 }
 
 // Wake returns the partitions that went idle and have not been reported

@@ -348,3 +348,45 @@ func TestHeadUnreadRecordsAreNotIdle(t *testing.T) {
 	h.Rewound(1)
 	check("sought back (side inputs): not caught up", `wake=[] idle=false want=[] unread="a transaction is open (last stable offset 4, high watermark 9)"`)
 }
+
+// TestHeadBoundedAddedPartitionIsDone: a bounded read is the topic as it
+// was when the job started (HeadConfig.Ends). A partition added later had
+// end offset 0 then: none of its records is read, and its first partition
+// EOF makes it done (the end of time), so the stage's watermark reaches the
+// end of time and the bounded job ends. It was read unbounded: its records
+// came after the others' end, and it never ended (with the Manager's done
+// rule, issue 21, the job then never finished).
+func TestHeadBoundedAddedPartitionIsDone(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h, err := NewHead(HeadConfig{
+		Stage: "s0", Topic: "in",
+		Strategy: kafkasource.Strategy{Idleness: 2 * time.Second},
+		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Clock:    func() time.Time { return now },
+		Ends:     map[int32]int64{0: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int32{0, 1} {
+		if err := h.Assign(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []int32{0, 1} {
+		w, err := h.Element(p, stage.In{Task: p, Offset: 0, Value: []byte("v"), Timestamp: now.UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int32]int{0: 1, 1: 0}[p]; len(w.Elements) != want {
+			t.Errorf("partition %d's record at offset 0: %d elements, want %d (Ends %v)", p, len(w.Elements), want, map[int32]int64{0: 1})
+		}
+	}
+	h.ReachedEnd(0, 1)
+	h.ReachedEnd(1, 1)
+	for _, p := range []int32{0, 1} {
+		if got := h.Hold(p); got != mtime.MaxTimestamp {
+			t.Errorf("partition %d after its partition EOF: watermark %v, want the end of time (done)", p, got)
+		}
+	}
+}
