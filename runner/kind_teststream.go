@@ -1,8 +1,8 @@
 package runner
 
 import (
+	"context"
 	"fmt"
-	"sort"
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
@@ -11,53 +11,48 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/teststream"
 )
 
-// planTestStreams parses the events of every TestStream stage of pl into
-// segments (teststream.Parse), by stage name. A payload the runner does not
-// replay is refused here, before any topic is created.
-func planTestStreams(comps *pipepb.Components, pl *plan.Plan) (map[string][]teststream.Segment, error) {
-	out := map[string][]teststream.Segment{}
-	for _, s := range pl.Stages {
-		if s.Head != plan.HeadTestStream {
-			continue
-		}
-		t := comps.GetTransforms()[s.HeadTransform]
-		p := &pipepb.TestStreamPayload{}
-		if err := proto.Unmarshal(t.GetSpec().GetPayload(), p); err != nil {
-			return nil, fmt.Errorf("kafkastreams: TestStream %q: payload: %w", s.HeadUniqueName, err)
-		}
-		segs, err := teststream.Parse(fmt.Sprintf("%q (id %s)", s.HeadUniqueName, s.HeadTransform), p)
-		if err != nil {
-			return nil, fmt.Errorf("kafkastreams: %w", err)
-		}
-		out[s.Name] = segs
-	}
-	return out, nil
-}
+// The TestStream kind (plan.HeadTestStream): the plan transaction writes
+// one record per segment of the stream's events (teststream.Parse) to
+// the stage's one-partition input topic; the head replays them. A job
+// with a TestStream runs on its job clock.
+func init() { registerKind(plan.HeadTestStream, testStreamKind{}) }
 
-// sourceRecords are the records recordPlan writes to source stages' input
-// topics besides the impulses: every TestStream stage's segment records.
-func sourceRecords(pl *plan.Plan, streams map[string][]teststream.Segment) map[string][][]byte {
-	out := map[string][][]byte{}
-	for name, segs := range streams {
-		out[pl.Stage(name).InputTopic] = teststream.Records(segs)
-	}
-	return out
-}
+// testStreamKind is plan.HeadTestStream's kind.
+type testStreamKind struct{}
 
-// newTestStreamHead builds the head of TestStream stage s.
-func newTestStreamHead(comps *pipepb.Components, s *plan.Stage, segs []teststream.Segment) (*teststream.Head, error) {
-	enc, err := teststream.NewEncoder(comps, s.HeadOutput)
+// check parses the TestStream's events into segments: a payload the
+// runner does not replay is refused here, before any topic is created.
+func (testStreamKind) check(e *checkEnv, s *plan.Stage) (stageHead, error) {
+	t := e.comps.GetTransforms()[s.HeadTransform]
+	p := &pipepb.TestStreamPayload{}
+	if err := proto.Unmarshal(t.GetSpec().GetPayload(), p); err != nil {
+		return nil, fmt.Errorf("kafkastreams: TestStream %q: payload: %w", s.HeadUniqueName, err)
+	}
+	segs, err := teststream.Parse(fmt.Sprintf("%q (id %s)", s.HeadUniqueName, s.HeadTransform), p)
 	if err != nil {
-		return nil, fmt.Errorf("kafkastreams: TestStream %q: %w", s.HeadUniqueName, err)
+		return nil, fmt.Errorf("kafkastreams: %w", err)
 	}
-	return teststream.NewHead(s.Name, segs, enc)
+	return &testStreamStage{s: s, segs: segs}, nil
 }
 
-func sortedTopics[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// testStreamStage is a checked TestStream stage and its segments.
+type testStreamStage struct {
+	s    *plan.Stage
+	segs []teststream.Segment
+}
+
+func (ts *testStreamStage) needs() stageNeeds {
+	return stageNeeds{records: append([][]byte{}, teststream.Records(ts.segs)...), jobClock: true}
+}
+
+func (ts *testStreamStage) build(_ context.Context, e *buildEnv) (builtHead, error) {
+	enc, err := teststream.NewEncoder(e.comps, ts.s.HeadOutput)
+	if err != nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: TestStream %q: %w", ts.s.HeadUniqueName, err)
 	}
-	sort.Strings(out)
-	return out
+	h, err := teststream.NewHead(ts.s.Name, ts.segs, enc)
+	if err != nil {
+		return builtHead{}, err
+	}
+	return builtHead{head: h}, nil
 }
