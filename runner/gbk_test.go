@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +30,28 @@ func planOf(t *testing.T, p *beam.Pipeline) (*pipepb.Pipeline, *plan.Plan) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := plan.Build(pipe, plan.Options{ApplicationID: "app", Partitions: 4, Supported: Supported})
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: "app", Partitions: 4, Supported: Supported()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pipe, pl
+}
+
+// planGroupByKeys checks every stage of pl with its kind (checkStages) and
+// returns the GroupByKey stages' specs, by stage name, and what the
+// stages need.
+func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSpec, *checkedPlan, error) {
+	cp, err := checkStages(&checkEnv{comps: comps, pl: pl, o: DefaultOptions(), log: slog.Default()})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]*gbkSpec{}
+	for name, sh := range cp.heads {
+		if g, ok := sh.(*gbkStage); ok {
+			out[name] = g.spec
+		}
+	}
+	return out, cp, nil
 }
 
 // TestPlanGroupByKeysTriggers: a GroupByKey under a non-default trigger
@@ -45,7 +63,7 @@ func TestPlanGroupByKeysTriggers(t *testing.T) {
 	kv = beam.WindowInto(s, window.NewFixedWindows(time.Second), kv, beam.Trigger(trigger.Repeat(trigger.AfterCount(2))))
 	beam.GroupByKey(s, kv)
 	pipe, pl := planOf(t, p)
-	specs, err := planGroupByKeys(pipe.GetComponents(), pl)
+	specs, _, err := planGroupByKeys(pipe.GetComponents(), pl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +81,7 @@ func TestPlanGroupByKeysTriggers(t *testing.T) {
 	kv = beam.WindowInto(s, window.NewSessions(time.Second), kv, beam.Trigger(trigger.AfterCount(2)))
 	beam.GroupByKey(s, kv)
 	pipe, pl = planOf(t, p)
-	specs, err = planGroupByKeys(pipe.GetComponents(), pl)
+	specs, _, err = planGroupByKeys(pipe.GetComponents(), pl)
 	if err != nil {
 		t.Fatalf("a trigger on session windows: %v (no longer refused)", err)
 	}
@@ -86,7 +104,7 @@ func TestPlanGroupByKeys(t *testing.T) {
 	kv = beam.WindowInto(s, window.NewSessions(time.Minute), kv, beam.AllowedLateness(5*time.Second))
 	beam.GroupByKey(s, kv)
 	pipe, pl := planOf(t, p)
-	specs, err := planGroupByKeys(pipe.GetComponents(), pl)
+	specs, cp, err := planGroupByKeys(pipe.GetComponents(), pl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +115,7 @@ func TestPlanGroupByKeys(t *testing.T) {
 		if spec.strategy.Kind != gbk.Sessions || spec.strategy.Gap != 60000 || spec.strategy.AllowedLateness != 5000 {
 			t.Errorf("stage %s: strategy %+v, want sessions, gap 60000 ms, lateness 5000 ms", name, spec.strategy)
 		}
-		topics := changelogTopics(pl)
+		topics := cp.changelogs
 		if n := topics["app-"+name+"-changelog"]; n != 4 {
 			t.Errorf("changelog topics %v, want app-%s-changelog with 4 partitions", topics, name)
 		}

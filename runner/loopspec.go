@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
@@ -14,12 +16,24 @@ import (
 // keyed (a GroupByKey's or stateful ParDo's input, plan.HeadKind.Keyed).
 // A source stage (plan.HeadKind.Source) reads raw records.
 func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
+	return loopSpec(pl, s, builtHead{})
+}
+
+// loopSpec is LoopSpec with what stage s's kind built (b): the input
+// topic's partition count when the plan does not know it, and whether the
+// input grows.
+func loopSpec(pl *plan.Plan, s *plan.Stage, b builtHead) (stage.Spec, error) {
+	partitions := s.Partitions
+	if b.partitions != 0 {
+		partitions = b.partitions
+	}
 	topics := pl.Topics()
 	sp := stage.Spec{
 		ApplicationID: pl.ApplicationID,
 		Name:          s.Name,
 		InputTopic:    s.InputTopic,
-		Partitions:    s.Partitions,
+		Partitions:    partitions,
+		GrowingInput:  b.growing,
 		RawInput:      s.Head.Source(),
 		Upstreams:     s.Upstreams,
 		HeadOutput:    s.HeadOutput,
@@ -52,4 +66,39 @@ func markIntervalWindows(comps *pipepb.Components, sp *stage.Spec) {
 		ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
 		sp.Outputs[i].IntervalWindows = comps.GetCoders()[ws.GetWindowCoderId()].GetSpec().GetUrn() == intervalWindowCoder
 	}
+}
+
+// keyOf returns stage.Config.KeyOf for stage s: for every output
+// PCollection written to a GroupByKey stage's topic, the function cutting
+// the key bytes out of its wire elements.
+func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]func([]byte) ([]byte, error), error) {
+	out := map[string]func([]byte) ([]byte, error){}
+	for _, o := range s.Outputs {
+		for _, t := range o.Topics {
+			if c := pl.Consumer(t); c == nil || !c.Head.Keyed() {
+				continue
+			}
+			w, err := fnapi.NewKVWire(comps, o.PCollection, false)
+			if err != nil {
+				return nil, fmt.Errorf("kafkastreams: stage %s output %s to keyed topic %s: %w", s.Name, o.PCollection, t, err)
+			}
+			out[o.PCollection] = w.KeyOf
+		}
+	}
+	return out, nil
+}
+
+// stageLoopSpec is stage s's whole stage.Spec: LoopSpec with what its
+// kind built (b), the interval-window outputs (markIntervalWindows) and
+// its Kafka sinks (sinkSpecs, with the users' topics' partition counts).
+func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b builtHead, users map[string]int32) (stage.Spec, error) {
+	spec, err := loopSpec(pl, s, b)
+	if err != nil {
+		return stage.Spec{}, err
+	}
+	markIntervalWindows(comps, &spec)
+	if spec.Sinks, err = sinkSpecs(comps, s, users); err != nil {
+		return stage.Spec{}, err
+	}
+	return spec, nil
 }

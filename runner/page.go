@@ -2,18 +2,17 @@ package runner
 
 import (
 	"github.com/kafkastreams/kafkastreams/stage"
-	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // localStages is this instance's share of every stage for the page and the
 // explanations: committed counters and assigned tasks per stage.
-func localStages(loops map[string]*stage.Loop, gbkHeads map[string]*gbk.Head, heads map[string]stage.Head) map[string]service.LocalStage {
+func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, heads map[string]stage.Head) map[string]service.LocalStage {
 	out := make(map[string]service.LocalStage, len(loops))
 	for name, l := range loops {
 		st := l.Stats()
 		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, LateDropped: -1, WindowsHeld: -1, TimersPending: -1}
-		if h := gbkHeads[name]; h != nil {
+		if h := counters[name]; h != nil {
 			ls.LateDropped = h.Dropped()
 		}
 		if h, ok := heads[name].(interface{ WindowsHeld() int64 }); ok {

@@ -18,13 +18,13 @@ import (
 )
 
 // createTopics creates every topic of the plan, the report topic, the plan
-// topic and the state changelog topics (compacted), the metrics topic and
-// the control topic. A topic that exists
+// topic and the state changelog topics (compacted, cp.changelogs), the
+// metrics topic and the control topic. A topic that exists
 // already must have the planned partition count;
 // otherwise the error names the topic and both counts. planCreated says
 // this call created the plan topic (its CreateTopics answered no error for
 // it, not TOPIC_ALREADY_EXISTS): it was empty then.
-func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) (planCreated bool, err error) {
+func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, cp *checkedPlan) (planCreated bool, err error) {
 	cm := kafkaclient.Base(bootstrap, props)
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
@@ -39,7 +39,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	compacted[kafkaclient.PlanTopic(p.ApplicationID)] = true
 	want[kafkaclient.MetricsTopic(p.ApplicationID)] = 1
 	want[kafkaclient.ControlTopic(p.ApplicationID)] = 1
-	for t, n := range changelogTopics(p) {
+	for t, n := range cp.changelogs {
 		want[t] = n
 		compacted[t] = true
 	}
@@ -50,17 +50,15 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	}
 	sort.Strings(names)
 	// The topics recordPlan writes (the plan topic, the input topics of
-	// the Impulse and TestStream stages) are asked for in a request of
+	// the stages with records, cp.records) are asked for in a request of
 	// their own, before the others: a broker answers CreateTopics before
 	// its partitions can be read or written (NOT_LEADER_OR_FOLLOWER until
 	// it has created their logs, in the order it was asked), and with the
 	// plan's 20-odd topics in one request the plan topic's first
 	// ListOffsets waited 0.3-2 s for partitions the plan does not use.
 	early := map[string]bool{kafkaclient.PlanTopic(p.ApplicationID): true}
-	for _, s := range p.Stages {
-		if s.Head == plan.HeadImpulse || s.Head == plan.HeadTestStream {
-			early[s.InputTopic] = true
-		}
+	for t := range cp.records {
+		early[t] = true
 	}
 	var first, rest []kafka.TopicSpecification
 	for _, n := range names {
@@ -136,11 +134,11 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 
 // recordPlan makes the plan the application's plan, or checks it against the
 // one recorded. In one transaction under the transactional.id
-// "<application_id>-plan" it writes the encoded plan to the plan topic,
-// one record to the input topic of every Impulse stage (the impulse each
-// such stage turns into its element, exactly once), and sources[topic],
-// in order, to partition 0 of each such source topic (a TestStream stage's
-// segment records, teststream.Records). Instances racing here
+// "<application_id>-plan" it writes the encoded plan to the plan topic
+// and sources[topic], in order, to partition 0 of each such source topic
+// (checkedPlan.records: an Impulse stage's one record, which it turns into
+// its element exactly once; a TestStream stage's segment records,
+// teststream.Records). Instances racing here
 // fence each other: InitTransactions aborts a rival's open transaction, and
 // each reads the plan topic (read_committed) after its own InitTransactions,
 // so exactly one plan is ever committed. Returns ErrPlanMismatch (wrapped,
@@ -311,12 +309,6 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 	}
 	topic := kafkaclient.PlanTopic(p.ApplicationID)
 	msgs := []*kafka.Message{{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte("plan"), Value: enc}}
-	for _, s := range p.Stages {
-		if s.Head == plan.HeadImpulse {
-			t := s.InputTopic
-			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: []byte("impulse")})
-		}
-	}
 	for _, t := range slices.Sorted(maps.Keys(sources)) {
 		for _, v := range sources[t] {
 			msgs = append(msgs, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: 0}, Value: v})
@@ -365,4 +357,14 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 // "<application_id>-plan-reader", which it never joins.
 func planReaderConfig(bootstrap string, props map[string]string, appID string) kafka.ConfigMap {
 	return kafkaclient.EndReaderConfig(kafkaclient.Base(bootstrap, props), appID+"-plan-reader")
+}
+
+// sortedTopics are the keys of m, sorted.
+func sortedTopics[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -19,23 +19,12 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
-// userTopics returns the partition count of every user's topic the plan
-// reads (HeadKafkaSource) or writes (KafkaSinks). A topic that does not
+// userTopics returns the partition count of every user's topic in users
+// (topic → who reads or writes it: checkedPlan.users, the Kafka sources,
+// their dead-letter topics and the Kafka sinks). A topic that does not
 // exist, or that this client may not describe (an ACL), is an error naming
 // it and what reads or writes it: the runner never creates users' topics.
-func userTopics(ctx context.Context, bootstrap string, props map[string]string, pl *plan.Plan, sources map[string]kafkaio.Config) (map[string]int32, error) {
-	users := map[string]string{} // topic -> who uses it
-	for _, s := range pl.Stages {
-		if s.Head == plan.HeadKafkaSource {
-			users[s.InputTopic] = fmt.Sprintf("the Kafka read %q (stage %s)", s.HeadUniqueName, s.Name)
-		}
-		for _, k := range s.KafkaSinks {
-			users[k.Topic] = fmt.Sprintf("a Kafka write (stage %s)", s.Name)
-		}
-		if c, ok := sources[s.Name]; ok && c.DeadLetterTopic != "" {
-			users[c.DeadLetterTopic] = fmt.Sprintf("the dead-letter topic of the Kafka read %q", s.HeadUniqueName)
-		}
-	}
+func userTopics(ctx context.Context, bootstrap string, props map[string]string, users map[string]string) (map[string]int32, error) {
 	out := map[string]int32{}
 	if len(users) == 0 {
 		return out, nil
@@ -115,4 +104,24 @@ func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]in
 		})
 	}
 	return out, nil
+}
+
+// checkKafkaSinks refuses a Kafka write whose Config names another
+// cluster than the runner's: the stage producing its input writes the
+// records with its own transactional producer, on the runner's
+// --bootstrap_servers, so they would silently land there.
+func checkKafkaSinks(comps *pipepb.Components, pl *plan.Plan, bootstrap string) error {
+	for _, s := range pl.Stages {
+		for _, k := range s.KafkaSinks {
+			t := comps.GetTransforms()[k.Transform]
+			c, ok := kafkaio.SinkConfig(plan.NativeDoFn(t))
+			if !ok {
+				return fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Write", s.Name, t.GetUniqueName())
+			}
+			if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
+				return fmt.Errorf("kafkastreams: %s: bootstrap servers %q: a write to another cluster than the runner's --bootstrap_servers (%s) is not supported (the records are written in the runner's transactions)", t.GetUniqueName(), c.BootstrapServers, bootstrap)
+			}
+		}
+	}
+	return nil
 }

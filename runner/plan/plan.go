@@ -153,7 +153,9 @@ type Options struct {
 	// positive.
 	Partitions int32
 	// Supported, if non-nil, narrows the head kinds this build of the runner
-	// executes; a pipeline needing another is refused with ErrUnsupported.
+	// executes (the runner's: runner.Supported, its registered kinds); a
+	// pipeline needing another is refused with ErrUnsupported, naming the
+	// transform, before any topic exists. Nil: every kind.
 	Supported map[HeadKind]bool
 }
 
@@ -409,6 +411,9 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		urn := t.GetSpec().GetUrn()
 		switch n := natives[id].(type) {
 		case NativeSource:
+			if opts.Supported != nil && !opts.Supported[HeadKafkaSource] {
+				return nil, fmt.Errorf("%w: Kafka read %q (id %s) needs a stage of its own (%s), which this runner does not execute", ErrUnsupported, t.GetUniqueName(), id, HeadKafkaSource)
+			}
 			outs := sortedValues(t.GetOutputs())
 			if len(outs) != 1 {
 				return nil, fmt.Errorf("%w: Kafka read %q (%s) has %d outputs, want 1", ErrMalformed, t.GetUniqueName(), id, len(outs))

@@ -9,6 +9,8 @@ import (
 
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
@@ -25,69 +27,67 @@ type gbkSpec struct {
 	codec    *gbk.Codec
 }
 
-// planGroupByKeys reads the windowing strategy and wire coders of every
-// GroupByKey stage of pl. Unsupported windowing (wrapping gbk.ErrUnsupported,
-// naming the transform and the feature) and coders the runner cannot cut
-// into key and value are refused here, before any topic is created.
-func planGroupByKeys(comps *pipepb.Components, pl *plan.Plan) (map[string]*gbkSpec, error) {
-	out := map[string]*gbkSpec{}
-	for _, s := range pl.Stages {
-		if s.Head != plan.HeadGroupByKey {
-			continue
-		}
-		t := comps.GetTransforms()[s.HeadTransform]
-		if len(t.GetInputs()) != 1 {
-			return nil, fmt.Errorf("kafkastreams: GroupByKey %q has %d inputs, want 1", s.HeadUniqueName, len(t.GetInputs()))
-		}
-		var in string
-		for _, pc := range t.GetInputs() {
-			in = pc
-		}
-		ws := comps.GetWindowingStrategies()[comps.GetPcollections()[in].GetWindowingStrategyId()]
-		strat, err := gbk.ParseStrategy(fmt.Sprintf("%q (id %s)", s.HeadUniqueName, s.HeadTransform), ws, gbkAllowMerging)
-		if err != nil {
-			return nil, err
-		}
-		codec, err := gbk.NewCodec(comps, in, s.HeadOutput)
-		if err != nil {
-			return nil, fmt.Errorf("kafkastreams: GroupByKey %q: %w", s.HeadUniqueName, err)
-		}
-		out[s.Name] = &gbkSpec{strategy: strat, codec: codec}
+// The GroupByKey kind (plan.HeadGroupByKey): a runner-side GroupByKey
+// (stage/gbk) over a keyed input topic, its panes in task stores with a
+// changelog, firing at most Options.GBKFireBudget values per transaction.
+func init() { registerKind(plan.HeadGroupByKey, gbkKind{}) }
+
+// gbkKind is plan.HeadGroupByKey's kind.
+type gbkKind struct{}
+
+// check reads the GroupByKey's windowing strategy and wire coders.
+// Unsupported windowing (wrapping gbk.ErrUnsupported, naming the
+// transform and the feature) and coders the runner cannot cut into key
+// and value are refused here, before any topic is created.
+func (gbkKind) check(e *checkEnv, s *plan.Stage) (stageHead, error) {
+	comps := e.comps
+	t := comps.GetTransforms()[s.HeadTransform]
+	if len(t.GetInputs()) != 1 {
+		return nil, fmt.Errorf("kafkastreams: GroupByKey %q has %d inputs, want 1", s.HeadUniqueName, len(t.GetInputs()))
 	}
-	return out, nil
+	var in string
+	for _, pc := range t.GetInputs() {
+		in = pc
+	}
+	ws := comps.GetWindowingStrategies()[comps.GetPcollections()[in].GetWindowingStrategyId()]
+	strat, err := gbk.ParseStrategy(fmt.Sprintf("%q (id %s)", s.HeadUniqueName, s.HeadTransform), ws, gbkAllowMerging)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := gbk.NewCodec(comps, in, s.HeadOutput)
+	if err != nil {
+		return nil, fmt.Errorf("kafkastreams: GroupByKey %q: %w", s.HeadUniqueName, err)
+	}
+	return &gbkStage{s: s, spec: &gbkSpec{strategy: strat, codec: codec}}, nil
 }
 
-// changelogTopics are the state changelog topics of pl's stages: one per
-// GroupByKey, stateful ParDo and splittable stage, as many partitions as its
-// input topic.
-func changelogTopics(pl *plan.Plan) map[string]int32 {
-	out := map[string]int32{}
-	for _, s := range pl.Stages {
-		if s.Head.Keyed() || s.Head == plan.HeadSplittable {
-			out[kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name)] = s.Partitions
-		}
-	}
-	return out
+// gbkStage is a checked GroupByKey stage.
+type gbkStage struct {
+	s    *plan.Stage
+	spec *gbkSpec
 }
 
-// keyOf returns stage.Config.KeyOf for stage s: for every output
-// PCollection written to a GroupByKey stage's topic, the function cutting
-// the key bytes out of its wire elements.
-func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]func([]byte) ([]byte, error), error) {
-	out := map[string]func([]byte) ([]byte, error){}
-	for _, o := range s.Outputs {
-		for _, t := range o.Topics {
-			if c := pl.Consumer(t); c == nil || !c.Head.Keyed() {
-				continue
-			}
-			w, err := fnapi.NewKVWire(comps, o.PCollection, false)
-			if err != nil {
-				return nil, fmt.Errorf("kafkastreams: stage %s output %s to keyed topic %s: %w", s.Name, o.PCollection, t, err)
-			}
-			out[o.PCollection] = w.KeyOf
-		}
+func (*gbkStage) needs() stageNeeds { return stageNeeds{changelog: true} }
+
+// build opens the stage's stores, registers the session merger's
+// descriptor when there is one (sessionMerger) and the stage's
+// kafkastreams_late_elements_dropped_total.
+func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
+	s := g.s
+	merger, err := sessionMerger(ctx, e.srv, e.comps, s, g.spec, e.o.MergeSessionAccumulators)
+	if err != nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
-	return out, nil
+	h, err := newGBKHead(g.spec, e.pl, s, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores, merger, e.o.GBKFireBudget)
+	if err != nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+	}
+	e.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "kafkastreams_late_elements_dropped_total",
+		Help:        "Elements behind the watermark by more than the allowed lateness, dropped by the stage's GroupByKey (Beam: droppedDueToLateness).",
+		ConstLabels: prometheus.Labels{"stage": s.Name},
+	}, func() float64 { return float64(h.Dropped()) }))
+	return builtHead{head: h, counters: h, close: h.Close}, nil
 }
 
 // newGBKHead builds the head of GroupByKey stage s, its task stores under

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
@@ -27,50 +28,109 @@ import (
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
-// kafkaSources returns the kafkaio.Config of every Kafka source stage of
-// pl, by stage name; defaultIdleness is Options.DefaultIdleness.
-func kafkaSources(comps *pipepb.Components, pl *plan.Plan, bootstrap string, defaultIdleness time.Duration) (map[string]kafkaio.Config, error) {
-	out := map[string]kafkaio.Config{}
-	for _, s := range pl.Stages {
-		if s.Head != plan.HeadKafkaSource {
-			continue
-		}
-		c, ok := kafkaio.SourceConfig(plan.NativeDoFn(comps.GetTransforms()[s.HeadTransform]))
-		if !ok {
-			return nil, fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Read", s.Name, s.HeadUniqueName)
-		}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
-		}
-		if err := strategyOf(c, defaultIdleness).Validate(); err != nil {
-			return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
-		}
-		if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
-			return nil, fmt.Errorf("kafkastreams: %s: bootstrap servers %q (WithBootstrapServers, or the servers of Beam's cross-language kafkaio.Read): a source on another cluster than the runner's --bootstrap_servers (%s) is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers, bootstrap)
-		}
-		out[s.Name] = c
+// The Kafka source kind (plan.HeadKafkaSource): a kafkaio.Read heads a
+// stage whose input topic is the user's, read directly (stage/kafkasource):
+// one task per partition of it, the count the broker's, which may grow
+// while the job runs; the records become elements with the source's
+// watermark strategy.
+func init() { registerKind(plan.HeadKafkaSource, kafkaSourceKind{}) }
+
+// kafkaSourceKind is plan.HeadKafkaSource's kind.
+type kafkaSourceKind struct{}
+
+// check reads the source's kafkaio.Config and refuses a config or
+// watermark strategy that does not validate, a source on another cluster
+// than the runner's, and noWatermarks with an event-time operator
+// downstream (checkNoWatermarks). It warns when the source's idleness is
+// off.
+func (kafkaSourceKind) check(e *checkEnv, s *plan.Stage) (stageHead, error) {
+	c, ok := kafkaio.SourceConfig(plan.NativeDoFn(e.comps.GetTransforms()[s.HeadTransform]))
+	if !ok {
+		return nil, fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Read", s.Name, s.HeadUniqueName)
 	}
-	return out, nil
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
+	}
+	st := strategyOf(c, e.o.DefaultIdleness)
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("kafkastreams: %s: %w", s.HeadUniqueName, err)
+	}
+	if bootstrap := e.o.BootstrapServers; c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
+		return nil, fmt.Errorf("kafkastreams: %s: bootstrap servers %q (WithBootstrapServers, or the servers of Beam's cross-language kafkaio.Read): a source on another cluster than the runner's --bootstrap_servers (%s) is not supported (the stage's offsets commit in the runner's transactions)", s.HeadUniqueName, c.BootstrapServers, bootstrap)
+	}
+	if c.Watermark.Kind == kafkaio.NoWatermarks {
+		if err := checkNoWatermarks(e.comps, e.pl, s); err != nil {
+			return nil, err
+		}
+	}
+	if st.Idleness == 0 && c.Watermark.Kind != kafkaio.LimitedDelay { // a limited delay has no idleness: its quiet partitions follow the wall clock
+		e.log.Warn("kafkastreams: a Kafka source has idleness off: a partition that goes quiet holds the watermark of everything downstream until it gets a record again (set kafkaio.WithIdleness, or --default_idleness)", "stage", s.Name, "topic", c.Topics[0])
+	}
+	return &kafkaSourceStage{s: s, c: c}, nil
 }
 
-// checkKafkaSinks refuses a Kafka write whose Config names another
-// cluster than the runner's: the stage producing its input writes the
-// records with its own transactional producer, on the runner's
-// --bootstrap_servers, so they would silently land there.
-func checkKafkaSinks(comps *pipepb.Components, pl *plan.Plan, bootstrap string) error {
-	for _, s := range pl.Stages {
-		for _, k := range s.KafkaSinks {
-			t := comps.GetTransforms()[k.Transform]
-			c, ok := kafkaio.SinkConfig(plan.NativeDoFn(t))
-			if !ok {
-				return fmt.Errorf("kafkastreams: stage %s: %q is not a kafkaio.Write", s.Name, t.GetUniqueName())
-			}
-			if c.BootstrapServers != "" && c.BootstrapServers != bootstrap {
-				return fmt.Errorf("kafkastreams: %s: bootstrap servers %q: a write to another cluster than the runner's --bootstrap_servers (%s) is not supported (the records are written in the runner's transactions)", t.GetUniqueName(), c.BootstrapServers, bootstrap)
-			}
-		}
+// kafkaSourceStage is a checked Kafka source stage and its config.
+type kafkaSourceStage struct {
+	s *plan.Stage
+	c kafkaio.Config
+}
+
+// needs are the source's topic and its dead-letter topic, if any: users'
+// topics, which must exist.
+func (ks *kafkaSourceStage) needs() stageNeeds {
+	users := map[string]string{ks.s.InputTopic: fmt.Sprintf("the Kafka read %q (stage %s)", ks.s.HeadUniqueName, ks.s.Name)}
+	if t := ks.c.DeadLetterTopic; t != "" {
+		users[t] = fmt.Sprintf("the dead-letter topic of the Kafka read %q", ks.s.HeadUniqueName)
 	}
-	return nil
+	return stageNeeds{users: users}
+}
+
+// build builds the head (newKafkaSourceHead: a bounded read asks the
+// broker for its end offsets now), the source's consumer settings and
+// its share of kafkastreams_source_bad_records_total.
+func (ks *kafkaSourceStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
+	s, c := ks.s, ks.c
+	badRecords := e.sharedCollector("kafkastreams_source_bad_records_total", func() prometheus.Collector {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kafkastreams_source_bad_records_total",
+			Help: "Records of a Kafka source whose event time the timestamp function could not give (kafkaio.WithTimestampFn): skipped, and written to the dead-letter topic if there is one.",
+		}, []string{"stage", "topic", "partition"})
+	}).(*prometheus.CounterVec)
+	bad := badRecords.MustCurryWith(prometheus.Labels{"stage": s.Name, "topic": s.InputTopic})
+	var gmin func(map[int32]bool) (mtime.Time, bool)
+	if g := c.Watermark.AlignmentGroup; g != "" {
+		gmin = groupMin(e.tracker, s.Name, alignmentGroup(e.heads, g))
+	}
+	h, err := newKafkaSourceHead(ctx, e.comps, s, c, e.o.DefaultIdleness, e.o.BootstrapServers, e.o.KafkaProperties, e.log, func(p int32, n int) {
+		bad.WithLabelValues(fmt.Sprint(p)).Add(float64(n))
+	}, gmin)
+	if err != nil {
+		return builtHead{}, err
+	}
+	b := builtHead{head: h, partitions: e.users[s.InputTopic], growing: true, consumer: map[string]string{
+		// The loop finds new partitions of the topic within
+		// stage.PartitionCheck and its reports carry the new count; the
+		// group assigns them once a member's consumer sees them (its
+		// metadata refresh, librdkafka's default 5 min; the loop's
+		// metadata requests go through the same consumer).
+		"topic.metadata.refresh.interval.ms": "10000",
+	}}
+	for k, v := range c.Properties {
+		b.consumer[k] = v
+	}
+	switch c.Start {
+	case kafkaio.Latest:
+		b.consumer["auto.offset.reset"] = "latest"
+	case kafkaio.AtTimestamp:
+		b.startAt = time.UnixMilli(c.StartAtMs)
+	}
+	if c.ReadUncommitted {
+		b.consumer["isolation.level"] = "read_uncommitted"
+	}
+	// Partition EOFs tell the head a partition has no backlog (only then
+	// may it idle) and where a bounded read ends.
+	b.consumer["enable.partition.eof"] = "true"
+	return b, nil
 }
 
 // strategyOf is the watermark strategy of source c, with the runner's
@@ -103,13 +163,14 @@ func strategyOf(c kafkaio.Config, defaultIdleness time.Duration) kafkasource.Str
 	return st
 }
 
-// checkNoWatermarks refuses a source with noWatermarks when an event-time
-// operator is downstream of it (seed 002, "the noWatermarks() trap": its
-// partitions would sit in the minimum at the start of time while they
-// deliver, and nothing would ever fire): a GroupByKey (or Combine) in
-// non-global windows or with allowed lateness, or a stateful ParDo with
-// event-time timers. The error names the source and the operator.
-func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, sources map[string]kafkaio.Config) error {
+// checkNoWatermarks refuses source src, which has noWatermarks, when an
+// event-time operator is downstream of it (seed 002, "the noWatermarks()
+// trap": its partitions would sit in the minimum at the start of time
+// while they deliver, and nothing would ever fire): a GroupByKey (or
+// Combine) in non-global windows or with allowed lateness, or a stateful
+// ParDo with event-time timers. The error names the source and the
+// operator.
+func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, src *plan.Stage) error {
 	consumers := map[string][]*plan.Stage{}
 	for _, s := range pl.Stages {
 		for _, o := range s.Outputs {
@@ -120,26 +181,20 @@ func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, sources map[stri
 			}
 		}
 	}
-	for _, src := range pl.Stages {
-		c, ok := sources[src.Name]
-		if !ok || c.Watermark.Kind != kafkaio.NoWatermarks {
+	seen := map[string]bool{}
+	todo := append([]*plan.Stage(nil), consumers[src.Name]...)
+	for len(todo) > 0 {
+		s := todo[0]
+		todo = todo[1:]
+		if seen[s.Name] {
 			continue
 		}
-		seen := map[string]bool{}
-		todo := append([]*plan.Stage(nil), consumers[src.Name]...)
-		for len(todo) > 0 {
-			s := todo[0]
-			todo = todo[1:]
-			if seen[s.Name] {
-				continue
-			}
-			seen[s.Name] = true
-			if why := eventTimeOperator(comps, s); why != "" {
-				return fmt.Errorf("kafkastreams: %s uses kafkaio.WithNoWatermarks(), but %s %q is downstream of it (stage %s): its watermark would stay at the start of time and nothing there would ever fire; use kafkaio.WithMonotonousTimestamps() or WithBoundedOutOfOrderness (seed 002: the noWatermarks() trap)",
-					src.HeadUniqueName, why, s.HeadUniqueName, s.Name)
-			}
-			todo = append(todo, consumers[s.Name]...)
+		seen[s.Name] = true
+		if why := eventTimeOperator(comps, s); why != "" {
+			return fmt.Errorf("kafkastreams: %s uses kafkaio.WithNoWatermarks(), but %s %q is downstream of it (stage %s): its watermark would stay at the start of time and nothing there would ever fire; use kafkaio.WithMonotonousTimestamps() or WithBoundedOutOfOrderness (seed 002: the noWatermarks() trap)",
+				src.HeadUniqueName, why, s.HeadUniqueName, s.Name)
 		}
+		todo = append(todo, consumers[s.Name]...)
 	}
 	return nil
 }
@@ -277,16 +332,15 @@ func groupMin(t *service.Tracker, self string, stages []string) func(local map[i
 	}
 }
 
-// alignmentGroups maps each alignment group to its source stages, sorted.
-func alignmentGroups(sources map[string]kafkaio.Config) map[string][]string {
-	out := map[string][]string{}
-	for name, c := range sources {
-		if g := c.Watermark.AlignmentGroup; g != "" {
-			out[g] = append(out[g], name)
+// alignmentGroup are the source stages of alignment group g among heads,
+// sorted.
+func alignmentGroup(heads map[string]stageHead, g string) []string {
+	var out []string
+	for name, sh := range heads {
+		if ks, ok := sh.(*kafkaSourceStage); ok && ks.c.Watermark.AlignmentGroup == g {
+			out = append(out, name)
 		}
 	}
-	for _, v := range out {
-		sort.Strings(v)
-	}
+	sort.Strings(out)
 	return out
 }

@@ -1,69 +1,63 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
-	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/splittable"
 	"github.com/kafkastreams/kafkastreams/stage/state"
-	"github.com/kafkastreams/kafkastreams/stage/userstate"
 )
 
-// newStatefulHead builds the head of stateful ParDo stage s (fs is its
-// built descriptor): a task store per input partition with the stage's
-// changelog, the input's window coder and allowed lateness (for state
-// garbage collection), and the ParDo's timer families; sides, the stage's
-// side inputs (nil without), hold back timers of windows they are not
-// ready for. The stores live under storeDir (the instance slot's); the
-// stage's state.Manager is added to opened (the metrics read its stores).
-func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*userstate.Head, error) {
-	col, ok := comps.GetPcollections()[s.HeadOutput]
-	if !ok {
-		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
+// The splittable kind (plan.HeadSplittable): the process step of a
+// splittable DoFn that may checkpoint heads a stage; its head
+// (stage/splittable) keeps each task's residuals in task stores with a
+// changelog. Its bundles are asked to checkpoint within the commit
+// interval, and a drain runs them on a descriptor with the DoFn's
+// truncate step (buildDrainStage).
+func init() { registerKind(plan.HeadSplittable, splittableKind{}) }
+
+// splittableKind is plan.HeadSplittable's kind.
+type splittableKind struct{}
+
+func (splittableKind) check(_ *checkEnv, s *plan.Stage) (stageHead, error) {
+	return splittableStage{s: s}, nil
+}
+
+// splittableStage is a checked splittable stage.
+type splittableStage struct{ s *plan.Stage }
+
+func (splittableStage) needs() stageNeeds { return stageNeeds{changelog: true} }
+
+// build opens the stage's stores and registers its drain descriptor.
+func (ss splittableStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
+	s := ss.s
+	if e.fs == nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: a splittable stage without SDK transforms", s.Name)
 	}
-	ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
-	wc := comps.GetCoders()[ws.GetWindowCoderId()]
-	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
-	})
+	h, err := newSplittableHead(e.pl, s, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores)
 	if err != nil {
-		return nil, err
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
-	var gate userstate.WindowGate
-	if sides != nil {
-		gate = sides
-	}
-	opened[s.Name] = stores
-	h, err := userstate.NewHead(userstate.Config{
-		Stage:           s.Name,
-		Transform:       s.HeadTransform,
-		Partitions:      s.Partitions,
-		Stores:          stores,
-		WindowCoderURN:  wc.GetSpec().GetUrn(),
-		AllowedLateness: mtime.Time(ws.GetAllowedLateness()),
-		Timers:          fs.Timers,
-		Logger:          log,
-		SideInputs:      gate,
-	})
+	drain, err := buildDrainStage(e.comps, s, e.srv.Endpoint())
 	if err != nil {
-		stores.Close()
-		return nil, err
+		h.Close()
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: drain descriptor: %w", s.Name, err)
 	}
-	log.Info("kafkastreams: stateful ParDo stage", "stage", s.Name, "transform", s.HeadUniqueName, "timer_families", len(fs.Timers), "allowed_lateness_ms", ws.GetAllowedLateness())
-	return h, nil
+	if err := e.srv.RegisterStage(ctx, drain.Descriptor); err != nil {
+		h.Close()
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+	}
+	// Runner-initiated checkpoints keep a bundle of a splittable DoFn
+	// within the commit interval (a DoFn that never returns by itself is
+	// split at its next claim; the rest is kept as a residual).
+	return builtHead{head: h, close: h.Close, bundles: bundleOptions{drain: drain, checkpointAfter: e.o.CommitInterval, residuals: true}}, nil
 }
 
 // newSplittableHead builds the head of splittable stage s: a task store per

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/sideinput"
+	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
+)
+
+// stages are this instance's built stages (buildStages), before their
+// loops exist.
+type stages struct {
+	// cfgs are the stages' loop configs, in plan order.
+	cfgs []stage.Config
+	// heads, counters (GroupByKey stages only) and stores (stages with
+	// task stores only) are by stage name.
+	heads    map[string]stage.Head
+	counters map[string]gbkCounters
+	stores   map[string]*state.Manager
+	// closers close what the stages opened, in the order opened.
+	closers []func()
+}
+
+// close closes what the stages opened, last opened first.
+func (st *stages) close() {
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
+	}
+}
+
+// buildStages builds every stage of j's plan, in plan order (stageConfig).
+// On an error the stages built so far are in the result, for close.
+func buildStages(ctx context.Context, j *job, wm *service.Server, committed *committedMetrics) (*stages, error) {
+	st := &stages{heads: map[string]stage.Head{}, counters: map[string]gbkCounters{}, stores: map[string]*state.Manager{}}
+	base := buildEnv{
+		checkEnv: checkEnv{comps: j.pipe.GetComponents(), pl: j.pl, o: j.o, log: j.log},
+		heads:    j.checked.heads,
+		srv:      j.srv,
+		storeDir: j.inst.Stores,
+		stores:   st.stores,
+		users:    j.users,
+		reg:      wm.Registry,
+		tracker:  wm.Tracker,
+		shared:   map[string]prometheus.Collector{},
+	}
+	metrics := newStageMetrics(wm.Registry)
+	for _, s := range j.pl.Stages {
+		cfg, b, err := stageConfig(ctx, j, base, st, s, committed, metrics.observer(s.Name))
+		if err != nil {
+			return st, err
+		}
+		st.cfgs = append(st.cfgs, cfg)
+		st.heads[s.Name] = cfg.Head
+		if b.counters != nil {
+			st.counters[s.Name] = b.counters
+		}
+	}
+	return st, nil
+}
+
+// stageConfig builds stage s's loop config whole: its side inputs, its
+// registered descriptor, what its kind builds (stageHead.build, with the
+// stage's environment e), its bundles (processFunc) and its spec. What it
+// opens goes to st.closers.
+func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.Stage, committed *committedMetrics, observer stage.Observer) (stage.Config, builtHead, error) {
+	comps := e.comps
+	if len(s.SideInputs) > 0 {
+		set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: j.o.BootstrapServers, Properties: j.o.KafkaProperties, ApplicationID: j.pl.ApplicationID, Stage: s.Name, HeadOutput: s.HeadOutput, Inputs: sideInputs(s), Components: comps, Logger: j.log})
+		if err != nil {
+			return stage.Config{}, builtHead{}, fmt.Errorf("kafkastreams: %w", err)
+		}
+		st.closers = append(st.closers, set.Close)
+		set.Register(j.srv)
+		e.sides = set
+	}
+	if len(s.Transforms) > 0 {
+		fs, err := fnapi.BuildStage(comps, stageSpec(s), j.srv.Endpoint())
+		if err != nil {
+			return stage.Config{}, builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+		}
+		if err := j.srv.RegisterStage(ctx, fs.Descriptor); err != nil {
+			return stage.Config{}, builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+		}
+		e.fs = fs
+	}
+	b, err := j.checked.heads[s.Name].build(ctx, &e)
+	if err != nil {
+		return stage.Config{}, builtHead{}, err
+	}
+	if b.close != nil {
+		st.closers = append(st.closers, b.close)
+	}
+	var process stage.ProcessFunc
+	if e.fs != nil {
+		process = processFunc(j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+	}
+	keys, err := keyOf(comps, j.pl, s)
+	if err != nil {
+		return stage.Config{}, builtHead{}, err
+	}
+	spec, err := stageLoopSpec(comps, j.pl, s, b, j.users)
+	if err != nil {
+		return stage.Config{}, builtHead{}, err
+	}
+	var sides stage.SideInputGate
+	if e.sides != nil {
+		sides = e.sides
+	}
+	return stage.Config{
+		BootstrapServers: j.o.BootstrapServers,
+		Properties:       j.o.KafkaProperties,
+		Spec:             spec,
+		ReportTopic:      kafkaclient.ReportTopic(j.pl.ApplicationID),
+		InstanceID:       j.inst.ID,
+		Process:          process,
+		Head:             b.head,
+		KeyOf:            keys,
+		SideInputs:       sides,
+		JobClock:         j.checked.jobClock,
+		Consumer:         overlay(groupMembership(j.inst.ID, j.o.StaticMembership, j.o.SessionTimeout, j.o.KafkaProperties), b.consumer),
+		StartAt:          b.startAt,
+		CommitInterval:   j.o.CommitInterval,
+		SpillDir:         j.inst.Stores,
+		MaxBatchRecords:  j.o.MaxBundleSize,
+		Logger:           j.log,
+		Producer:         j.producers[s.Name],
+		Observer:         observer,
+		CommitRecords:    commitMetricsRecords(kafkaclient.MetricsTopic(j.pl.ApplicationID), s.Name, j.inst.ID, b.head),
+	}, b, nil
+}
+
+// overlay is base with over's settings added, over's winning; base is
+// changed and returned.
+func overlay(base, over map[string]string) map[string]string {
+	for k, v := range over {
+		base[k] = v
+	}
+	return base
+}

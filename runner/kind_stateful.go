@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/sideinput"
+	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/userstate"
+)
+
+// The stateful ParDo kind (plan.HeadStateful): a ParDo with user state or
+// timers heads a stage with a keyed input topic; its head
+// (stage/userstate) keeps the state and timers in task stores with a
+// changelog and serves the harness's state requests.
+func init() { registerKind(plan.HeadStateful, statefulKind{}) }
+
+// statefulKind is plan.HeadStateful's kind.
+type statefulKind struct{}
+
+func (statefulKind) check(_ *checkEnv, s *plan.Stage) (stageHead, error) {
+	return statefulStage{s: s}, nil
+}
+
+// statefulStage is a checked stateful ParDo stage.
+type statefulStage struct{ s *plan.Stage }
+
+func (statefulStage) needs() stageNeeds { return stageNeeds{changelog: true} }
+
+// build opens the stage's stores and registers the head with the Fn API
+// server as the ParDo's user state.
+func (ss statefulStage) build(_ context.Context, e *buildEnv) (builtHead, error) {
+	s := ss.s
+	if e.fs == nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: a stateful ParDo stage without SDK transforms", s.Name)
+	}
+	h, err := newStatefulHead(e.comps, e.pl, s, e.fs, e.sides, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores)
+	if err != nil {
+		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+	}
+	e.srv.RegisterUserState(s.HeadTransform, h)
+	return builtHead{head: h, close: h.Close}, nil
+}
+
+// newStatefulHead builds the head of stateful ParDo stage s (fs is its
+// built descriptor): a task store per input partition with the stage's
+// changelog, the input's window coder and allowed lateness (for state
+// garbage collection), and the ParDo's timer families; sides, the stage's
+// side inputs (nil without), hold back timers of windows they are not
+// ready for. The stores live under storeDir (the instance slot's); the
+// stage's state.Manager is added to opened (the metrics read its stores).
+func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*userstate.Head, error) {
+	col, ok := comps.GetPcollections()[s.HeadOutput]
+	if !ok {
+		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
+	}
+	ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
+	wc := comps.GetCoders()[ws.GetWindowCoderId()]
+	stores, err := state.Open(state.Options{
+		Dir:              storeDir,
+		Name:             pl.ApplicationID + "-" + s.Name,
+		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
+		BootstrapServers: bootstrap,
+		Properties:       props,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var gate userstate.WindowGate
+	if sides != nil {
+		gate = sides
+	}
+	opened[s.Name] = stores
+	h, err := userstate.NewHead(userstate.Config{
+		Stage:           s.Name,
+		Transform:       s.HeadTransform,
+		Partitions:      s.Partitions,
+		Stores:          stores,
+		WindowCoderURN:  wc.GetSpec().GetUrn(),
+		AllowedLateness: mtime.Time(ws.GetAllowedLateness()),
+		Timers:          fs.Timers,
+		Logger:          log,
+		SideInputs:      gate,
+	})
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	log.Info("kafkastreams: stateful ParDo stage", "stage", s.Name, "transform", s.HeadUniqueName, "timer_families", len(fs.Timers), "allowed_lateness_ms", ws.GetAllowedLateness())
+	return h, nil
+}

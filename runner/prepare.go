@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+
+	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+)
+
+// requestDrain is execute with --drain: it writes a drain request to the
+// application's control topic and returns an empty Result; the running
+// instances stop reading their sources, fire every window and timer, and
+// exit.
+func requestDrain(ctx context.Context, log *slog.Logger, o Options) (beam.PipelineResult, error) {
+	if err := Drain(ctx, o.BootstrapServers, o.KafkaProperties, o.ApplicationID, drainBy("")); err != nil {
+		return nil, err
+	}
+	log.Info("kafkastreams: drain requested (--drain): the application's instances stop reading their sources, fire every window and timer, and exit", "application_id", o.ApplicationID)
+	return &Result{jobID: o.ApplicationID, Stats: map[string]stage.Stats{}}, nil
+}
+
+// planPipeline builds p's pipeline proto and plan and checks them before
+// anything exists on the cluster: plan.Build refuses head kinds that are
+// not registered (Supported), every stage's kind checks its stage
+// (checkStages), Kafka sinks must be on the runner's cluster
+// (checkKafkaSinks), and every stage's descriptor must build (an
+// unbounded splittable DoFn, say, is refused there). Errors name the
+// transform or stage.
+func planPipeline(log *slog.Logger, p *beam.Pipeline, o Options) (*pipepb.Pipeline, *plan.Plan, *checkedPlan, error) {
+	edges, _, err := p.Build()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kafkastreams: invalid pipeline: %w", err)
+	}
+	pipe, err := graphx.Marshal(edges, &graphx.Options{Environment: &pipepb.Environment{Urn: "beam:env:embedded:v1"}})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kafkastreams: marshal pipeline: %w", err)
+	}
+	pl, err := plan.Build(pipe, plan.Options{ApplicationID: o.ApplicationID, Partitions: int32(o.InternalTopicPartitions), Supported: Supported()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log.Info("kafkastreams: plan", "application_id", o.ApplicationID, "stages", len(pl.Stages), "bootstrap_servers", o.BootstrapServers)
+	for _, s := range pl.Stages {
+		log.Info("kafkastreams: stage", "stage", s.Name, "head", s.Head, "tasks", s.Partitions, "fused", s.TransformNames, "upstreams", s.Upstreams)
+	}
+	comps := pipe.GetComponents()
+	cp, err := checkStages(&checkEnv{comps: comps, pl: pl, o: o, log: log})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkKafkaSinks(comps, pl, o.BootstrapServers); err != nil {
+		return nil, nil, nil, err
+	}
+	for _, s := range pl.Stages {
+		if len(s.Transforms) > 0 {
+			if _, err := fnapi.BuildStage(comps, stageSpec(s), "127.0.0.1:0"); err != nil {
+				return nil, nil, nil, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
+			}
+		}
+	}
+	return pipe, pl, cp, nil
+}
+
+// startProducers starts every stage's transactional producer
+// (stage.StartProducer, for instance instanceID): their InitTransactions
+// run in the background until the stages' loops take them over.
+func startProducers(ctx context.Context, o Options, pl *plan.Plan, instanceID string, log *slog.Logger) map[string]*stage.Producer {
+	producers := map[string]*stage.Producer{}
+	for _, s := range pl.Stages {
+		producers[s.Name] = stage.StartProducer(ctx, o.BootstrapServers, o.KafkaProperties, pl.ApplicationID, s.Name, instanceID, log)
+	}
+	return producers
+}
+
+// setupTopics checks the brokers, reads the partition counts of the
+// users' topics (cp.users; userTopics) and creates the application's
+// topics (createTopics), and sets planProducer.empty. It returns the
+// users' topics' partition counts.
+//
+// The broker check runs beside the users' topics and the topics: on a
+// cluster that answers, its client's connection and metadata request
+// (80-260 ms measured) need not come first. Its error, when it has one,
+// is the one returned, the others cancelled: a failed SASL or TLS
+// handshake is said at once, not as createTopics' timeout 30 s later.
+// The timeline marks the three steps in the order they end. An error
+// saying the brokers could not be reached names the bootstrap servers and
+// where they came from.
+func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp *checkedPlan, planProducer *planProducer) (map[string]int32, error) {
+	bootstrap, props := o.BootstrapServers, o.KafkaProperties
+	brokerErr := func(err error) error {
+		if unreachable(err) {
+			return fmt.Errorf("%w (bootstrap servers %s, from %s: is a broker running there?)", err, bootstrap, o.bootstrapFrom)
+		}
+		return fmt.Errorf("%w (bootstrap servers %s, from %s)", err, bootstrap, o.bootstrapFrom)
+	}
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	var (
+		users                    map[string]int32
+		usersErr, topicsErr      error
+		initialised, planCreated bool
+	)
+	topicsDone := make(chan struct{})
+	go func() {
+		defer close(topicsDone)
+		if users, usersErr = userTopics(tctx, bootstrap, props, cp.users); usersErr != nil {
+			return
+		}
+		tl.mark("users' topics")
+		// Checked before the topics are asked for: a plan topic created
+		// after the plan producer's InitTransactions is read by no first
+		// attempt (planProducer.empty).
+		initialised = planProducer.initialised()
+		if planCreated, topicsErr = createTopics(tctx, bootstrap, props, pl, cp); topicsErr == nil {
+			tl.mark("topics")
+		}
+	}()
+	if err := checkBrokers(ctx, bootstrap, props); err != nil {
+		tcancel()
+		<-topicsDone
+		return nil, brokerErr(err)
+	}
+	tl.mark("brokers")
+	<-topicsDone
+	if usersErr != nil {
+		if unreachable(usersErr) {
+			return nil, brokerErr(usersErr)
+		}
+		return nil, usersErr
+	}
+	if topicsErr != nil {
+		return nil, brokerErr(topicsErr)
+	}
+	planProducer.empty = initialised && planCreated
+	return users, nil
+}
