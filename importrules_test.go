@@ -33,9 +33,29 @@ type importRule struct {
 const kafkaClient = "github.com/confluentinc/confluent-kafka-go/..."
 
 // importRules are the layering rules of issue 22 ("One leaf Kafka
-// package"): a new rule is a new row. The step package's "imports no Kafka
-// client" comes with that package.
+// package", "A pure step package the compiler guards"): a new rule is a
+// new row.
 var importRules = []importRule{
+	{
+		From: "stage/step",
+		Deny: []string{kafkaClient, "stage/kafkaclient", "stage"},
+		Why:  "issue 22: the step (Head, Step, Ready, the task and its checkpoint) is a pure core like etcd raft's RawNode: it imports no Kafka client (javapartition and envelope are pure) and not the loop shell that drives it",
+	},
+	{
+		From: "stage/...",
+		Deny: []string{"stage"},
+		Why:  "issue 22: the heads (stage/gbk, userstate, splittable, teststream, kafkasource/sourcehead) and every other package below stage import the step package, never the loop shell (stage), which imports the Kafka client",
+	},
+	{
+		From: "stage/teststream",
+		Deny: []string{kafkaClient},
+		Why:  "issue 22: a head with no state store (TestStream) is a pure core over the step package: no cgo",
+	},
+	{
+		From: "stage/kafkasource/sourcehead",
+		Deny: []string{kafkaClient},
+		Why:  "issue 22: the Kafka source's head is pure too (its log ends and reachability come from the loop through step.LogEnds and step.Reachability)",
+	},
 	{
 		From: "stage/...",
 		Deny: []string{"runner/..."},

@@ -6,16 +6,16 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // LoopSpec is what stage s's Loop needs of the plan: its topics, its
 // upstreams, and for each output topic its partitions and whether it is
 // keyed (a GroupByKey's or stateful ParDo's input, plan.HeadKind.Keyed).
 // A source stage (plan.HeadKind.Source) reads raw records.
-func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
+func LoopSpec(pl *plan.Plan, s *plan.Stage) (step.Spec, error) {
 	topics := pl.Topics()
-	sp := stage.Spec{
+	sp := step.Spec{
 		ApplicationID: pl.ApplicationID,
 		Name:          s.Name,
 		InputTopic:    s.InputTopic,
@@ -25,14 +25,14 @@ func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
 		HeadOutput:    s.HeadOutput,
 	}
 	for _, o := range s.Outputs {
-		out := stage.Output{PCollection: o.PCollection}
+		out := step.Output{PCollection: o.PCollection}
 		for i, t := range o.Topics {
 			n, ok := topics[t]
 			if !ok {
-				return stage.Spec{}, fmt.Errorf("kafkastreams: stage %s: output topic %s is not in the plan", s.Name, t)
+				return step.Spec{}, fmt.Errorf("kafkastreams: stage %s: output topic %s is not in the plan", s.Name, t)
 			}
 			c := pl.Consumer(t)
-			out.Topics = append(out.Topics, stage.OutputTopic{Name: t, Partitions: n, Keyed: c != nil && c.Head.Keyed(), Copies: o.Copies[i]})
+			out.Topics = append(out.Topics, step.OutputTopic{Name: t, Partitions: n, Keyed: c != nil && c.Head.Keyed(), Copies: o.Copies[i]})
 		}
 		sp.Outputs = append(sp.Outputs, out)
 	}
@@ -45,8 +45,8 @@ const intervalWindowCoder = "beam:coder:interval_window:v1"
 
 // markIntervalWindows sets Output.IntervalWindows on each of sp's outputs
 // whose PCollection's windowing strategy has the interval window coder:
-// the stage writes such an element once per window (stage.ExplodeWindows).
-func markIntervalWindows(comps *pipepb.Components, sp *stage.Spec) {
+// the stage writes such an element once per window (step.ExplodeWindows).
+func markIntervalWindows(comps *pipepb.Components, sp *step.Spec) {
 	for i, o := range sp.Outputs {
 		col := comps.GetPcollections()[o.PCollection]
 		ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]

@@ -34,6 +34,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -389,7 +390,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 	}, []string{"stage", "topic", "partition"})
 	wm.Registry.MustRegister(badRecords)
 	groups := alignmentGroups(sources)
-	// A job with a TestStream runs on its job clock (stage.StepConfig.JobClock).
+	// A job with a TestStream runs on its job clock (step.Config.JobClock).
 	jobClock := false
 	for _, s := range pl.Stages {
 		jobClock = jobClock || s.Head == plan.HeadTestStream
@@ -488,7 +489,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			if err := enc.Encode(&exec.FullValue{Elm: []byte{}, Timestamp: mtime.MinTimestamp, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf); err != nil {
 				return nil, fmt.Errorf("kafkastreams: stage %s: encode impulse: %w", s.Name, err)
 			}
-			cfg.Head = &stage.Passthrough{Impulse: buf.Bytes()}
+			cfg.Head = &step.Passthrough{Impulse: buf.Bytes()}
 		}
 		if cfg.KeyOf, err = keyOf(pipe.GetComponents(), pl, s); err != nil {
 			return nil, err
@@ -554,7 +555,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 			cfg.Consumer["enable.partition.eof"] = "true"
 		}
 		if cfg.Head == nil {
-			cfg.Head = &stage.Passthrough{}
+			cfg.Head = &step.Passthrough{}
 		}
 		cfg.CommitRecords = commitMetricsRecords(kafkaclient.MetricsTopic(pl.ApplicationID), s.Name, inst.ID, cfg.Head)
 		cfgs = append(cfgs, cfg)
@@ -582,7 +583,7 @@ func run(parent context.Context, log *slog.Logger, tl *timeline, srv *fnapi.Serv
 		}
 		return nil, err
 	}
-	heads := map[string]stage.Head{}
+	heads := map[string]step.Head{}
 	for i, cfg := range cfgs {
 		loops[cfg.Spec.Name] = created[i]
 		heads[cfg.Spec.Name] = cfg.Head
@@ -720,8 +721,8 @@ const finalizeTimeout = 30 * time.Second
 // them would lose data. When the head's output PCollection also leaves the
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
-// head through the step (stage.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, committed *committedMetrics, metricsTopic string, checkpointAfter time.Duration) stage.ProcessFunc {
+// head through the step (step.Head.Results).
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, committed *committedMetrics, metricsTopic string, checkpointAfter time.Duration) step.ProcessFunc {
 	name := st.Name
 	headOut := false
 	for _, o := range st.Outputs {
@@ -746,7 +747,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, co
 			bySink[sink] = pc
 		}
 	}
-	return func(ctx context.Context, w stage.Work, emit stage.Emit) (*stage.Bundle, error) {
+	return func(ctx context.Context, w step.Work, emit step.Emit) (*step.Bundle, error) {
 		desc, src, o := name, fs.Source, opt
 		if w.Drain {
 			if drainFS == nil {
@@ -773,7 +774,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs, drainFS *fnapi.Stage, co
 		}
 		infos := r.MonitoringInfos
 		finalize := r.Finalize
-		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() {
+		b := &step.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() {
 			committed.add(infos)
 			if finalize != "" {
 				// Beam's bundle finalization: the callbacks run once the

@@ -14,61 +14,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
-
-// Bundle is what Process returns for one bundle.
-type Bundle struct {
-	// Outputs holds the encoded elements the bundle produced, by PCollection
-	// id, each encoded with the PCollection's windowed-value wire coder.
-	Outputs map[string][][]byte
-	// Extra are records the bundle adds to its transaction besides its
-	// outputs (the runner's: the bundle's metrics, for the application's
-	// metrics topic), produced after the outputs, in order.
-	Extra []Record
-	// Committed, if set, is called once the transaction carrying the bundle's
-	// outputs has committed (e.g. to add its metrics to the job's committed
-	// metrics); never for an aborted bundle.
-	Committed func()
-	// Timers are the timers the bundle set or cleared, by family, in the
-	// harness's order (the last of a (key, window, tag) wins); the step
-	// hands them to the head (Head.Results).
-	Timers map[fnapi.TimerFamilyID][]fnapi.Timer
-	// Residuals are the splittable DoFn checkpoints the bundle returned
-	// (the rest of a restriction to resume later); the step hands them to
-	// the head with the rest of the bundle (Head.Results), and only a
-	// splittable stage's head (plan.HeadSplittable) keeps them. A
-	// ProcessFunc of another stage fails a bundle that returns any: they
-	// must not be dropped.
-	Residuals []fnapi.Residual
-}
-
-// Record is one Kafka record for a transaction: its topic, partition (>= 0;
-// AnyPartition lets the producer's partitioner choose), key, value and
-// timestamp (zero: the producer's clock, Kafka's CreateTime now).
-type Record struct {
-	Topic     string
-	Partition int32
-	Key       []byte
-	Value     []byte
-	Timestamp time.Time
-}
-
-// ProcessFunc runs one bundle of the stage's fused SDK transforms over the
-// work's elements (encoded with the head output's wire coder) and timers.
-// It must not keep them after it returns. Outputs go to emit as the bundle
-// makes them, or in the returned Bundle.Outputs (after everything emitted),
-// or both. An error aborts the transaction; the records are read again and
-// retried.
-type ProcessFunc func(ctx context.Context, w Work, emit Emit) (*Bundle, error)
-
-// Emit takes elements of one of a stage's PCollections while its bundle
-// runs: each encoded with the PCollection's windowed-value wire coder, in
-// the order made. The elements' memory must stay untouched afterwards (the
-// step's records may point into it until the transaction takes them). An
-// error must fail the bundle.
-type Emit func(pcollection string, elements [][]byte) error
 
 // Config configures the Loop of one stage in one instance.
 type Config struct {
@@ -78,7 +26,7 @@ type Config struct {
 	// producer (security settings, …). The loop's own settings win.
 	Properties map[string]string
 	// Spec says what to read and write. Required.
-	Spec Spec
+	Spec step.Spec
 	// ReportTopic receives every report the stage's tasks write (see
 	// kafkaclient.ReportTopic). Required.
 	ReportTopic string
@@ -89,10 +37,10 @@ type Config struct {
 	InstanceID string
 	// Process runs a bundle. Nil means the stage has no SDK transforms: the
 	// head's output is the stage's output, element for element.
-	Process ProcessFunc
+	Process step.ProcessFunc
 	// Head is the stage's runner-side head. Required (Passthrough for a
 	// stage whose records are its elements).
-	Head Head
+	Head step.Head
 	// KeyOf extracts the encoded Beam key of an element of PCollection pc
 	// (encoded with its wire coder), for outputs to a keyed topic: the
 	// record's Kafka key and partition (equal keys meet on one partition).
@@ -100,7 +48,7 @@ type Config struct {
 	KeyOf map[string]func(element []byte) ([]byte, error)
 	// SideInputs, if set, holds back main input whose side input windows are
 	// not complete yet (see sideGate). Nil for a stage without side inputs.
-	SideInputs SideInputGate
+	SideInputs step.SideInputGate
 	// JobClock is StepConfig.JobClock: the job has a TestStream, whose
 	// processing-time advances are the job's processing time.
 	JobClock bool
@@ -141,7 +89,7 @@ type Config struct {
 	// called on the loop's goroutine once the step has decided the attempt
 	// (the head's state is the attempt's) and before the transaction
 	// begins; the records are aborted with the attempt.
-	CommitRecords func(TxnSummary) []Record
+	CommitRecords func(TxnSummary) []step.Record
 }
 
 // TxnSummary is what one transaction about to commit holds, for
@@ -213,8 +161,8 @@ type Loop struct {
 	producer             *kafka.Producer
 	group                string
 	txnID                string
-	step                 *Step
-	head                 Head
+	core                 *step.Step
+	head                 step.Head
 	// topicNames holds one *string per topic name for the produced
 	// messages (kafka.TopicPartition wants a pointer: one allocation per
 	// topic, not per record).
@@ -222,7 +170,7 @@ type Loop struct {
 
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
 	// inside Poll, on that goroutine).
-	tasks map[int32]*task
+	tasks map[int32]*step.Task
 	// rebalanceErr is set by the rebalance callback when a task cannot be
 	// restored (the client ignores a callback's error); Run returns it.
 	rebalanceErr error
@@ -308,7 +256,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		cfg.Logger = slog.Default()
 	}
 	l := &Loop{}
-	step, err := NewStep(StepConfig{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, Instance: cfg.InstanceID, JobClock: cfg.JobClock, Spill: l.spill})
+	core, err := step.New(step.Config{Spec: cfg.Spec, Head: cfg.Head, Process: cfg.Process, KeyOf: cfg.KeyOf, SideInputs: cfg.SideInputs, ReportTopic: cfg.ReportTopic, Instance: cfg.InstanceID, JobClock: cfg.JobClock, Spill: l.spill})
 	if err != nil {
 		return nil, err
 	}
@@ -317,9 +265,9 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		log:   cfg.Logger.With("stage", cfg.Spec.Name),
 		group: cfg.Spec.ApplicationID + "." + cfg.Spec.Name,
 		txnID: kafkaclient.TransactionalID(cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID),
-		step:  step,
+		core:  core,
 		head:  cfg.Head,
-		tasks: map[int32]*task{},
+		tasks: map[int32]*step.Task{},
 	}
 	if cfg.Producer != nil && cfg.Producer.txnID != l.txnID {
 		cfg.Producer.Close()
@@ -426,8 +374,8 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		}
 		if !l.cfg.Spec.GrowingInput {
 			for _, tp := range e.Partitions {
-				if tp.Partition >= l.step.spec.Partitions {
-					return fmt.Errorf("%w: stage %s: partition %d of %s assigned, but the plan made the topic with %d partitions and its upstreams write to those only", ErrInputGrown, l.cfg.Spec.Name, tp.Partition, l.cfg.Spec.InputTopic, l.step.spec.Partitions)
+				if tp.Partition >= l.core.Partitions() {
+					return fmt.Errorf("%w: stage %s: partition %d of %s assigned, but the plan made the topic with %d partitions and its upstreams write to those only", ErrInputGrown, l.cfg.Spec.Name, tp.Partition, l.cfg.Spec.InputTopic, l.core.Partitions())
 				}
 			}
 		}
@@ -440,7 +388,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			if tp.Metadata != nil {
 				md = *tp.Metadata
 			}
-			t, err := restoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
+			t, err := step.RestoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
 			if err != nil {
 				return err
 			}
@@ -460,7 +408,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
 		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
 		for _, tp := range e.Partitions {
-			if tp.Partition >= l.step.spec.Partitions {
+			if tp.Partition >= l.core.Partitions() {
 				// A partition beyond the count: its task must not report
 				// before the count covers it (a report of partition p of
 				// total <= p is refused downstream). Ask now.
@@ -641,7 +589,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 		l.head.Revoke(p)
 		l.status.remove(p)
 	}
-	l.tasks = map[int32]*task{}
+	l.tasks = map[int32]*step.Task{}
 	l.side.paused = map[int32]time.Time{}
 	l.aligned = map[int32]bool{}
 	l.woken = nil
@@ -814,7 +762,7 @@ func (l *Loop) applyDrain() {
 		return
 	}
 	l.drained = true
-	if d, ok := l.head.(Drainer); ok {
+	if d, ok := l.head.(step.Drainer); ok {
 		l.stopReading = d.Drain()
 		l.log.Info("stage: draining", "stop_reading", l.stopReading)
 	}
@@ -850,7 +798,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 		return nil, err
 	}
 	deadline := time.Now().Add(l.cfg.CommitInterval)
-	if o, ok := l.head.(Owing); ok && o.Owes() {
+	if o, ok := l.head.(step.Owing); ok && o.Owes() {
 		// The next attempt is due now: take only what is fetched already.
 		deadline = time.Now().Add(time.Millisecond)
 	}
@@ -859,7 +807,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	// polled. A partition revoked and assigned again during the poll has a
 	// new task and a position back at its committed offset: its records
 	// polled before are stale and would be processed twice.
-	var owners []*task
+	var owners []*step.Task
 	// ending: the batch holds a record that ends an input; the poll takes
 	// what is queued (Poll without waiting) and stops at the first empty
 	// answer.
@@ -902,7 +850,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 			l.log.Warn("stage: consumer error", "err", e)
 		case *kafka.Stats:
-			if r, ok := l.head.(Reachability); ok {
+			if r, ok := l.head.(step.Reachability); ok {
 				if up, err := PartitionsReachable(e.String(), l.cfg.Spec.InputTopic); err == nil {
 					for p, ok := range up {
 						if l.tasks[p] != nil {
@@ -944,7 +892,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 // still paces its steady flow. Records of users' topics (Spec.RawInput)
 // never end an input here.
 func (l *Loop) endsInput(v []byte) bool {
-	if p, ok := l.head.(*Passthrough); ok && p.Impulse != nil {
+	if p, ok := l.head.(*step.Passthrough); ok && p.Impulse != nil {
 		return true
 	}
 	return !l.cfg.Spec.RawInput && reportsEndOfTime(v)
@@ -956,16 +904,16 @@ func (l *Loop) endsInput(v []byte) bool {
 // the transaction is aborted, the head's changes dropped and the error
 // returned; the caller rewinds. It returns the tasks side inputs hold back.
 func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32) (blocked map[int32]int64, err error) {
-	ins := make([]In, len(batch))
+	ins := make([]step.In, len(batch))
 	touched := map[int32]bool{}
 	for i, m := range batch {
-		ins[i] = In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
+		ins[i] = step.In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
 		if m.TimestampType != kafka.TimestampNotAvailable {
 			ins[i].Timestamp = m.Timestamp.UnixMilli()
 			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
 		}
 		for _, h := range m.Headers {
-			ins[i].Headers = append(ins[i].Headers, Header{Key: h.Key, Value: h.Value})
+			ins[i].Headers = append(ins[i].Headers, step.Header{Key: h.Key, Value: h.Value})
 		}
 		touched[m.TopicPartition.Partition] = true
 	}
@@ -1005,7 +953,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 			return nil, fmt.Errorf("stage %s: %w", l.cfg.Spec.Name, err)
 		}
 	}
-	r, err := l.step.Decide(ctx, l.tasks, ins, l.woken)
+	r, err := l.core.Decide(ctx, l.tasks, ins, l.woken)
 	if err != nil {
 		return nil, err
 	}
@@ -1098,7 +1046,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 // firing at its end) is never held whole, and its transaction stays as
 // short as producing it: the bundle runs before the transaction opens, as
 // without a spill, well within transaction.timeout.ms.
-func (l *Loop) spill(records []Record) error {
+func (l *Loop) spill(records []step.Record) error {
 	if l.spilled == nil {
 		l.spilled = &spillFile{dir: l.cfg.SpillDir}
 	}
@@ -1106,10 +1054,10 @@ func (l *Loop) spill(records []Record) error {
 }
 
 func (l *Loop) produce(topic string, partition int32, key, value []byte) error {
-	return l.produceRecord(&Record{Topic: topic, Partition: partition, Key: key, Value: value})
+	return l.produceRecord(&step.Record{Topic: topic, Partition: partition, Key: key, Value: value})
 }
 
-func (l *Loop) produceRecord(r *Record) error {
+func (l *Loop) produceRecord(r *step.Record) error {
 	topic := l.topicNames[r.Topic]
 	if topic == nil {
 		t := r.Topic
@@ -1223,7 +1171,7 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 		if tp.Metadata != nil {
 			md = *tp.Metadata
 		}
-		t, err := restoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
+		t, err := step.RestoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
 		if err != nil {
 			return err
 		}
@@ -1365,7 +1313,7 @@ func (l *Loop) checkPartitions(c *kafka.Consumer, atLeast int32) {
 // re-opens the downstream hold until the new partitions have reported
 // (seed 000).
 func (l *Loop) grow(n int32) {
-	if !l.step.SetPartitions(n) {
+	if !l.core.SetPartitions(n) {
 		return
 	}
 	l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", l.cfg.Spec.InputTopic, "partitions", n)
@@ -1382,7 +1330,7 @@ func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 		l.reportAll = false
 		wants = wants[:0:0]
 		for p, t := range l.tasks {
-			t.reported = false // report the new total even if nothing moved
+			t.ReportAgain() // report the new total even if nothing moved
 			wants = append(wants, p)
 		}
 	}

@@ -30,7 +30,7 @@
 //     the SDK; Beam's combining state for merging windows).
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
-//   - head.go: Head, the stage.Head shell: per task a Core over a
+//   - head.go: Head, the step.Head shell: per task a Core over a
 //     state.Task, whose writes reach the changelog in the attempt's
 //     transaction.
 //

@@ -21,5 +21,5 @@
 // changelog partition's committed records applied in offset order.
 //
 // It may import Pebble, confluent-kafka-go and stage/kafkaclient; it must not
-// import runner or stage (stage.Head implementations use it).
+// import runner or stage (step.Head implementations use it).
 package state

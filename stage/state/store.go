@@ -34,7 +34,7 @@ var (
 	ErrClosed = errors.New("state: closed")
 )
 
-// ProduceFunc writes one record into the open transaction (stage.ProduceFunc).
+// ProduceFunc writes one record into the open transaction (step.ProduceFunc).
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
 // Options configure a Manager.

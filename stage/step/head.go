@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"context"
@@ -161,7 +161,7 @@ type Owing interface {
 }
 
 // JobClockSource is implemented by the head of a stage that drives the
-// job clock (StepConfig.JobClock): a TestStream, whose
+// job clock (Config.JobClock): a TestStream, whose
 // AdvanceProcessingTime events move it. ProcessingTime is task p's job
 // clock once the records it read in this attempt are committed (ms from 0
 // at the job's start; Beam's synchronized processing time); ok is false
@@ -172,7 +172,7 @@ type JobClockSource interface {
 
 // JobClockReader is implemented by a head that reads processing time
 // (processing-time triggers, processing-time timers). In a job with a job
-// clock (StepConfig.JobClock), the step calls SetProcessingTime(p, ms)
+// clock (Config.JobClock), the step calls SetProcessingTime(p, ms)
 // before task p's Element and Advance calls whenever the task's
 // synchronized processing time (the minimum over its upstream
 // partitions' reports) is known or moved: the head then reads ms instead
