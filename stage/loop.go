@@ -940,7 +940,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	inTxn := false
 	defer func() {
 		if err != nil {
-			if herr := l.head.Aborted(slices.Sorted(maps.Keys(touched))); herr != nil {
+			if herr := l.core.Abort(slices.Sorted(maps.Keys(touched))); herr != nil {
 				err = errors.Join(err, herr)
 			}
 			if inTxn {
@@ -957,7 +957,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Offsets) == 0 && len(r.Records) == 0 && r.Spilled == 0 {
+	if r.Empty() {
 		return r.Blocked, nil // nothing to commit
 	}
 	decided := time.Now()
@@ -983,8 +983,10 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 			}
 		}
 	}
-	if err := l.head.Prepare(l.produce); err != nil {
-		return nil, fmt.Errorf("stage %s: head: %w", l.cfg.Spec.Name, err)
+	for i := range r.State {
+		if err := l.produceRecord(&r.State[i]); err != nil {
+			return nil, err
+		}
 	}
 	topic := l.cfg.Spec.InputTopic
 	offsets := make([]kafka.TopicPartition, len(r.Offsets))
@@ -1005,10 +1007,10 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, l.classify(ctx, "commit", err)
 	}
 	inTxn = false
-	if err := l.head.Committed(); err != nil {
+	if err := l.core.Advance(r); err != nil {
 		// The transaction is durable in Kafka; the local store can be
 		// restored from the changelog. Stop: the task state is suspect.
-		return nil, fmt.Errorf("%w: stage %s: head state after commit: %w", ErrLocalState, l.cfg.Spec.Name, err)
+		return nil, fmt.Errorf("%w: %w", ErrLocalState, err)
 	}
 	l.stats.commits.Add(1)
 	l.abortsUncommitted = 0
@@ -1033,9 +1035,6 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	}
 	l.stats.reportsOut.Add(r.ReportsOut)
 	l.stats.bundles.Add(r.Bundles)
-	for _, f := range r.Committed {
-		f()
-	}
 	return r.Blocked, nil
 }
 
@@ -1051,10 +1050,6 @@ func (l *Loop) spill(records []step.Record) error {
 		l.spilled = &spillFile{dir: l.cfg.SpillDir}
 	}
 	return l.spilled.add(records)
-}
-
-func (l *Loop) produce(topic string, partition int32, key, value []byte) error {
-	return l.produceRecord(&step.Record{Topic: topic, Partition: partition, Key: key, Value: value})
 }
 
 func (l *Loop) produceRecord(r *step.Record) error {

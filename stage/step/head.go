@@ -10,7 +10,11 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
-// ProduceFunc writes one record into the open transaction.
+// ProduceFunc takes one record of a head's state to commit (Head.Prepare):
+// the step appends it to Ready.State, which the Loop produces into the
+// attempt's transaction. It keeps key and value as they are (no copy) until
+// the attempt is acknowledged or aborted. AnyPartition lets the producer's
+// partitioner choose.
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
 // Work is what a head hands the step to run through the stage's bundles.
@@ -73,9 +77,13 @@ func (w Work) empty() bool { return len(w.Elements) == 0 && len(w.Timers) == 0 }
 //     record;
 //   - Hold(p) wherever the step computes task p's output watermark,
 //     max(previous output, min(input watermark, Hold(p)));
-//   - then, inside the open transaction, Prepare; then Committed if the
-//     transaction committed, or Aborted if not (the Loop then rewinds the
-//     aborted tasks to their committed offsets).
+//   - Prepare once at the end of the attempt, whose records go into the
+//     Ready (Ready.State) with the attempt's outputs, reports and offsets;
+//   - then Committed once the Loop's transaction carrying that Ready
+//     committed (Step.Advance, the one acknowledgement), or Aborted for
+//     the attempt's tasks if Decide failed or the transaction did not
+//     commit (Step.Abort; the Loop then rewinds those tasks to their
+//     committed offsets).
 type Head interface {
 	// Assign is called when task p (input partition p) is assigned, before
 	// any of its records: the head restores the task's state.
@@ -127,12 +135,16 @@ type Head interface {
 	// record of theirs arrived (a processing-time timer is due, a source
 	// partition went idle), sorted.
 	Wake() []int32
-	// Prepare writes the attempt's state changes (e.g. changelog records)
-	// into the open transaction.
+	// Prepare hands over the attempt's state changes (changelog records,
+	// dead letters) as records to commit with it, in order: the step
+	// calls it once at the end of Decide and puts them in Ready.State.
+	// The head keeps the changes pending until Committed or Aborted.
 	Prepare(produce ProduceFunc) error
-	// Committed makes the attempt's state changes durable locally.
+	// Committed makes the attempt's state changes durable locally: the
+	// transaction that carried them committed (Step.Advance).
 	Committed() error
-	// Aborted discards the attempt's state changes of tasks ps.
+	// Aborted discards the attempt's state changes of tasks ps: Decide
+	// failed or its transaction did not commit (Step.Abort).
 	Aborted(ps []int32) error
 }
 

@@ -124,39 +124,6 @@ type Offset struct {
 	Metadata string
 }
 
-// Ready is one attempt's decision, for the Loop to carry out in one Kafka
-// transaction, in this order: Records, then the head's Prepare, then
-// Offsets; after the commit, Committed. Like raft's Ready, it says what
-// must happen and in what order; the step did no Kafka I/O to make it.
-type Ready struct {
-	// Records are the attempt's records in produce order: every bundle's
-	// outputs, then its Extra records; each task's reports after the
-	// outputs they cover and before the outputs of its later records. On
-	// the output topics, every run of reports with no output record
-	// between them (the tasks' reports at the end of the attempt, above
-	// all) is one Envelope per partition holding them all, in order
-	// (Envelope.reports): Q records for the run, not one per task and
-	// partition. The report topic gets one record per report. With
-	// Config.Spill, Records are only those after the last Spill: the
-	// first Spilled records of the attempt went to Spill.
-	Records []Record
-	// Spilled is how many records Spill took before Decide returned.
-	Spilled int
-	// Offsets are the touched tasks' offsets, sorted by task.
-	Offsets []Offset
-	// Blocked[p] is the offset of the first record of task p that side
-	// inputs held back: Offsets has it as task p's next offset, and the
-	// Loop seeks the task back there and pauses it (sidegate.go).
-	Blocked map[int32]int64
-	// Committed are the bundles' callbacks, to call once the transaction
-	// committed.
-	Committed []func()
-	// Bundles, ElementsIn (work elements run), ElementsOut (element
-	// records produced) and ReportsOut (report records produced) count
-	// the attempt.
-	Bundles, ElementsIn, ElementsOut, ReportsOut uint64
-}
-
 // Bundle is what Process returns for one bundle.
 type Bundle struct {
 	// Outputs holds the encoded elements the bundle produced, by PCollection

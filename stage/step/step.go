@@ -189,8 +189,12 @@ type attempt struct {
 // records in the batch to their current offset: they commit that offset
 // again with their new checkpoint.
 //
+// At the end it asks the head for its state to commit (Head.Prepare) and
+// puts it in Ready.State; the Loop acknowledges the Ready with Advance
+// once its transaction committed.
+//
 // An error means the attempt must be aborted: nothing of it may be
-// committed, and the head's changes are dropped with Aborted.
+// committed, and the head's changes are dropped with Abort.
 func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, woken map[int32]int64) (*Ready, error) {
 	// Room for one output record per input record (a stateless stage's
 	// shape) from the start, not grown by doubling.
@@ -335,6 +339,13 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 		a.ready.Offsets = append(a.ready.Offsets, Offset{Task: p, Next: next[p], Metadata: md})
 	}
 	a.flushReports()
+	// The head's state to commit travels in the Ready (Ready.State).
+	if err := s.head.Prepare(func(topic string, partition int32, key, value []byte) error {
+		a.ready.State = append(a.ready.State, Record{Topic: topic, Partition: partition, Key: key, Value: value})
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("stage %s: head: %w", s.spec.Name, err)
+	}
 	return a.ready, nil
 }
 
