@@ -882,8 +882,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 
 // endsInput reports whether an input record of this stage ends an input
 // of one of its tasks, so that poll commits it without waiting out the
-// commit interval: the impulse record of an Impulse stage (the only record
-// its input topic ever holds), or, on an internal topic, a batch of
+// commit interval: any record of a head that says every record does
+// (step.EndsInput: an Impulse stage, whose impulse record is the only
+// record its input topic ever holds), or, on an internal topic, a batch of
 // watermark reports one of which is at the end of time (an upstream task
 // is done; reportsEndOfTime). A task reports only a watermark that moved
 // (Step: out' > out), so each upstream task reports the end of time once
@@ -892,7 +893,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 // still paces its steady flow. Records of users' topics (Spec.RawInput)
 // never end an input here.
 func (l *Loop) endsInput(v []byte) bool {
-	if p, ok := l.head.(*step.Passthrough); ok && p.Impulse != nil {
+	if e, ok := l.head.(step.EndsInput); ok && e.EveryRecordEndsInput() {
 		return true
 	}
 	return !l.cfg.Spec.RawInput && reportsEndOfTime(v)

@@ -162,6 +162,16 @@ type Drainer interface {
 	Drain() (stopReading bool)
 }
 
+// EndsInput is implemented by heads whose every input record ends its
+// task's input (an Impulse stage's Passthrough: the impulse record is the
+// only record its input topic ever holds). The Loop then commits a batch
+// holding such a record without waiting out the commit interval: the end
+// of an input is what the stages downstream wait for.
+type EndsInput interface {
+	// EveryRecordEndsInput reports whether it is so for this head.
+	EveryRecordEndsInput() bool
+}
+
 // Owing is implemented by heads that may stop an attempt's work at a
 // budget and owe the rest (a GroupByKey firing at most a bounded number
 // of values per task and attempt, gbk.HeadConfig.FireBudget): Owes says
@@ -205,7 +215,14 @@ type Passthrough struct {
 	Impulse []byte
 }
 
-var _ Head = (*Passthrough)(nil)
+var (
+	_ Head      = (*Passthrough)(nil)
+	_ EndsInput = (*Passthrough)(nil)
+)
+
+// EveryRecordEndsInput implements EndsInput: an Impulse stage's one
+// record ends its input.
+func (h *Passthrough) EveryRecordEndsInput() bool { return h.Impulse != nil }
 
 func (h *Passthrough) Assign(context.Context, int32) error { return nil }
 func (h *Passthrough) Revoke(int32)                        {}
