@@ -19,27 +19,18 @@ import (
 
 // commit decides the attempt (Step.Decide: the head and the bundles, no
 // Kafka) and carries out its Ready in one transaction: the records, the
-// head's changelog, the offsets with the tasks' checkpoints. On an error
-// the transaction is aborted, the head's changes dropped and the error
-// returned; the caller rewinds. It returns the tasks side inputs hold back.
+// head's state (Ready.State), the offsets with the tasks' checkpoints;
+// once the transaction committed, Step.Advance acknowledges the Ready. On
+// an error the transaction is aborted, the head's changes dropped
+// (Step.Abort) and the error returned; the caller rewinds. It returns the
+// tasks side inputs hold back.
 func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32) (blocked map[int32]int64, err error) {
-	ins := make([]step.In, len(batch))
-	touched := map[int32]bool{}
-	for i, m := range batch {
-		ins[i] = step.In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
-		if m.TimestampType != kafka.TimestampNotAvailable {
-			ins[i].Timestamp = m.Timestamp.UnixMilli()
-			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
-		}
-		for _, h := range m.Headers {
-			ins[i].Headers = append(ins[i].Headers, step.Header{Key: h.Key, Value: h.Value})
-		}
-		touched[m.TopicPartition.Partition] = true
-	}
+	ins, touched := inputs(batch)
 	began := time.Now()
 	for p := range touched {
 		l.status.update(p, func(s *TaskStatus) { s.AttemptSince = began })
 	}
+	// touched grows by the woken tasks below: the deferred calls see them.
 	defer func() {
 		for p := range touched {
 			if l.tasks[p] != nil {
@@ -84,46 +75,11 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, l.classify(ctx, "begin transaction", err)
 	}
 	inTxn = true
-	if r.Spilled > 0 {
-		if err := l.spilled.replay(l.produceRecord); err != nil {
-			return nil, err
-		}
-	}
-	for i := range r.Records {
-		if err := l.produceRecord(&r.Records[i]); err != nil {
-			return nil, err
-		}
-	}
-	if f := l.cfg.CommitRecords; f != nil {
-		extra := f(TxnSummary{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
-		for i := range extra {
-			if err := l.produceRecord(&extra[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i := range r.State {
-		if err := l.produceRecord(&r.State[i]); err != nil {
-			return nil, err
-		}
-	}
-	topic := l.cfg.Spec.InputTopic
-	offsets := make([]kafka.TopicPartition, len(r.Offsets))
-	for i, o := range r.Offsets {
-		md := o.Metadata
-		offsets[i] = kafka.TopicPartition{Topic: &topic, Partition: o.Task, Offset: kafka.Offset(o.Next), Metadata: &md}
-	}
-	gm, err := l.consumer.GetConsumerGroupMetadata()
-	if err != nil {
+	if err := l.produceReady(r, len(batch), touched); err != nil {
 		return nil, err
 	}
-	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
-	defer cancel()
-	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
-		return nil, l.classify(ctx, "send offsets", err)
-	}
-	if err := l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) }); err != nil {
-		return nil, l.classify(ctx, "commit", err)
+	if err := l.commitTransaction(ctx, r.Offsets); err != nil {
+		return nil, err
 	}
 	inTxn = false
 	if err := l.core.Advance(r); err != nil {
@@ -131,6 +87,90 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		// restored from the changelog. Stop: the task state is suspect.
 		return nil, fmt.Errorf("%w: %w", ErrLocalState, err)
 	}
+	l.countCommit(r, len(batch), touched, began, decided)
+	return r.Blocked, nil
+}
+
+// inputs turns a polled batch into the step's records, and returns the
+// tasks (input partitions) it holds.
+func inputs(batch []*kafka.Message) ([]step.In, map[int32]bool) {
+	ins := make([]step.In, len(batch))
+	touched := map[int32]bool{}
+	for i, m := range batch {
+		ins[i] = step.In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
+		if m.TimestampType != kafka.TimestampNotAvailable {
+			ins[i].Timestamp = m.Timestamp.UnixMilli()
+			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
+		}
+		for _, h := range m.Headers {
+			ins[i].Headers = append(ins[i].Headers, step.Header{Key: h.Key, Value: h.Value})
+		}
+		touched[m.TopicPartition.Partition] = true
+	}
+	return ins, touched
+}
+
+// produceReady produces r's records into the open transaction, in Ready's
+// order: the spilled records, Records, Config.CommitRecords' records (the
+// runner's metrics of the transaction: recordsIn input records, the tasks
+// touched), then the head's state (Ready.State).
+func (l *Loop) produceReady(r *step.Ready, recordsIn int, touched map[int32]bool) error {
+	if r.Spilled > 0 {
+		if err := l.spilled.replay(l.produceRecord); err != nil {
+			return err
+		}
+	}
+	for i := range r.Records {
+		if err := l.produceRecord(&r.Records[i]); err != nil {
+			return err
+		}
+	}
+	if f := l.cfg.CommitRecords; f != nil {
+		extra := f(TxnSummary{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
+		for i := range extra {
+			if err := l.produceRecord(&extra[i]); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range r.State {
+		if err := l.produceRecord(&r.State[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitTransaction sends the tasks' offsets (with their checkpoints as
+// metadata) and the consumer group's metadata (KIP-447: fenced by the
+// group generation) to the open transaction and commits it, each call
+// bounded by txnCallTimeout (callWithin).
+func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error {
+	topic := l.cfg.Spec.InputTopic
+	offsets := make([]kafka.TopicPartition, len(offs))
+	for i, o := range offs {
+		md := o.Metadata
+		offsets[i] = kafka.TopicPartition{Topic: &topic, Partition: o.Task, Offset: kafka.Offset(o.Next), Metadata: &md}
+	}
+	gm, err := l.consumer.GetConsumerGroupMetadata()
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
+	defer cancel()
+	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
+		return l.classify(ctx, "send offsets", err)
+	}
+	if err := l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) }); err != nil {
+		return l.classify(ctx, "commit", err)
+	}
+	return nil
+}
+
+// countCommit counts a committed transaction: the loop's Stats, the
+// touched tasks' status, Config.Observer.Committed (the attempt took from
+// began to decided, its transaction from decided to now).
+func (l *Loop) countCommit(r *step.Ready, recordsIn int, touched map[int32]bool, began, decided time.Time) {
 	l.stats.commits.Add(1)
 	l.abortsUncommitted = 0
 	end := time.Now()
@@ -140,12 +180,12 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		}
 	}
 	if f := l.cfg.Observer.Committed; f != nil {
-		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(len(batch)), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1}})
+		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1}})
 	}
 	now := end.UnixNano()
 	l.stats.firstCommit.CompareAndSwap(0, now)
 	l.stats.lastCommit.Store(now)
-	l.stats.recordsIn.Add(uint64(len(batch)))
+	l.stats.recordsIn.Add(uint64(recordsIn))
 	l.stats.elementsIn.Add(r.ElementsIn)
 	if out := l.stats.elementsOut.Add(r.ElementsOut); r.ElementsOut > 0 && out == r.ElementsOut {
 		// Once per loop: when this instance's share of the stage first
@@ -154,7 +194,6 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	}
 	l.stats.reportsOut.Add(r.ReportsOut)
 	l.stats.bundles.Add(r.Bundles)
-	return r.Blocked, nil
 }
 
 // spill is the step's StepConfig.Spill: it writes records to the
