@@ -81,7 +81,7 @@ var importRules = []importRule{
 	{
 		From: "stage/kafkaclient/javapartition",
 		Deny: []string{kafkaClient},
-		Why:  "the Java partitioner is pure: the commit step (stage/step.go) uses it, and the step package is to import no Kafka client (issue 22)",
+		Why:  "the Java partitioner is pure: the commit step (stage/step/output.go) uses it, and the step package imports no Kafka client (issue 22)",
 	},
 	{
 		From: "runner/kafkaio",

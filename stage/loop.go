@@ -107,7 +107,13 @@ type TxnSummary struct {
 // Sentinel errors.
 var (
 	// ErrFenced: another producer with this transactional.id, or a newer
-	// group generation, fenced this instance; its tasks stop. Not retryable.
+	// group generation, fenced this instance (or a transaction call did
+	// not return within its timeout: callWithin). The attempt is not
+	// retried with these clients: its tasks stop and Run restarts the
+	// stage's clients (restartable), which revokes every task and
+	// restores each from what Kafka committed, as a restart of the
+	// instance would; Run returns it after maxRestarts restarts within
+	// restartWindow.
 	ErrFenced = errors.New("stage: producer fenced")
 	// ErrBundleFailed: a bundle failed MaxAttempts times; wraps the cause.
 	ErrBundleFailed = errors.New("stage: bundle failed")
