@@ -47,6 +47,26 @@ var importRules = []importRule{
 		Why:  "issue 22: the heads (stage/gbk, userstate, splittable, teststream, kafkasource/sourcehead) and every other package below stage import the step package, never the loop shell (stage), which imports the Kafka client",
 	},
 	{
+		From: "stage/gbk",
+		Deny: []string{kafkaClient},
+		Why:  "issue 22: gbk.Core (windows, triggers) and its head are pure cores over the step package and the state store: no cgo",
+	},
+	{
+		From: "stage/userstate",
+		Deny: []string{kafkaClient},
+		Why:  "issue 22: the stateful ParDo's head (user state, timers) is a pure core over the step package and the state store: no cgo",
+	},
+	{
+		From: "stage/splittable",
+		Deny: []string{kafkaClient},
+		Why:  "issue 22: the splittable DoFn's head is a pure core over the step package and the state store: no cgo",
+	},
+	{
+		From: "stage/state",
+		Deny: []string{kafkaClient, "stage/kafkaclient"},
+		Why:  "issue 22: the heads' state store reads its changelog through Options.Changelog (kafkaclient.ChangelogReader, given by the runner), so the heads that use it link no Kafka client",
+	},
+	{
 		From: "stage/teststream",
 		Deny: []string{kafkaClient},
 		Why:  "issue 22: a head with no state store (TestStream) is a pure core over the step package: no cgo",
