@@ -224,20 +224,38 @@ var (
 // record ends its input.
 func (h *Passthrough) EveryRecordEndsInput() bool { return h.Impulse != nil }
 
+// Assign implements Head: a Passthrough keeps no state to restore.
 func (h *Passthrough) Assign(context.Context, int32) error { return nil }
-func (h *Passthrough) Revoke(int32)                        {}
+
+// Revoke implements Head: nothing to drop.
+func (h *Passthrough) Revoke(int32) {}
+
+// Element implements Head: the record's element (or the impulse element)
+// is one element of the bundle.
 func (h *Passthrough) Element(_ int32, r In) (Work, error) {
 	if h.Impulse != nil {
 		return Work{Elements: [][]byte{h.Impulse}}, nil
 	}
 	return Work{Elements: [][]byte{r.Value}}, nil
 }
+
+// Advance implements Head: nothing comes due with the watermark.
 func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, nil }
-func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }
-func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
-func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
-func (h *Passthrough) Committed() error                        { return nil }
-func (h *Passthrough) Aborted([]int32) error                   { return nil }
+
+// Results implements Head: a bundle's results make nothing due.
+func (h *Passthrough) Results(*Bundle) (Work, error) { return Work{}, nil }
+
+// Hold implements Head: nothing is held (mtime.MaxTimestamp).
+func (h *Passthrough) Hold(int32) mtime.Time { return mtime.MaxTimestamp }
+
+// Prepare implements Head: no state to commit.
+func (h *Passthrough) Prepare(ProduceFunc) error { return nil }
+
+// Committed implements Head: no state to apply.
+func (h *Passthrough) Committed() error { return nil }
+
+// Aborted implements Head: no state to drop.
+func (h *Passthrough) Aborted([]int32) error { return nil }
 
 // InternalInput gives a Head the methods that concern only heads reading a
 // user's topic (Idle, ReachedEnd, Source, Pause: never idle, no end, no
