@@ -7,12 +7,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // gbkLikeHead answers what commitMetricsRecords asks a GroupByKey head.
 type gbkLikeHead struct {
-	stage.Passthrough
+	step.Passthrough
 	dropped int64
 	windows map[int32]int64
 }
@@ -49,7 +50,7 @@ func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testi
 		t.Errorf("the job's metrics took the commit record: %v", s)
 	}
 	// A head without late drops or state: none in the record.
-	recs = commitMetricsRecords("app-metrics", "s1", "vm-1", &stage.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
+	recs = commitMetricsRecords("app-metrics", "s1", "vm-1", &step.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
 	a = service.NewAppCounts()
 	if err := a.Apply(recs[0].Value); err != nil {
 		t.Fatal(err)

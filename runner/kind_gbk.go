@@ -95,12 +95,11 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 // transaction (Options.GBKFireBudget: 0 or negative, no bound).
 func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
 	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
+		Dir:       storeDir,
+		Name:      pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(bootstrap, props),
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err

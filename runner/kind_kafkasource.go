@@ -21,10 +21,10 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource/sourcehead"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -292,12 +292,12 @@ func boundedEnds(ctx context.Context, bootstrap string, props map[string]string,
 }
 
 // timestampOf adapts c's TimestampFn to the source head (nil without one).
-func timestampOf(c kafkaio.Config) func(stage.In) (time.Time, error) {
+func timestampOf(c kafkaio.Config) func(step.In) (time.Time, error) {
 	fn := c.Timestamp()
 	if fn == nil {
 		return nil
 	}
-	return func(r stage.In) (time.Time, error) {
+	return func(r step.In) (time.Time, error) {
 		rec := kafkaio.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, kafkaio.Header{Key: h.Key, Value: h.Value})

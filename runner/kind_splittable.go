@@ -65,12 +65,11 @@ func (ss splittableStage) build(ctx context.Context, e *buildEnv) (builtHead, er
 // splittable DoFn (stage/splittable). The stores live under storeDir.
 func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*splittable.Head, error) {
 	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
+		Dir:       storeDir,
+		Name:      pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(bootstrap, props),
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err

@@ -64,12 +64,11 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 	ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
 	wc := comps.GetCoders()[ws.GetWindowCoderId()]
 	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
+		Dir:       storeDir,
+		Name:      pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(bootstrap, props),
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -100,7 +100,7 @@ type stageNeeds struct {
 	// topic is created first, in a request of its own (createTopics).
 	records [][]byte
 	// jobClock says the job runs on its job clock
-	// (stage.StepConfig.JobClock): every stage's loop gets it.
+	// (step.Config.JobClock): every stage's loop gets it.
 	jobClock bool
 }
 
@@ -198,12 +198,12 @@ func (e *buildEnv) sharedCollector(name string, newC func() prometheus.Collector
 // head and what the stage's loop needs besides the plan. Its zero value
 // but for head is a stage read like an internal topic.
 type builtHead struct {
-	head stage.Head
+	head step.Head
 	// partitions, if not 0, is the input topic's partition count when the
 	// plan does not know it (a user's topic: the broker's count, users).
 	partitions int32
 	// growing says the input topic may gain partitions while the job runs
-	// (stage.Spec.GrowingInput).
+	// (step.Spec.GrowingInput).
 	growing bool
 	// consumer are consumer settings that win over the loop's and the
 	// group membership's (stage.Config.Consumer).

@@ -12,6 +12,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // TestEveryHeadKindRegistered: every head kind the plan makes has its
@@ -49,7 +50,7 @@ func (cs countingStage) build(_ context.Context, e *buildEnv) (builtHead, error)
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "test_counting_passthrough_stages", Help: "Stages built."})
 	}).(prometheus.Counter)
 	built.Inc()
-	return builtHead{head: &stage.Passthrough{}, consumer: map[string]string{"fetch.min.bytes": "1", "session.timeout.ms": "7000"}}, nil
+	return builtHead{head: &step.Passthrough{}, consumer: map[string]string{"fetch.min.bytes": "1", "session.timeout.ms": "7000"}}, nil
 }
 
 // TestKindExercise registers the counting passthrough for the test, turns
@@ -98,8 +99,8 @@ func TestKindExercise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cfg.Head.(*stage.Passthrough); !ok {
-		t.Errorf("head %T, want *stage.Passthrough", cfg.Head)
+	if _, ok := cfg.Head.(*step.Passthrough); !ok {
+		t.Errorf("head %T, want *step.Passthrough", cfg.Head)
 	}
 	if cfg.Consumer["fetch.min.bytes"] != "1" || cfg.Consumer["session.timeout.ms"] != "7000" || cfg.Consumer["heartbeat.interval.ms"] == "" {
 		t.Errorf("consumer settings %v, want the kind's over the group membership's", cfg.Consumer)

@@ -99,7 +99,7 @@ const (
 	// with the plan, here one record per segment of the TestStream's events
 	// (stage/teststream); the head replays each segment's elements and
 	// reports the watermark the stream declares right after them (a
-	// watermark point, stage.Work.Point), and the end of time after the
+	// watermark point, step.Work.Point), and the end of time after the
 	// last.
 	HeadTestStream HeadKind = "teststream"
 	// HeadKafkaSource: a ParDo whose DoFn is a NativeSource (a
@@ -125,7 +125,7 @@ const (
 
 // Keyed reports whether a stage with this head reads a keyed topic: its
 // upstreams write each element with its encoded Beam key as the record key,
-// on the partition stage.KeyPartition names, so equal keys meet on one task
+// on the partition step.KeyPartition names, so equal keys meet on one task
 // (GroupByKey, stateful ParDo).
 func (k HeadKind) Keyed() bool { return k == HeadGroupByKey || k == HeadStateful }
 

@@ -8,7 +8,9 @@
 //     values arrive; allowed lateness, accumulation, timestamp combiners and
 //     garbage collection follow the Beam model (each rule is a formula on
 //     the function implementing it). No I/O but through Store, no
-//     goroutines, no clock. Scenario tests: testdata/core/*.txt.
+//     goroutines, no clock. Scenario tests: testdata/core/*.txt. merge.go
+//     is the merging of a key's windows (sessions), layout.go the Store's
+//     keys and the meta record's encoding, memstore.go MemStore.
 //   - trigger.go, triggered.go: non-default triggers (Never, Always,
 //     AfterCount, AfterProcessingTime, AfterSynchronizedProcessingTime,
 //     AfterEndOfWindow with early and late firings, AfterAll, AfterAny,
@@ -30,7 +32,7 @@
 //     the SDK; Beam's combining state for merging windows).
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
-//   - head.go: Head, the stage.Head shell: per task a Core over a
+//   - head.go: Head, the step.Head shell: per task a Core over a
 //     state.Task, whose writes reach the changelog in the attempt's
 //     transaction.
 //

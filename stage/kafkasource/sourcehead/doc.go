@@ -1,5 +1,5 @@
 // Package sourcehead is the shell of a Kafka source stage: Head, the
-// stage.Head (and stage.LogEnds, stage.Drainer, stage.Reachability) of a
+// step.Head (and step.LogEnds, step.Drainer, step.Reachability) of a
 // stage that reads a user's topic directly, one task per partition, on the
 // pure core of stage/kafkasource (each partition's watermark generator,
 // Reading, alignment).

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // HeadConfig configures the head of one Kafka source stage in one
@@ -38,7 +38,7 @@ type HeadConfig struct {
 	// or a panic) is no element: it is counted (BadRecords), logged once
 	// per source with its partition and offset, and written as it was to
 	// DeadLetterTopic if set, in the attempt's transaction.
-	Timestamp func(r stage.In) (time.Time, error)
+	Timestamp func(r step.In) (time.Time, error)
 	// DeadLetterTopic: see Timestamp. Empty: none.
 	DeadLetterTopic string
 	// BadRecords, if set, is told the partition of every such record once
@@ -80,7 +80,7 @@ const LimitedDelayReport = time.Second
 // ahead of the others (seed 002).
 const FutureSkew = time.Minute
 
-// Head is the head of a Kafka source stage (stage.Head): each task is one
+// Head is the head of a Kafka source stage (step.Head): each task is one
 // partition of the user's topic; each record becomes one element,
 // KV<key, value> at the record's Kafka timestamp (CreateTime or
 // LogAppendTime, as the topic says), and the partition's watermark
@@ -102,7 +102,7 @@ const FutureSkew = time.Minute
 // stopped). Partition.Idle's clock starts when the partition is assigned,
 // so a partition that never gets a record still idles out. The stage's
 // consumer must deliver partition EOF events, and its loop must ask the
-// broker for the log ends LogEndsWanted names (stage.LogEnds). Wake asks
+// broker for the log ends LogEndsWanted names (step.LogEnds). Wake asks
 // for an attempt when a partition goes idle, so that its idle report goes
 // out though it has no record; an idle partition that a later answer shows
 // unread records for stops being idle at once (its next report says so).
@@ -177,12 +177,12 @@ type badRecord struct {
 }
 
 var (
-	_ stage.Head    = (*Head)(nil)
-	_ stage.Drainer = (*Head)(nil)
-	_ stage.LogEnds = (*Head)(nil)
+	_ step.Head    = (*Head)(nil)
+	_ step.Drainer = (*Head)(nil)
+	_ step.LogEnds = (*Head)(nil)
 )
 
-// Drain implements stage.Drainer: the source reads no more records, and
+// Drain implements step.Drainer: the source reads no more records, and
 // every partition's watermark goes to the end of time (as a bounded read's
 // at its end), reported at the next attempt (Wake).
 func (h *Head) Drain() bool {
@@ -275,9 +275,9 @@ func (h *Head) forgetProgressLocked(p int32) {
 
 // Element turns record r of partition p into its element, at its Kafka
 // timestamp, and feeds the timestamp to p's generator.
-func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	if end, ok := h.endOf(p); ok && r.Offset >= end {
-		return stage.Work{}, nil // past a bounded read's end
+		return step.Work{}, nil // past a bounded read's end
 	}
 	now := h.cfg.Clock()
 	ts := mtime.Time(r.Timestamp)
@@ -290,7 +290,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 				h.log.Warn("kafkasource: the timestamp function failed on a record: it is skipped, counted on /metrics, and written to the dead-letter topic if there is one; logged once per source",
 					"partition", p, "offset", r.Offset, "err", err, "dead_letter_topic", h.cfg.DeadLetterTopic)
 			}
-			return stage.Work{}, nil
+			return step.Work{}, nil
 		}
 	}
 	if !h.futureLogged && ts.ToTime().After(now.Add(FutureSkew)) {
@@ -310,17 +310,17 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	}
 	h.mu.Unlock()
 	if part == nil {
-		return stage.Work{}, fmt.Errorf("kafkasource: stage %s: a record of partition %d, which is not assigned", h.cfg.Stage, p)
+		return step.Work{}, fmt.Errorf("kafkasource: stage %s: a record of partition %d, which is not assigned", h.cfg.Stage, p)
 	}
 	e, err := h.cfg.Encode(r.Key, r.Value, ts)
 	if err != nil {
-		return stage.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
+		return step.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
 	}
-	return stage.Work{Elements: [][]byte{e}}, nil
+	return step.Work{Elements: [][]byte{e}}, nil
 }
 
 // eventTime is Timestamp of record r, a panic turned into an error.
-func (h *Head) eventTime(r stage.In) (ts mtime.Time, err error) {
+func (h *Head) eventTime(r step.In) (ts mtime.Time, err error) {
 	defer func() {
 		if x := recover(); x != nil {
 			err = fmt.Errorf("the timestamp function panicked: %v", x)
@@ -333,11 +333,11 @@ func (h *Head) eventTime(r stage.In) (ts mtime.Time, err error) {
 	return mtime.FromTime(t), nil
 }
 
-// Advance implements stage.Head: a source has no input watermark to act on.
-func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Work{}, nil }
+// Advance implements step.Head: a source has no input watermark to act on.
+func (h *Head) Advance(int32, mtime.Time) (step.Work, error) { return step.Work{}, nil }
 
-// Results implements stage.Head: nothing comes back to a source.
-func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+// Results implements step.Head: nothing comes back to a source.
+func (h *Head) Results(*step.Bundle) (step.Work, error) { return step.Work{}, nil }
 
 // Hold is partition p's watermark (Partition.WatermarkAt(now, quiet(p)):
 // Partition.Watermark but for a LimitedDelay source; mtime.MinTimestamp if
@@ -384,7 +384,7 @@ func (h *Head) idleLocked(p int32, now time.Time) bool {
 	return rd.Quiet(at)
 }
 
-// LogEndsWanted implements stage.LogEnds: the partitions past their
+// LogEndsWanted implements step.LogEnds: the partitions past their
 // idleness deadline whose consumer librdkafka reports at their end, and
 // which alignment does not hold, nor an outage: those whose idleness only
 // a ListOffsets answer asked after the deadline can confirm (Reading.Quiet),
@@ -410,7 +410,7 @@ func (h *Head) LogEndsWanted() []int32 {
 	return out
 }
 
-// SetLogEnd implements stage.LogEnds: the broker's answer for partition p
+// SetLogEnd implements step.LogEnds: the broker's answer for partition p
 // (high watermark and last stable offset, Kafka offsets) to a ListOffsets
 // request sent at wall-clock asked. An answer showing records past the
 // consumer's position (Reading.Unread) makes an idle partition non-idle at
@@ -446,7 +446,7 @@ func (h *Head) SetLogEnd(p int32, high, stable int64, asked time.Time) {
 	}
 }
 
-// Rewound implements stage.LogEnds: partition p's consumer was sought back
+// Rewound implements step.LogEnds: partition p's consumer was sought back
 // (a task side inputs hold back): its EOF is stale, so p is not caught up
 // until a new one comes.
 func (h *Head) Rewound(p int32) {
@@ -457,7 +457,7 @@ func (h *Head) Rewound(p int32) {
 	}
 }
 
-// SetReachable implements stage.Reachability: a partition whose leader is
+// SetReachable implements step.Reachability: a partition whose leader is
 // gone (a broker died, a leader election runs) is not idle however long it
 // stays quiet: what its producers write meanwhile waits in their buffers
 // and comes with the event times it was written at, so a watermark moved
@@ -675,12 +675,12 @@ func (h *Head) caughtUpLocked(p int32) bool {
 
 // Prepare writes the attempt's bad records to the dead-letter topic, as
 // they were.
-func (h *Head) Prepare(produce stage.ProduceFunc) error {
+func (h *Head) Prepare(produce step.ProduceFunc) error {
 	if h.cfg.DeadLetterTopic == "" {
 		return nil
 	}
 	for _, b := range h.bad {
-		if err := produce(h.cfg.DeadLetterTopic, stage.AnyPartition, b.key, b.value); err != nil {
+		if err := produce(h.cfg.DeadLetterTopic, step.AnyPartition, b.key, b.value); err != nil {
 			return fmt.Errorf("kafkasource: dead-letter topic %s: %w", h.cfg.DeadLetterTopic, err)
 		}
 	}
@@ -702,7 +702,7 @@ func (h *Head) Committed() error {
 	return nil
 }
 
-// Aborted implements stage.Head: the generators keep what they saw (an
+// Aborted implements step.Head: the generators keep what they saw (an
 // event time seen again after the rewind changes nothing: the watermark
 // is a maximum), an idle partition is announced again, and a bounded
 // partition is done again only when its consumer reaches the end again
