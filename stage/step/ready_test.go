@@ -111,3 +111,30 @@ func TestReadyCarriesTheHeadsState(t *testing.T) {
 		t.Fatalf("Abort: err %v, head calls %v", err, h.calls)
 	}
 }
+
+// TestReadyCarriesStateWithoutOffsets: an attempt that touches no task (no
+// record, no task woken) still carries the head's pending state in its
+// Ready. Advance applies every pending change (Head.Committed), so a Ready
+// without the changelog records of a change would make the local store
+// hold what the changelog never saw. Decide's early way out for an
+// attempt without tasks skipped Prepare when it moved out of the Loop.
+func TestReadyCarriesStateWithoutOffsets(t *testing.T) {
+	h := &stateHead{pending: [][]byte{[]byte("left")}}
+	s, err := New(Config{
+		Spec: Spec{Name: "st", InputTopic: "in", Partitions: 1, Upstreams: []string{"up"}, HeadOutput: "main",
+			Outputs: []Output{{PCollection: "out", Topics: []OutputTopic{{Name: "down", Partitions: 1, Copies: 1}}}}},
+		Head:        h,
+		Process:     func(context.Context, Work, Emit) (*Bundle, error) { return &Bundle{}, nil },
+		ReportTopic: "reports",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := s.Decide(context.Background(), map[int32]*Task{0: NewTask(0, []string{"up"})}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.State) != 1 || string(rd.State[0].Value) != "left" || rd.Empty() {
+		t.Fatalf("Ready.State = %v (Empty %v), want the head's pending record \"left\"", rd.State, rd.Empty())
+	}
+}

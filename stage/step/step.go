@@ -308,6 +308,9 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 	}
 	if len(next) == 0 {
 		a.flushReports()
+		if err := s.prepare(a.ready); err != nil {
+			return nil, err
+		}
 		return a.ready, nil
 	}
 	ps := slices.Sorted(maps.Keys(next))
@@ -339,14 +342,24 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 		a.ready.Offsets = append(a.ready.Offsets, Offset{Task: p, Next: next[p], Metadata: md})
 	}
 	a.flushReports()
-	// The head's state to commit travels in the Ready (Ready.State).
-	if err := s.head.Prepare(func(topic string, partition int32, key, value []byte) error {
-		a.ready.State = append(a.ready.State, Record{Topic: topic, Partition: partition, Key: key, Value: value})
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("stage %s: head: %w", s.spec.Name, err)
+	if err := s.prepare(a.ready); err != nil {
+		return nil, err
 	}
 	return a.ready, nil
+}
+
+// prepare puts the head's state to commit (Head.Prepare) in rd.State: on
+// every way out of a Decide that succeeds, so that Advance (the head's
+// Committed: every pending change applied locally) never applies a change
+// whose changelog record the transaction did not carry.
+func (s *Step) prepare(rd *Ready) error {
+	if err := s.head.Prepare(func(topic string, partition int32, key, value []byte) error {
+		rd.State = append(rd.State, Record{Topic: topic, Partition: partition, Key: key, Value: value})
+		return nil
+	}); err != nil {
+		return fmt.Errorf("stage %s: head: %w", s.spec.Name, err)
+	}
+	return nil
 }
 
 // advance runs the pending bundle if it holds Barrier work, then
