@@ -61,6 +61,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 				return fmt.Errorf("stage %s: task %d: %w", l.cfg.Spec.Name, tp.Partition, err)
 			}
 			l.tasks[tp.Partition] = t
+			delete(l.unread, tp.Partition)
 			now := time.Now()
 			l.status.update(tp.Partition, func(s *TaskStatus) { *s = TaskStatus{Partition: s.Partition, AssignedAt: now, LagRecords: -1} })
 		}
@@ -85,6 +86,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		for _, tp := range e.Partitions {
 			delete(l.tasks, tp.Partition)
+			delete(l.unread, tp.Partition)
 			delete(l.side.paused, tp.Partition)
 			delete(l.aligned, tp.Partition)
 			l.head.Revoke(tp.Partition)
@@ -200,6 +202,7 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 			return err
 		}
 		l.tasks[tp.Partition] = t
+		delete(l.unread, tp.Partition) // back at its committed offset
 		if tp.Offset < 0 {
 			committed[i].Offset = kafka.OffsetBeginning
 		}

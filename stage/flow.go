@@ -126,6 +126,25 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	return kept, nil
 }
 
+// leaveUnread keeps, per task, the offset of the first record of batch
+// (polled after the drain stopped reading) as the task's next offset: the
+// consumer's position is past them, and a task woken to report the end of
+// time must not commit their offsets (a rerun of the application, the new
+// version of a drained job, reads them; Beam's drain processes no record
+// read after it).
+func (l *Loop) leaveUnread(batch []*kafka.Message) {
+	if l.unread == nil {
+		l.unread = map[int32]int64{}
+	}
+	for _, m := range batch {
+		p, off := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
+		if cur, ok := l.unread[p]; !ok || off < cur {
+			l.unread[p] = off
+		}
+	}
+	l.log.Info("stage: draining: records left unread, their offsets uncommitted", "records", len(batch), "from", l.unread)
+}
+
 // endsInput reports whether an input record of this stage ends an input
 // of one of its tasks, so that poll commits it without waiting out the
 // commit interval: any record of a head that says every record does
@@ -218,15 +237,20 @@ func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 	return out
 }
 
-// positions returns the current offset of each of tasks ps (the
-// consumer's position; the committed offset before the first fetch; for a
-// partition with neither, the log start, where auto.offset.reset=earliest
-// starts it; with "latest" such a task waits for its first fetch): a woken
-// task commits it again with its new checkpoint.
+// positions returns the current offset of each of tasks ps (the first
+// record the drain left unread, if any: leaveUnread; else the consumer's
+// position; the committed offset before the first fetch; for a partition
+// with neither, the log start, where auto.offset.reset=earliest starts
+// it; with "latest" such a task waits for its first fetch): a woken task
+// commits it again with its new checkpoint.
 func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	topic := l.cfg.Spec.InputTopic
 	for _, p := range ps {
+		if off, ok := l.unread[p]; ok {
+			out[p] = off // polled past, left unread by the drain
+			continue
+		}
 		tps := []kafka.TopicPartition{{Topic: &topic, Partition: p}}
 		pos, err := l.consumer.Position(tps)
 		if err == nil && (len(pos) != 1 || pos[0].Offset < 0) {

@@ -162,6 +162,13 @@ type Loop struct {
 	// loop goroutine's record of having applied it.
 	drainRequested       atomic.Bool
 	drained, stopReading bool
+	// unread[p] is the offset of task p's first record polled after the
+	// drain stopped reading (stopReading) and dropped unprocessed: the
+	// task's next offset, which its consumer's position has passed. A task
+	// woken later commits it (positions), not the position: the records
+	// stay for a rerun of the application. Cleared when the task changes
+	// (a rebalance, a rewind).
+	unread map[int32]int64
 	producer             *kafka.Producer
 	group                string
 	txnID                string
@@ -402,7 +409,7 @@ func (l *Loop) run(ctx context.Context) error {
 		if l.stopReading && len(batch) > 0 {
 			// Drained: records fetched before the pause stay unprocessed
 			// and uncommitted (a rerun of the application reads them).
-			l.log.Info("stage: draining: records left unread", "records", len(batch))
+			l.leaveUnread(batch)
 			batch = nil
 		}
 		wake := l.wakeTasks(batch)
