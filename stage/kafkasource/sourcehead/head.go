@@ -162,6 +162,10 @@ type Head struct {
 		// Wake last asked an attempt for (absent: none since the
 		// assignment or the last abort).
 		woke map[int32]mtime.Time
+		// committed[p] is p's generator's event-time progress as of the
+		// last commit (absent: none since the assignment, no record seen):
+		// Aborted puts it back.
+		committed map[int32]kafkasource.Progress
 	}
 	futureLogged bool
 	// bad are the records of the current attempt Timestamp failed on, in
@@ -211,6 +215,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.parts = map[int32]*kafkasource.Partition{}
 	h.mu.announced = map[int32]bool{}
 	h.mu.done = map[int32]bool{}
+	h.mu.committed = map[int32]kafkasource.Progress{}
 	h.mu.reported = map[int32]bool{}
 	h.mu.reading = map[int32]*kafkasource.Reading{}
 	h.mu.unreadLogged = map[int32]bool{}
@@ -234,6 +239,7 @@ func (h *Head) Assign(_ context.Context, p int32) error {
 	h.mu.parts[p] = part
 	h.forgetLocked(p)
 	h.mu.reading[p] = &kafkasource.Reading{}
+	delete(h.mu.committed, p)
 	return nil
 }
 
@@ -244,6 +250,7 @@ func (h *Head) Revoke(p int32) {
 	delete(h.mu.parts, p)
 	h.forgetLocked(p)
 	delete(h.mu.reading, p)
+	delete(h.mu.committed, p)
 }
 
 // forgetLocked drops what the head knows of partition p's progress (its
@@ -687,8 +694,14 @@ func (h *Head) Prepare(produce step.ProduceFunc) error {
 	return nil
 }
 
-// Committed counts the attempt's bad records.
+// Committed counts the attempt's bad records and keeps every partition's
+// event-time progress as of this commit (for Aborted).
 func (h *Head) Committed() error {
+	h.mu.Lock()
+	for p, part := range h.mu.parts {
+		h.mu.committed[p] = part.Progress()
+	}
+	h.mu.Unlock()
 	if h.cfg.BadRecords != nil {
 		n := map[int32]int{}
 		for _, b := range h.bad {
@@ -702,16 +715,22 @@ func (h *Head) Committed() error {
 	return nil
 }
 
-// Aborted implements step.Head: the generators keep what they saw (an
-// event time seen again after the rewind changes nothing: the watermark
-// is a maximum), an idle partition is announced again, and a bounded
-// partition is done again only when its consumer reaches the end again
-// (its records are read again first).
+// Aborted implements step.Head: the generators of ps go back to their
+// event-time progress as of the last commit (Partition.Rewind: the
+// attempt's records are read again, and a watermark computed from them
+// before they are output again would run ahead of them: a task woken
+// without its records, or whose retry reads fewer of them, would report
+// it, and downstream windows would drop them as late), an idle partition
+// is announced again, and a bounded partition is done again only when its
+// consumer reaches the end again (its records are read again first).
 func (h *Head) Aborted(ps []int32) error {
 	h.bad = nil
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range ps {
+		if part := h.mu.parts[p]; part != nil {
+			part.Rewind(h.mu.committed[p])
+		}
 		h.forgetProgressLocked(p) // rewound: its records are to read again, the EOF is stale
 	}
 	return nil

@@ -284,6 +284,11 @@ func TestHeadLimitedDelay(t *testing.T) {
 	now = now.Add(100 * time.Millisecond)
 	answer6()
 	check("reachable again", ms(-2*time.Second), "[0]")
+	// The records committed, a later attempt aborts: the generator keeps
+	// the commit's progress (TestHeadAbortRewindsTheWatermark).
+	if err := h.Committed(); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.Aborted([]int32{0}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,5 +393,62 @@ func TestHeadBoundedAddedPartitionIsDone(t *testing.T) {
 		if got := h.Hold(p); got != mtime.MaxTimestamp {
 			t.Errorf("partition %d after its partition EOF: watermark %v, want the end of time (done)", p, got)
 		}
+	}
+}
+
+// TestHeadAbortRewindsTheWatermark: an aborted attempt's records are read
+// again, so the generator goes back to what it had at the last commit.
+// Kept, a retry that reads fewer of them (or a task woken without them)
+// reported a watermark past the records not yet output again, and the
+// windows downstream dropped them as late (`make chaos`, unbounded: a
+// record of a partition's first attempt, aborted by the first rebalance,
+// missing from its window).
+func TestHeadAbortRewindsTheWatermark(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := headAt(t, &now)
+	for p := int32(0); p < 2; p++ {
+		if err := h.Assign(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(p int32, off, ts int64) {
+		t.Helper()
+		if _, err := h.Element(p, step.In{Task: p, Offset: off, Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An attempt that aborts before any commit: back to no record seen.
+	rec(0, 0, 10_000)
+	rec(0, 1, 50_000)
+	if got := h.Hold(0); got != 50_000 {
+		t.Fatalf("after records at 10 s and 50 s: Hold %v, want 50000", got)
+	}
+	if err := h.Aborted([]int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Hold(0); got != mtime.MinTimestamp {
+		t.Errorf("after the first attempt aborted: Hold %v, want %v (no record output yet)", got, mtime.MinTimestamp)
+	}
+	// Committed, then an aborted attempt: back to the commit's.
+	rec(0, 0, 10_000)
+	rec(1, 0, 20_000)
+	if err := h.Committed(); err != nil {
+		t.Fatal(err)
+	}
+	rec(0, 1, 50_000)
+	rec(1, 1, 60_000)
+	if err := h.Aborted([]int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Hold(0); got != 10_000 {
+		t.Errorf("partition 0 after an aborted attempt: Hold %v, want 10000 (its last commit's)", got)
+	}
+	if got := h.Hold(1); got != 60_000 {
+		t.Errorf("partition 1, not aborted: Hold %v, want 60000", got)
+	}
+	// Read again, the records move it as before.
+	rec(0, 1, 50_000)
+	if got := h.Hold(0); got != 50_000 {
+		t.Errorf("partition 0 after its records are read again: Hold %v, want 50000", got)
 	}
 }
