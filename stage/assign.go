@@ -61,7 +61,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 				return fmt.Errorf("stage %s: task %d: %w", l.cfg.Spec.Name, tp.Partition, err)
 			}
 			l.tasks[tp.Partition] = t
-			delete(l.unread, tp.Partition)
+			l.setNext(tp)
 			now := time.Now()
 			l.status.update(tp.Partition, func(s *TaskStatus) { *s = TaskStatus{Partition: s.Partition, AssignedAt: now, LagRecords: -1} })
 		}
@@ -86,7 +86,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 	case kafka.RevokedPartitions:
 		for _, tp := range e.Partitions {
 			delete(l.tasks, tp.Partition)
-			delete(l.unread, tp.Partition)
+			delete(l.next, tp.Partition)
 			delete(l.side.paused, tp.Partition)
 			delete(l.aligned, tp.Partition)
 			l.head.Revoke(tp.Partition)
@@ -99,6 +99,19 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		return c.IncrementalUnassign(e.Partitions)
 	}
 	return nil
+}
+
+// setNext makes tp's committed offset its task's next offset (Loop.next),
+// or forgets it if none is committed.
+func (l *Loop) setNext(tp kafka.TopicPartition) {
+	if tp.Offset < 0 {
+		delete(l.next, tp.Partition)
+		return
+	}
+	if l.next == nil {
+		l.next = map[int32]int64{}
+	}
+	l.next[tp.Partition] = int64(tp.Offset)
 }
 
 // startAt sets, in assigned, the start offset of every partition that has
@@ -202,7 +215,7 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 			return err
 		}
 		l.tasks[tp.Partition] = t
-		delete(l.unread, tp.Partition) // back at its committed offset
+		l.setNext(tp) // back at its committed offset
 		if tp.Offset < 0 {
 			committed[i].Offset = kafka.OffsetBeginning
 		}

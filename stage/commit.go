@@ -82,6 +82,12 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, err
 	}
 	inTxn = false
+	if l.next == nil {
+		l.next = map[int32]int64{}
+	}
+	for _, o := range r.Offsets {
+		l.next[o.Task] = o.Next
+	}
 	if err := l.core.Advance(r); err != nil {
 		// The transaction is durable in Kafka; the local store can be
 		// restored from the changelog. Stop: the task state is suspect.

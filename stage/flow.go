@@ -126,23 +126,23 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	return kept, nil
 }
 
-// leaveUnread keeps, per task, the offset of the first record of batch
-// (polled after the drain stopped reading) as the task's next offset: the
-// consumer's position is past them, and a task woken to report the end of
-// time must not commit their offsets (a rerun of the application, the new
-// version of a drained job, reads them; Beam's drain processes no record
-// read after it).
+// leaveUnread drops batch, polled after the drain stopped reading: its
+// records stay unprocessed and uncommitted (a rerun of the application,
+// the new version of a drained job, reads them; Beam's drain processes no
+// record read after it). A task that never committed gets its first
+// dropped record as its next offset (Loop.next), which the consumer's
+// position has passed.
 func (l *Loop) leaveUnread(batch []*kafka.Message) {
-	if l.unread == nil {
-		l.unread = map[int32]int64{}
-	}
 	for _, m := range batch {
-		p, off := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
-		if cur, ok := l.unread[p]; !ok || off < cur {
-			l.unread[p] = off
+		p := m.TopicPartition.Partition
+		if _, ok := l.next[p]; !ok {
+			if l.next == nil {
+				l.next = map[int32]int64{}
+			}
+			l.next[p] = int64(m.TopicPartition.Offset) // the batch is in offset order per partition
 		}
 	}
-	l.log.Info("stage: draining: records left unread, their offsets uncommitted", "records", len(batch), "from", l.unread)
+	l.log.Info("stage: draining: records left unread", "records", len(batch))
 }
 
 // endsInput reports whether an input record of this stage ends an input
@@ -237,34 +237,35 @@ func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 	return out
 }
 
-// positions returns the current offset of each of tasks ps (the first
-// record the drain left unread, if any: leaveUnread; else the consumer's
-// position; the committed offset before the first fetch; for a partition
-// with neither, the log start, where auto.offset.reset=earliest starts
-// it; with "latest" such a task waits for its first fetch): a woken task
-// commits it again with its new checkpoint.
+// positions returns the offset of the next record to process of each of
+// tasks ps (Loop.next: its committed offset, or its last commit's; for a
+// task with neither, the log start, where auto.offset.reset=earliest
+// starts it; with "latest" or a start time, the consumer's position once
+// it fetched, else the task waits): a woken task commits it again with its
+// new checkpoint. Not the consumer's position where the loop knows
+// better: that counts the records the loop dropped unprocessed (a drain's,
+// a reassigned task's stale ones), and committing it skipped them for
+// good.
 func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	topic := l.cfg.Spec.InputTopic
 	for _, p := range ps {
-		if off, ok := l.unread[p]; ok {
-			out[p] = off // polled past, left unread by the drain
-			continue
-		}
-		tps := []kafka.TopicPartition{{Topic: &topic, Partition: p}}
-		pos, err := l.consumer.Position(tps)
-		if err == nil && (len(pos) != 1 || pos[0].Offset < 0) {
-			pos, err = l.committed(l.consumer, tps)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stage %s: task %d: position for due timers: %w", l.cfg.Spec.Name, p, err)
-		}
-		if len(pos) == 1 && pos[0].Offset >= 0 {
-			out[p] = int64(pos[0].Offset)
+		if off, ok := l.next[p]; ok {
+			out[p] = off
 			continue
 		}
 		if l.cfg.Consumer["auto.offset.reset"] == "latest" || !l.cfg.StartAt.IsZero() {
-			continue // where the consumer starts is not known before its first fetch: wait for it
+			// Where the consumer started is known once it fetched: its
+			// position; before, the task waits for its first record.
+			tps := []kafka.TopicPartition{{Topic: &topic, Partition: p}}
+			pos, err := l.consumer.Position(tps)
+			if err != nil {
+				return nil, fmt.Errorf("stage %s: task %d: position for due work: %w", l.cfg.Spec.Name, p, err)
+			}
+			if len(pos) == 1 && pos[0].Offset >= 0 {
+				out[p] = int64(pos[0].Offset)
+			}
+			continue
 		}
 		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, 10000)
 		if err != nil {

@@ -162,18 +162,20 @@ type Loop struct {
 	// loop goroutine's record of having applied it.
 	drainRequested       atomic.Bool
 	drained, stopReading bool
-	// unread[p] is the offset of task p's first record polled after the
-	// drain stopped reading (stopReading) and dropped unprocessed: the
-	// task's next offset, which its consumer's position has passed. A task
-	// woken later commits it (positions), not the position: the records
-	// stay for a rerun of the application. Cleared when the task changes
-	// (a rebalance, a rewind).
-	unread map[int32]int64
-	producer             *kafka.Producer
-	group                string
-	txnID                string
-	core                 *step.Step
-	head                 step.Head
+	// next[p] is the offset of task p's next record to process as the
+	// loop knows it: the committed offset at the task's assignment or
+	// rewind, then the one each commit gave it (absent: none committed and
+	// none processed since). A woken task commits it again (positions),
+	// never the consumer's position, which counts records the consumer
+	// delivered and the loop dropped unprocessed: polled after a drain
+	// stopped reading, or before their task was revoked and assigned again
+	// during the poll.
+	next     map[int32]int64
+	producer *kafka.Producer
+	group    string
+	txnID    string
+	core     *step.Step
+	head     step.Head
 	// topicNames holds one *string per topic name for the produced
 	// messages (kafka.TopicPartition wants a pointer: one allocation per
 	// topic, not per record).
