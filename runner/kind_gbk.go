@@ -35,6 +35,13 @@ func init() { registerKind(plan.HeadGroupByKey, gbkKind{}) }
 // gbkKind is plan.HeadGroupByKey's kind.
 type gbkKind struct{}
 
+// What the page and the metrics topic read of a GroupByKey head (kinds.go).
+var (
+	_ gbkCounters  = (*gbk.Head)(nil)
+	_ windowCounts = (*gbk.Head)(nil)
+	_ attemptDrops = (*gbk.Head)(nil)
+)
+
 // check reads the GroupByKey's windowing strategy and wire coders.
 // Unsupported windowing (wrapping gbk.ErrUnsupported, naming the
 // transform and the feature) and coders the runner cannot cut into key

@@ -25,6 +25,10 @@ func init() { registerKind(plan.HeadStateful, statefulKind{}) }
 // statefulKind is plan.HeadStateful's kind.
 type statefulKind struct{}
 
+// What the page and the metrics topic read of a stateful ParDo's head
+// (kinds.go).
+var _ timerCounts = (*userstate.Head)(nil)
+
 func (statefulKind) check(_ *checkEnv, s *plan.Stage) (stageHead, error) {
 	return statefulStage{s: s}, nil
 }

@@ -240,3 +240,33 @@ type gbkCounters interface {
 	BudgetStops() int64
 	Compacted() int64
 }
+
+// The state a head holds, read by the page (localStages: the stage's totals)
+// and by each transaction's StageCommitMetrics record (commitMetricsRecords:
+// per task, and the attempt's late drops). A head offers them by having the
+// methods; each head kind that does asserts it beside its build
+// (kind_gbk.go, kind_stateful.go), so that renaming a method fails to
+// compile instead of dropping a metric.
+
+// windowCounts are the windows a head holds panes of (gbk.Head): the
+// stage's total (WindowsHeld, the page's) and task p's (TaskWindowsHeld,
+// StageCommitMetrics' TaskStateHeld.windows_held). Counts, not bytes.
+type windowCounts interface {
+	WindowsHeld() int64
+	TaskWindowsHeld(p int32) int64
+}
+
+// timerCounts are the user timers a head holds set (userstate.Head): the
+// stage's total (PendingTimers, the page's) and task p's (TaskTimers,
+// TaskStateHeld.timers_pending). Counts.
+type timerCounts interface {
+	PendingTimers() int64
+	TaskTimers(p int32) int64
+}
+
+// attemptDrops is a head that drops late elements (gbk.Head):
+// AttemptDropped is how many the open attempt dropped, read when its
+// transaction commits (StageCommitMetrics.late_dropped).
+type attemptDrops interface {
+	AttemptDropped() int64
+}
