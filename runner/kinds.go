@@ -194,6 +194,38 @@ func (e *buildEnv) sharedCollector(name string, newC func() prometheus.Collector
 	return c
 }
 
+// openStores opens stage s's task stores and builds its head over them with
+// newHead: the one place the runner opens a state store (the kinds whose
+// stageNeeds.changelog is set). The stores (state.Open) live under the
+// instance slot's directory (e.storeDir), named "<application id>-<stage>",
+// and restore a task from the stage's changelog topic
+// (kafkaclient.ChangelogTopic) through kafkaclient.ChangelogReader with the
+// Options' bootstrap servers and Kafka properties. Once newHead returns a
+// head, the stage's state.Manager is added to e.stores (the page and
+// /metrics read its stores' sizes) and the head owns it: its Close closes
+// it (builtHead.close). If newHead fails, the stores are closed and its
+// error returned as is.
+func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) (H, error)) (H, error) {
+	var none H
+	stores, err := state.Open(state.Options{
+		Dir:       e.storeDir,
+		Name:      e.pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
+		Logger:    e.log,
+	})
+	if err != nil {
+		return none, err
+	}
+	h, err := newHead(stores)
+	if err != nil {
+		stores.Close()
+		return none, err
+	}
+	e.stores[s.Name] = stores
+	return h, nil
+}
+
 // builtHead is what a kind builds for one stage (stageHead.build): the
 // head and what the stage's loop needs besides the plan. Its zero value
 // but for head is a stage read like an internal topic.
