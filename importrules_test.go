@@ -88,6 +88,16 @@ var importRules = []importRule{
 		Why:   "issue 22: the WatermarkManager depends on nothing of the runner's layers but the leaf Kafka package; the runner fills service.StageInfo from its plan",
 	},
 	{
+		From: "watermarkmgr",
+		Deny: []string{"proto/...", "watermarkmgr/...", "stage/...", "google.golang.org/protobuf/...", "google.golang.org/grpc/...", kafkaClient},
+		Why:  "watermarkmgr/doc.go, issue 22: the WatermarkManager's core imports the standard library and Beam's mtime only; the proto's WatermarkReport.Core (proto/kafkastreams/v1/report.go) turns a report into its Report, never the other way round",
+	},
+	{
+		From: "watermarkmgr/explain",
+		Deny: []string{"proto/...", "stage/...", "google.golang.org/protobuf/...", "google.golang.org/grpc/...", kafkaClient},
+		Why:  "watermarkmgr/explain/explain.go: a pure core that may import the Beam SDK's mtime only",
+	},
+	{
 		From:  "stage/kafkaclient/...",
 		Deny:  []string{"stage/...", "runner/...", "watermarkmgr/..."},
 		Allow: []string{"stage/kafkaclient/..."},

@@ -65,9 +65,9 @@ const URNStageCommit = service.URNStageCommit
 // It runs on the loop's goroutine, where the head's attempt state may be
 // read.
 func commitMetricsRecords(topic, stageName, instance string, head step.Head) func(stage.TxnSummary) []step.Record {
-	dropped, _ := head.(interface{ AttemptDropped() int64 })
-	windows, _ := head.(interface{ TaskWindowsHeld(int32) int64 })
-	timers, _ := head.(interface{ TaskTimers(int32) int64 })
+	dropped, _ := head.(attemptDrops)
+	windows, _ := head.(windowCounts)
+	timers, _ := head.(timerCounts)
 	return func(t stage.TxnSummary) []step.Record {
 		m := &pb.StageCommitMetrics{Stage: stageName, Instance: instance, RecordsIn: t.RecordsIn, ElementsIn: t.ElementsIn,
 			ElementsOut: t.ElementsOut, Bundles: t.Bundles, Aborts: t.AbortsBefore}

@@ -20,6 +20,17 @@ type gbkLikeHead struct {
 
 func (h *gbkLikeHead) AttemptDropped() int64         { return h.dropped }
 func (h *gbkLikeHead) TaskWindowsHeld(p int32) int64 { return h.windows[p] }
+func (h *gbkLikeHead) WindowsHeld() (n int64) {
+	for _, w := range h.windows {
+		n += w
+	}
+	return n
+}
+
+var (
+	_ attemptDrops = (*gbkLikeHead)(nil)
+	_ windowCounts = (*gbkLikeHead)(nil)
+)
 
 // A transaction's metrics record goes to the metrics topic's partition 0
 // keyed by the stage, is read by cmd/watermarkmgr's counts

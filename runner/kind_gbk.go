@@ -14,7 +14,6 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
@@ -34,6 +33,13 @@ func init() { registerKind(plan.HeadGroupByKey, gbkKind{}) }
 
 // gbkKind is plan.HeadGroupByKey's kind.
 type gbkKind struct{}
+
+// What the page and the metrics topic read of a GroupByKey head (kinds.go).
+var (
+	_ gbkCounters  = (*gbk.Head)(nil)
+	_ windowCounts = (*gbk.Head)(nil)
+	_ attemptDrops = (*gbk.Head)(nil)
+)
 
 // check reads the GroupByKey's windowing strategy and wire coders.
 // Unsupported windowing (wrapping gbk.ErrUnsupported, naming the
@@ -78,7 +84,9 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
-	h, err := newGBKHead(g.spec, e.pl, s, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores, merger, e.o.GBKFireBudget)
+	h, err := openStores(e, s, func(stores *state.Manager) (*gbk.Head, error) {
+		return newGBKHead(g.spec, s, stores, e.log, merger, e.o.GBKFireBudget)
+	})
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
@@ -90,21 +98,10 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 	return builtHead{head: h, counters: h, close: h.Close}, nil
 }
 
-// newGBKHead builds the head of GroupByKey stage s, its task stores under
-// storeDir (the instance slot's), firing at most budget values per
-// transaction (Options.GBKFireBudget: 0 or negative, no bound).
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
-	stores, err := state.Open(state.Options{
-		Dir:       storeDir,
-		Name:      pl.ApplicationID + "-" + s.Name,
-		Topic:     kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		Changelog: kafkaclient.ChangelogReader(bootstrap, props),
-		Logger:    log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	opened[s.Name] = stores
+// newGBKHead builds the head of GroupByKey stage s over its task stores
+// (openStores), firing at most budget values per transaction
+// (Options.GBKFireBudget: 0 or negative, no bound).
+func newGBKHead(spec *gbkSpec, s *plan.Stage, stores *state.Manager, log *slog.Logger, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
 	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_session_accumulators", compact != nil)
 	if budget <= 0 {
 		budget = -1 // HeadConfig: negative is no bound

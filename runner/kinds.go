@@ -194,6 +194,38 @@ func (e *buildEnv) sharedCollector(name string, newC func() prometheus.Collector
 	return c
 }
 
+// openStores opens stage s's task stores and builds its head over them with
+// newHead: the one place the runner opens a state store (the kinds whose
+// stageNeeds.changelog is set). The stores (state.Open) live under the
+// instance slot's directory (e.storeDir), named "<application id>-<stage>",
+// and restore a task from the stage's changelog topic
+// (kafkaclient.ChangelogTopic) through kafkaclient.ChangelogReader with the
+// Options' bootstrap servers and Kafka properties. Once newHead returns a
+// head, the stage's state.Manager is added to e.stores (the page and
+// /metrics read its stores' sizes) and the head owns it: its Close closes
+// it (builtHead.close). If newHead fails, the stores are closed and its
+// error returned as is.
+func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) (H, error)) (H, error) {
+	var none H
+	stores, err := state.Open(state.Options{
+		Dir:       e.storeDir,
+		Name:      e.pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
+		Logger:    e.log,
+	})
+	if err != nil {
+		return none, err
+	}
+	h, err := newHead(stores)
+	if err != nil {
+		stores.Close()
+		return none, err
+	}
+	e.stores[s.Name] = stores
+	return h, nil
+}
+
 // builtHead is what a kind builds for one stage (stageHead.build): the
 // head and what the stage's loop needs besides the plan. Its zero value
 // but for head is a stage read like an internal topic.
@@ -239,4 +271,34 @@ type gbkCounters interface {
 	Dropped() int64
 	BudgetStops() int64
 	Compacted() int64
+}
+
+// The state a head holds, read by the page (localStages: the stage's totals)
+// and by each transaction's StageCommitMetrics record (commitMetricsRecords:
+// per task, and the attempt's late drops). A head offers them by having the
+// methods; each head kind that does asserts it beside its build
+// (kind_gbk.go, kind_stateful.go), so that renaming a method fails to
+// compile instead of dropping a metric.
+
+// windowCounts are the windows a head holds panes of (gbk.Head): the
+// stage's total (WindowsHeld, the page's) and task p's (TaskWindowsHeld,
+// StageCommitMetrics' TaskStateHeld.windows_held). Counts, not bytes.
+type windowCounts interface {
+	WindowsHeld() int64
+	TaskWindowsHeld(p int32) int64
+}
+
+// timerCounts are the user timers a head holds set (userstate.Head): the
+// stage's total (PendingTimers, the page's) and task p's (TaskTimers,
+// TaskStateHeld.timers_pending). Counts.
+type timerCounts interface {
+	PendingTimers() int64
+	TaskTimers(p int32) int64
+}
+
+// attemptDrops is a head that drops late elements (gbk.Head):
+// AttemptDropped is how many the open attempt dropped, read when its
+// transaction commits (StageCommitMetrics.late_dropped).
+type attemptDrops interface {
+	AttemptDropped() int64
 }

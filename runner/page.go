@@ -16,10 +16,10 @@ func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, 
 		if h := counters[name]; h != nil {
 			ls.LateDropped = h.Dropped()
 		}
-		if h, ok := heads[name].(interface{ WindowsHeld() int64 }); ok {
+		if h, ok := heads[name].(windowCounts); ok {
 			ls.WindowsHeld = h.WindowsHeld()
 		}
-		if h, ok := heads[name].(interface{ PendingTimers() int64 }); ok {
+		if h, ok := heads[name].(timerCounts); ok {
 			ls.TimersPending = h.PendingTimers()
 		}
 		for _, t := range l.Tasks() {

@@ -101,6 +101,7 @@ func (h *Head) BudgetStops() int64 { return h.budgetStops.Load() }
 var (
 	_ step.Head           = (*Head)(nil)
 	_ step.JobClockReader = (*Head)(nil)
+	_ step.Owing          = (*Head)(nil)
 )
 
 // NewHead returns the head.

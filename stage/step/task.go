@@ -74,7 +74,7 @@ func newTask(partition int32, upstreams []string) *Task {
 // observe records one upstream report. A report the manager refuses is an
 // error naming the partition; the task is unchanged.
 func (t *Task) observe(r *pb.WatermarkReport) error {
-	if err := t.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
+	if err := t.agg.ObserveReport(r.Core()); err != nil {
 		return fmt.Errorf("stage: input partition %d: %w", t.partition, err)
 	}
 	m := t.last[r.GetStage()]

@@ -181,9 +181,10 @@ type badRecord struct {
 }
 
 var (
-	_ step.Head    = (*Head)(nil)
-	_ step.Drainer = (*Head)(nil)
-	_ step.LogEnds = (*Head)(nil)
+	_ step.Head         = (*Head)(nil)
+	_ step.Drainer      = (*Head)(nil)
+	_ step.LogEnds      = (*Head)(nil)
+	_ step.Reachability = (*Head)(nil)
 )
 
 // Drain implements step.Drainer: the source reads no more records, and
