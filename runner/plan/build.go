@@ -82,7 +82,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			Partitions:     opts.Partitions,
 			HeadOutput:     headOutput,
 		}
-		if kind == HeadImpulse || kind == HeadTestStream {
+		if kind.OnePartition() {
 			s.Partitions = 1
 		}
 		s.Name = fmt.Sprintf("s%d-%s", len(plan.Stages), slug(t.GetUniqueName()))
@@ -105,7 +105,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 		urn := t.GetSpec().GetUrn()
 		switch n := natives[id].(type) {
 		case NativeSource:
-			if opts.Supported != nil && !opts.Supported[HeadKafkaSource] {
+			if !opts.supports(HeadKafkaSource) {
 				return nil, fmt.Errorf("%w: Kafka read %q (id %s) needs a stage of its own (%s), which this runner does not execute", ErrUnsupported, t.GetUniqueName(), id, HeadKafkaSource)
 			}
 			outs := sortedValues(t.GetOutputs())
@@ -154,13 +154,13 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 			s = newStage(HeadStateful, id, t, ins[0])
 			addDep(s, stageOf[up])
 		} else if isSplittableProcess(t) {
-			if opts.Supported != nil && !opts.Supported[HeadSplittable] {
+			if !opts.supports(HeadSplittable) {
 				return nil, fmt.Errorf("%w: transform %q (id %s) is an unbounded splittable DoFn (it may checkpoint), which this runner does not execute yet", ErrUnsupported, t.GetUniqueName(), id)
 			}
 			s = newStage(HeadSplittable, id, t, ins[0])
 			addDep(s, stageOf[up])
 		} else if len(sides) > 0 && !fuseSideInputs(s, ins[0], sides, comps, producer, stageOf, deps, keepsWindows) {
-			if opts.Supported != nil && !opts.Supported[HeadSideInputs] {
+			if !opts.supports(HeadSideInputs) {
 				return nil, fmt.Errorf("%w: transform %q (id %s) reads side inputs and needs a stage of its own (%s), which this runner does not execute yet", ErrUnsupported, t.GetUniqueName(), id, HeadSideInputs)
 			}
 			s = newStage(HeadSideInputs, id, t, ins[0])
@@ -197,7 +197,7 @@ func Build(p *pipepb.Pipeline, opts Options) (*Plan, error) {
 	for pc, cs := range consumers {
 		for _, c := range cs {
 			consumer := stageOf[c]
-			if consumer == nil || consumer.HeadTransform != c || consumer.Head == HeadKafkaSource {
+			if consumer == nil || consumer.HeadTransform != c || consumer.Head.UserTopic() {
 				continue // fused: stays inside the producer's stage
 			}
 			ps := stageOf[producer[pc]]
@@ -274,7 +274,7 @@ func sideInputsOf(id string, t *pipepb.PTransform) ([]SideInput, error) {
 // input pc, may be fused into stage s (the stage of pc's producer). It may
 // when all of these hold, and otherwise starts a HeadSideInputs stage:
 //
-//   - s's head is a passthrough (passthroughHeads): the task holds back a
+//   - s's head is a passthrough (HeadKind.Passthrough): the task holds back a
 //     main record by not consuming it, which a stateful head (GroupByKey,
 //     whose elements fire from state) cannot do;
 //   - no side input's producer stage is s or depends on s: the task would
@@ -290,7 +290,7 @@ func sideInputsOf(id string, t *pipepb.PTransform) ([]SideInput, error) {
 // Must be called with deps holding every edge of the stages placed so far;
 // the caller adds the new side edges.
 func fuseSideInputs(s *Stage, pc string, sides []SideInput, comps *pipepb.Components, producer map[string]string, stageOf map[string]*Stage, deps map[*Stage]map[*Stage]bool, keepsWindows map[string]bool) bool {
-	if !passthroughHeads[s.Head] {
+	if !s.Head.Passthrough() {
 		return false
 	}
 	for _, si := range sides {

@@ -66,20 +66,42 @@ const (
 // (GroupByKey, stateful ParDo).
 func (k HeadKind) Keyed() bool { return k == HeadGroupByKey || k == HeadStateful }
 
-// Source reports whether a stage with this head reads records the plan
-// transaction wrote (not Envelopes from upstream stages) and has no
-// upstream stage: its input is complete once read (Impulse, TestStream).
-func (k HeadKind) Source() bool {
-	return k == HeadImpulse || k == HeadTestStream || k == HeadKafkaSource
+// Source reports whether a stage with this head has no upstream stage
+// and reads raw records, not Envelopes from upstream stages: records the
+// plan transaction wrote (OnePartition: Impulse, TestStream) or a user's
+// topic (UserTopic: a Kafka source).
+func (k HeadKind) Source() bool { return k.OnePartition() || k.UserTopic() }
+
+// OnePartition reports whether a stage with this head reads a
+// one-partition input topic that the plan transaction writes when it
+// records the plan (Impulse, TestStream): one task, whatever
+// Options.Partitions, and its input is complete once read.
+func (k HeadKind) OnePartition() bool { return k == HeadImpulse || k == HeadTestStream }
+
+// UserTopic reports whether a stage with this head reads a user's topic
+// directly (Kafka source): its input topic is not an internal topic
+// (Plan.Topics), no stage of the plan writes to it, and its partition
+// count is the broker's (Stage.Partitions is 0).
+func (k HeadKind) UserTopic() bool { return k == HeadKafkaSource }
+
+// Passthrough reports whether a stage with this head hands the records of
+// a task to the bundle one element per record, with no runner-side state:
+// a task can stop at any record and read it again later. Only these heads
+// can precede a ParDo with side inputs in a stage, because the task holds
+// back main-input records whose side input is not ready (see SideInput,
+// fuseSideInputs).
+func (k HeadKind) Passthrough() bool {
+	switch k {
+	case HeadImpulse, HeadReshuffle, HeadFlatten, HeadSideInputs:
+		return true
+	}
+	return false
 }
 
-// passthroughHeads hand the records of a task to the bundle one element per
-// record, with no runner-side state: a task can stop at any record and read
-// it again later. Only these heads can precede a ParDo with side inputs in
-// a stage, because the task holds back main-input records whose side input
-// is not ready (see SideInput).
-var passthroughHeads = map[HeadKind]bool{HeadImpulse: true, HeadReshuffle: true, HeadFlatten: true, HeadSideInputs: true}
-
+// headKind returns the kind of the stage a transform of this URN heads,
+// if the URN alone makes it a head; the kinds a ParDo heads are decided
+// by Build from its payload (HeadKafkaSource, HeadStateful,
+// HeadSplittable, HeadSideInputs).
 func headKind(urn string) (HeadKind, bool) {
 	switch urn {
 	case URNImpulse:

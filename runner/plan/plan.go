@@ -70,6 +70,10 @@ type Options struct {
 	Supported map[HeadKind]bool
 }
 
+// supports says whether o lets Build make a stage with head k (Supported
+// is nil or has k).
+func (o Options) supports(k HeadKind) bool { return o.Supported == nil || o.Supported[k] }
+
 // Plan is the executable shape of one pipeline for one application.
 type Plan struct {
 	ApplicationID string `json:"applicationId"`
@@ -202,11 +206,12 @@ func (p *Plan) Consumer(topic string) *Stage {
 
 // Topics returns every internal topic with its partition count: the input
 // topics and the side-input topics (one partition each). Users' topics
-// (a HeadKafkaSource's input, KafkaSinks) are not internal.
+// (the input of a stage whose head reads one, HeadKind.UserTopic;
+// KafkaSinks) are not internal.
 func (p *Plan) Topics() map[string]int32 {
 	out := map[string]int32{}
 	for _, s := range p.Stages {
-		if s.Head != HeadKafkaSource {
+		if !s.Head.UserTopic() {
 			out[s.InputTopic] = s.Partitions
 		}
 		for _, si := range s.SideInputs {

@@ -53,7 +53,7 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 	urn := t.GetSpec().GetUrn()
 	name := fmt.Sprintf("transform %q (id %s, URN %s)", t.GetUniqueName(), id, urn)
 	if kind, ok := headKind(urn); ok {
-		if opts.Supported != nil && !opts.Supported[kind] {
+		if !opts.supports(kind) {
 			return fmt.Errorf("%w: %s: %s is not implemented in this runner yet", ErrUnsupported, name, kind)
 		}
 		return nil
@@ -83,7 +83,7 @@ func checkSupported(id string, t *pipepb.PTransform, opts Options) error {
 			}
 		}
 		if len(pd.GetStateSpecs()) > 0 || len(pd.GetTimerFamilySpecs()) > 0 {
-			if opts.Supported != nil && !opts.Supported[HeadStateful] {
+			if !opts.supports(HeadStateful) {
 				return fmt.Errorf("%w: %s: stateful DoFns (state or timers) are not implemented in this runner yet", ErrUnsupported, name)
 			}
 		}
