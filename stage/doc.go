@@ -41,6 +41,13 @@
 // and timers per task in the task's store, fired at their point in the
 // stream.
 //
+// The other heads are subpackages too: gbk (the runner-side GroupByKey),
+// splittable (a splittable DoFn that may checkpoint) and teststream (a
+// TestStream replayed); subpackage state is the tasks' state store (one
+// Pebble database per task, backed by a changelog topic) that gbk,
+// userstate and splittable keep their state in; subpackage envelope is
+// the codec of the internal topics' records.
+//
 // Subpackage step is the pure core the loop drives (etcd raft's RawNode,
 // Ready and Advance): the Head interface every head implements
 // (step.Passthrough for Impulse, Reshuffle, Flatten and side-input
@@ -64,7 +71,8 @@
 // pausing tasks held back by side inputs; logends.go the ListOffsets round
 // trips of step.LogEnds; producer.go the transactional producer started
 // ahead; spillfile.go an attempt's records beyond memory; status.go what
-// other goroutines read (Loop.Tasks).
+// other goroutines read (Loop.Tasks); envelope.go what the loop reads of
+// an input record's reports (a task done at the end of time).
 //
 // Idleness travels with the watermark (DESIGN.md "Watermarks", seed 002): a
 // task's input watermark is its watermarkmgr.Aggregator's over its upstream
@@ -101,9 +109,9 @@
 // step.LogEnds), and the step whether it implements step.JobClockSource
 // or step.JobClockReader.
 //
-// It may import watermarkmgr, proto, its subpackages step, fnapi (timer
-// types), kafkaclient and envelope (the codec of the internal topics'
-// records), the Beam Go SDK and confluent-kafka-go. It must not import
+// It imports its subpackages step, kafkaclient and envelope (the codec of
+// the internal topics' records), the Beam Go SDK and confluent-kafka-go;
+// it may import watermarkmgr and proto. It must not import
 // runner (nor runner/plan: the runner hands it a step.Spec), and no
 // package below stage imports it; importrules_test.go at the module root
 // checks both.

@@ -52,6 +52,7 @@
 //     the input watermark) are dropped and counted (Head.Dropped, and a log
 //     line naming the stage), never silently.
 //
-// It may import stage, stage/state, stage/fnapi and the Beam Go SDK; not
-// runner.
+// It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
+// not the loop shell (stage), a Kafka client nor runner
+// (importrules_test.go).
 package gbk

@@ -20,7 +20,9 @@
 //     and how records are routed to topics and reports fanned out;
 //   - ready.go: Ready, the attempt's decision, with the head's state to
 //     commit in it (Ready.State), and Step.Advance, the one
-//     acknowledgement after the transaction committed or aborted;
+//     acknowledgement once the transaction committed (Step.Abort drops
+//     the attempt instead, after a failed Decide or an aborted
+//     transaction);
 //   - task.go: Task, one input partition's watermark state, and its
 //     checkpoint (TaskCheckpoint, the committed offset's metadata);
 //   - windows.go: ExplodeWindows, an element in N windows as N elements.

@@ -53,5 +53,6 @@
 // however the records were batched; each stage still runs on its own
 // process.
 //
-// It may import stage, stage/fnapi and the Beam Go SDK; not runner.
+// It may import stage/step, stage/fnapi and the Beam Go SDK; not the loop
+// shell (stage), a Kafka client nor runner (importrules_test.go).
 package teststream

@@ -65,7 +65,9 @@
 // TestTimerCallbacksFollowReports checks the order of the callbacks against
 // the reports; integration/timers_test.go the whole pipeline on a broker.
 //
-// It may import stage, state, fnapi and the Beam Go SDK. Every method is
+// It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
+// not the loop shell (stage), a Kafka client nor runner
+// (importrules_test.go). Every method is
 // called from the goroutine running the stage's Loop, except the
 // fnapi.UserState methods, which the State stream calls while a bundle runs;
 // Head.mu serialises them.
