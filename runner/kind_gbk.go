@@ -31,6 +31,24 @@ type gbkSpec struct {
 // changelog, firing at most Options.GBKFireBudget values per transaction.
 func init() { registerKind(plan.HeadGroupByKey, gbkKind{}) }
 
+var _ eventTimeWaiter = gbkKind{}
+
+// waitsOnEventTime implements eventTimeWaiter: a GroupByKey in windows
+// other than the global one, or with allowed lateness, fires on the
+// watermark.
+func (gbkKind) waitsOnEventTime(comps *pipepb.Components, s *plan.Stage) string {
+	for _, pc := range comps.GetTransforms()[s.HeadTransform].GetInputs() {
+		ws := comps.GetWindowingStrategies()[comps.GetPcollections()[pc].GetWindowingStrategyId()]
+		if ws.GetWindowFn().GetUrn() != "beam:window_fn:global_windows:v1" {
+			return "the windowed GroupByKey"
+		}
+		if ws.GetAllowedLateness() > 0 {
+			return "the GroupByKey with allowed lateness"
+		}
+	}
+	return ""
+}
+
 // gbkKind is plan.HeadGroupByKey's kind.
 type gbkKind struct{}
 

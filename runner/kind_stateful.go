@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
@@ -20,6 +21,22 @@ import (
 // (stage/userstate) keeps the state and timers in task stores with a
 // changelog and serves the harness's state requests.
 func init() { registerKind(plan.HeadStateful, statefulKind{}) }
+
+var _ eventTimeWaiter = statefulKind{}
+
+// waitsOnEventTime implements eventTimeWaiter: a stateful ParDo's
+// event-time timers fire on the watermark.
+func (statefulKind) waitsOnEventTime(comps *pipepb.Components, s *plan.Stage) string {
+	pd := &pipepb.ParDoPayload{}
+	if err := proto.Unmarshal(comps.GetTransforms()[s.HeadTransform].GetSpec().GetPayload(), pd); err == nil {
+		for _, spec := range pd.GetTimerFamilySpecs() {
+			if spec.GetTimeDomain() == pipepb.TimeDomain_EVENT_TIME {
+				return "the stateful ParDo with event-time timers"
+			}
+		}
+	}
+	return ""
+}
 
 // statefulKind is plan.HeadStateful's kind.
 type statefulKind struct{}
