@@ -28,6 +28,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 func identity(s string) string { return s }
@@ -145,13 +146,13 @@ func BenchmarkStatelessStage(b *testing.B) {
 		b.Fatal(err)
 	}
 	loop, err := stage.New(ctx, stage.Config{
-		BootstrapServers: bs, Spec: spec, Head: &stage.Passthrough{}, ReportTopic: report, InstanceID: "bench",
-		Process: func(ctx context.Context, w stage.Work, _ stage.Emit) (*stage.Bundle, error) {
+		BootstrapServers: bs, Spec: spec, Head: &step.Passthrough{}, ReportTopic: report, InstanceID: "bench",
+		Process: func(ctx context.Context, w step.Work, _ step.Emit) (*step.Bundle, error) {
 			r, err := srv.ProcessBundle(ctx, st.Name, map[string][][]byte{fs.Source: w.Elements})
 			if err != nil {
 				return nil, err
 			}
-			return &stage.Bundle{Outputs: map[string][][]byte{st.Outputs[0].PCollection: r.Outputs[fs.Sinks[st.Outputs[0].PCollection]]}}, nil
+			return &step.Bundle{Outputs: map[string][][]byte{st.Outputs[0].PCollection: r.Outputs[fs.Sinks[st.Outputs[0].PCollection]]}}, nil
 		},
 	})
 	if err != nil {

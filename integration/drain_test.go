@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
@@ -81,5 +83,163 @@ func TestDrainKafkaSource(t *testing.T) {
 	want := window(0) + "|" + window(1) + "|" + window(2)
 	if got := readValues(t, bs, out, 0, 5*time.Second); strings.Join(got, "|") != want {
 		t.Fatalf("after the drain: output %q, want %q (each window once)", got, want)
+	}
+}
+
+// TestDrainLeavesUnreadRecordsUncommitted: a drain asked while records
+// keep coming (a producer writes 2 000 records/s to two partitions, each
+// value "<partition>/<seq>") ends the job with every record it did not
+// process left uncommitted: per partition, the source stage's committed
+// offset is exactly the number of records in the output, and those are
+// the records 0 … n-1 of the partition, each once. A rerun of the
+// application (the new version of a drained job) reads on from there.
+// The drained loop still polls while its tasks report the end of time,
+// and drops what it polls; a task woken to report committed its
+// consumer's position, past those records, which a rerun never read.
+func TestDrainLeavesUnreadRecordsUncommitted(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out := uniqueName(t, "in"), uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 2), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "linger.ms": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go func() {
+		for range pr.Events() {
+		}
+	}()
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		seq := [2]int{}
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			for i := 0; i < 20; i++ { // 2 000 records/s
+				p := int32(i % 2)
+				m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &in, Partition: p}, Value: []byte(fmt.Sprintf("%d/%d", p, seq[p]))}
+				if err := pr.Produce(m, nil); err != nil {
+					t.Errorf("producer: %v", err)
+					return
+				}
+				seq[p]++
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-quit:
+		default:
+			close(quit)
+		}
+		<-stopped
+	}()
+
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, kafkaio.Read(s, in))
+	app := uniqueName(t, "app")
+	done := startJob(ctx, bs, app, p)
+	if got := readValues(t, bs, out, 2000, 60*time.Second); len(got) < 2000 {
+		t.Fatalf("before the drain: %d records in the output after 60 s, want 2 000", len(got))
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("drained job: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job did not end after the drain")
+	}
+	close(quit)
+	<-stopped
+	if n := pr.Flush(30000); n > 0 {
+		t.Fatalf("%d records not delivered", n)
+	}
+
+	// The output, per input partition.
+	got := map[int32][]int{}
+	for _, v := range readValues(t, bs, out, 1<<30, 5*time.Second) {
+		var part int32
+		var seq int
+		if _, err := fmt.Sscanf(v, "%d/%d", &part, &seq); err != nil {
+			t.Fatalf("output record %q: %v", v, err)
+		}
+		got[part] = append(got[part], seq)
+	}
+	// The source stage's committed offsets.
+	ad, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ad.Close()
+	ls, err := ad.ListConsumerGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int32]int64{}
+	for _, g := range ls.Valid {
+		if !strings.HasPrefix(g.GroupID, app+".") {
+			continue
+		}
+		res, err := ad.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: g.GroupID}}, kafka.SetAdminRequireStableOffsets(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gp := range res.ConsumerGroupsTopicPartitions {
+			for _, tp := range gp.Partitions {
+				if tp.Topic != nil && *tp.Topic == in && tp.Offset >= 0 {
+					committed[tp.Partition] = int64(tp.Offset)
+				}
+			}
+		}
+	}
+	// The records written after the drain's commits (the scenario: the
+	// drained loop had records to poll and drop).
+	ends := map[int32]int64{}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": app + "-check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for part := int32(0); part < 2; part++ {
+		_, high, err := c.QueryWatermarkOffsets(in, part, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[part] = high
+	}
+	for part := int32(0); part < 2; part++ {
+		seqs := got[part]
+		sort.Ints(seqs)
+		for i, s := range seqs {
+			if s != i {
+				t.Fatalf("partition %d: output records %d… are not the partition's first records, each once (at %d: %d)", part, len(seqs), i, s)
+			}
+		}
+		off, ok := committed[part]
+		if !ok {
+			t.Fatalf("partition %d: no committed offset of the source stage (groups of %s: %v)", part, app, committed)
+		}
+		t.Logf("partition %d: %d records out, committed offset %d, log end %d", part, len(seqs), off, ends[part])
+		if off != int64(len(seqs)) {
+			t.Errorf("partition %d: the drained source committed offset %d with %d records in the output: %d records skipped for a rerun", part, off, len(seqs), off-int64(len(seqs)))
+		}
+		if ends[part] <= off {
+			t.Errorf("partition %d: log end %d, committed %d: no record came after the drain's commits; this run cannot show a drain leaving records unread", part, ends[part], off)
+		}
 	}
 }

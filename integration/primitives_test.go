@@ -103,7 +103,7 @@ const (
 	needsOptions = "needs pipeline options in the harness: the DoFn's beam.PipelineOptions.Get(\"A\") is empty (passert reports A: , B: , C: ); not built yet"
 	// The Beam model, not a missing piece: a trigger that finished closes
 	// its window.
-	needsTestStreamClock = "its first pipeline expects [6, 4], as Prism gives; here TestStream's AdvanceProcessingTime moves the job clock as on Prism (stage.StepConfig.JobClock), so AfterProcessingTime(+5s) fires [6] before 4 arrives, and then, by the Beam model, the trigger (not Repeatedly) has finished and its window is closed: 4 is dropped (Java's ReduceFnRunner: droppedDueToClosedWindow), the output is [6]. TestTestStreamProcessingTime (teststream_test.go) runs this pipeline here and asserts [6], and [6, 4] with Repeatedly. The NotTriggered half passes"
+	needsTestStreamClock = "its first pipeline expects [6, 4], as Prism gives; here TestStream's AdvanceProcessingTime moves the job clock as on Prism (step.Config.JobClock), so AfterProcessingTime(+5s) fires [6] before 4 arrives, and then, by the Beam model, the trigger (not Repeatedly) has finished and its window is closed: 4 is dropped (Java's ReduceFnRunner: droppedDueToClosedWindow), the output is [6]. TestTestStreamProcessingTime (teststream_test.go) runs this pipeline here and asserts [6], and [6, 4] with Repeatedly. The NotTriggered half passes"
 	needsTempLoc         = "needs --temp_location and heap dumps on OOM, a Dataflow-specific feature"
 )
 

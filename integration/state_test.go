@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
@@ -75,7 +76,7 @@ func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.Pr
 
 func newStateManager(t *testing.T, bs, topic string) *state.Manager {
 	t.Helper()
-	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, BootstrapServers: bs})
+	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, Changelog: kafkaclient.ChangelogReader(bs, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func init() {
 // (a stateful DoFn with side inputs was refused before). The side input
 // (2 + 3 + 5 = 10, in the global window) comes from a stage that takes 2 s
 // per element, so the TestStream's elements reach the stateful stage long
-// before it is ready: the step holds them back (stage.SideInputGate) until
+// before it is ready: the step holds them back (step.SideInputGate) until
 // the side input's watermark reaches the end of the global window, and
 // every element sees the whole side input. In fixed windows of 10 s:
 //

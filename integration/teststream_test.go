@@ -153,7 +153,7 @@ func procTimePipeline(t *testing.T, advance int64, tr trigger.Trigger) *beam.Pip
 }
 
 // TestTestStreamProcessingTime: TestStream's AdvanceProcessingTime moves
-// the job clock (stage.StepConfig.JobClock): the GroupByKey's
+// the job clock (step.Config.JobClock): the GroupByKey's
 // AfterProcessingTime(+5 s) trigger, set at clock 100 by the first
 // element, fires at the report that moves the clock to 5100, before 4
 // arrives, in one batch (runner.WithUpstreamsFirst) as in many:

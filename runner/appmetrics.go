@@ -14,6 +14,7 @@ import (
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -33,7 +34,7 @@ import (
 
 // metricsRecord returns the metrics-topic record of one bundle of stage
 // stageName, or false if none of infos is aggregated (committedMetrics.add).
-func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (stage.Record, bool) {
+func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (step.Record, bool) {
 	var keep []*pipepb.MonitoringInfo
 	for _, mi := range infos {
 		if _, ok := aggregated[mi.GetUrn()]; ok {
@@ -41,13 +42,13 @@ func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (sta
 		}
 	}
 	if len(keep) == 0 {
-		return stage.Record{}, false
+		return step.Record{}, false
 	}
 	v, err := proto.Marshal(&fnpb.ProcessBundleResponse{MonitoringInfos: keep})
 	if err != nil {
-		return stage.Record{}, false // cannot happen for well-formed infos
+		return step.Record{}, false // cannot happen for well-formed infos
 	}
-	return stage.Record{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}, true
+	return step.Record{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}, true
 }
 
 // URNStageCommit is the URN of the MonitoringInfo whose payload is a
@@ -63,11 +64,11 @@ const URNStageCommit = service.URNStageCommit
 // (a GroupByKey head's panes, a stateful head's timers: userstate.Head).
 // It runs on the loop's goroutine, where the head's attempt state may be
 // read.
-func commitMetricsRecords(topic, stageName, instance string, head stage.Head) func(stage.TxnSummary) []stage.Record {
-	dropped, _ := head.(interface{ AttemptDropped() int64 })
-	windows, _ := head.(interface{ TaskWindowsHeld(int32) int64 })
-	timers, _ := head.(interface{ TaskTimers(int32) int64 })
-	return func(t stage.TxnSummary) []stage.Record {
+func commitMetricsRecords(topic, stageName, instance string, head step.Head) func(stage.TxnSummary) []step.Record {
+	dropped, _ := head.(attemptDrops)
+	windows, _ := head.(windowCounts)
+	timers, _ := head.(timerCounts)
+	return func(t stage.TxnSummary) []step.Record {
 		m := &pb.StageCommitMetrics{Stage: stageName, Instance: instance, RecordsIn: t.RecordsIn, ElementsIn: t.ElementsIn,
 			ElementsOut: t.ElementsOut, Bundles: t.Bundles, Aborts: t.AbortsBefore}
 		if dropped != nil {
@@ -93,7 +94,7 @@ func commitMetricsRecords(topic, stageName, instance string, head stage.Head) fu
 		if err != nil {
 			return nil
 		}
-		return []stage.Record{{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}}
+		return []step.Record{{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}}
 	}
 }
 

@@ -7,18 +7,30 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // gbkLikeHead answers what commitMetricsRecords asks a GroupByKey head.
 type gbkLikeHead struct {
-	stage.Passthrough
+	step.Passthrough
 	dropped int64
 	windows map[int32]int64
 }
 
 func (h *gbkLikeHead) AttemptDropped() int64         { return h.dropped }
 func (h *gbkLikeHead) TaskWindowsHeld(p int32) int64 { return h.windows[p] }
+func (h *gbkLikeHead) WindowsHeld() (n int64) {
+	for _, w := range h.windows {
+		n += w
+	}
+	return n
+}
+
+var (
+	_ attemptDrops = (*gbkLikeHead)(nil)
+	_ windowCounts = (*gbkLikeHead)(nil)
+)
 
 // A transaction's metrics record goes to the metrics topic's partition 0
 // keyed by the stage, is read by cmd/watermarkmgr's counts
@@ -49,7 +61,7 @@ func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testi
 		t.Errorf("the job's metrics took the commit record: %v", s)
 	}
 	// A head without late drops or state: none in the record.
-	recs = commitMetricsRecords("app-metrics", "s1", "vm-1", &stage.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
+	recs = commitMetricsRecords("app-metrics", "s1", "vm-1", &step.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
 	a = service.NewAppCounts()
 	if err := a.Apply(recs[0].Value); err != nil {
 		t.Fatal(err)

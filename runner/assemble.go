@@ -12,6 +12,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -22,7 +23,7 @@ type stages struct {
 	cfgs []stage.Config
 	// heads, counters (GroupByKey stages only) and stores (stages with
 	// task stores only) are by stage name.
-	heads    map[string]stage.Head
+	heads    map[string]step.Head
 	counters map[string]gbkCounters
 	stores   map[string]*state.Manager
 	// closers close what the stages opened, in the order opened.
@@ -39,7 +40,7 @@ func (st *stages) close() {
 // buildStages builds every stage of j's plan, in plan order (stageConfig).
 // On an error the stages built so far are in the result, for close.
 func buildStages(ctx context.Context, j *job, wm *service.Server, committed *committedMetrics) (*stages, error) {
-	st := &stages{heads: map[string]stage.Head{}, counters: map[string]gbkCounters{}, stores: map[string]*state.Manager{}}
+	st := &stages{heads: map[string]step.Head{}, counters: map[string]gbkCounters{}, stores: map[string]*state.Manager{}}
 	base := buildEnv{
 		checkEnv: checkEnv{comps: j.pipe.GetComponents(), pl: j.pl, o: j.o, log: j.log},
 		heads:    j.checked.heads,
@@ -98,7 +99,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	if b.close != nil {
 		st.closers = append(st.closers, b.close)
 	}
-	var process stage.ProcessFunc
+	var process step.ProcessFunc
 	if e.fs != nil {
 		process = processFunc(j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
 	}
@@ -110,7 +111,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	if err != nil {
 		return stage.Config{}, builtHead{}, err
 	}
-	var sides stage.SideInputGate
+	var sides step.SideInputGate
 	if e.sides != nil {
 		sides = e.sides
 	}

@@ -14,6 +14,7 @@
 // metrics. Nothing outside its kind file asks which kind a stage has; a
 // kind is supported iff it is registered (Supported).
 //
-// It may import stage, watermarkmgr, proto and the Beam Go SDK; nothing in the
+// It may import stage and its subpackages, watermarkmgr, proto, the Beam
+// Go SDK, confluent-kafka-go and the Prometheus client; nothing in the
 // project imports runner except cmd and integration.
 package runner

@@ -21,7 +21,7 @@ import (
 // A drain is a request record in the application's control topic
 // (kafkaclient.ControlTopic); every instance reads that topic from its start while it
 // runs, so one request drains every instance, those started later too.
-// Each stage loop then drains (stage.Drainer): a Kafka source stops
+// Each stage loop then drains (step.Drainer): a Kafka source stops
 // reading, leaving what it has not read uncommitted, and reports the end
 // of time on each of its partitions; a splittable DoFn's residuals run at
 // once, truncated (its TruncateRestriction); every other stage finishes as

@@ -14,7 +14,6 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
@@ -32,8 +31,33 @@ type gbkSpec struct {
 // changelog, firing at most Options.GBKFireBudget values per transaction.
 func init() { registerKind(plan.HeadGroupByKey, gbkKind{}) }
 
+var _ eventTimeWaiter = gbkKind{}
+
+// waitsOnEventTime implements eventTimeWaiter: a GroupByKey in windows
+// other than the global one, or with allowed lateness, fires on the
+// watermark.
+func (gbkKind) waitsOnEventTime(comps *pipepb.Components, s *plan.Stage) string {
+	for _, pc := range comps.GetTransforms()[s.HeadTransform].GetInputs() {
+		ws := comps.GetWindowingStrategies()[comps.GetPcollections()[pc].GetWindowingStrategyId()]
+		if ws.GetWindowFn().GetUrn() != "beam:window_fn:global_windows:v1" {
+			return "the windowed GroupByKey"
+		}
+		if ws.GetAllowedLateness() > 0 {
+			return "the GroupByKey with allowed lateness"
+		}
+	}
+	return ""
+}
+
 // gbkKind is plan.HeadGroupByKey's kind.
 type gbkKind struct{}
+
+// What the page and the metrics topic read of a GroupByKey head (kinds.go).
+var (
+	_ gbkCounters  = (*gbk.Head)(nil)
+	_ windowCounts = (*gbk.Head)(nil)
+	_ attemptDrops = (*gbk.Head)(nil)
+)
 
 // check reads the GroupByKey's windowing strategy and wire coders.
 // Unsupported windowing (wrapping gbk.ErrUnsupported, naming the
@@ -78,7 +102,9 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
-	h, err := newGBKHead(g.spec, e.pl, s, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores, merger, e.o.GBKFireBudget)
+	h, err := openStores(e, s, func(stores *state.Manager) (*gbk.Head, error) {
+		return newGBKHead(g.spec, s, stores, e.log, merger, e.o.GBKFireBudget)
+	})
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
@@ -90,22 +116,10 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 	return builtHead{head: h, counters: h, close: h.Close}, nil
 }
 
-// newGBKHead builds the head of GroupByKey stage s, its task stores under
-// storeDir (the instance slot's), firing at most budget values per
-// transaction (Options.GBKFireBudget: 0 or negative, no bound).
-func newGBKHead(spec *gbkSpec, pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
-	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	opened[s.Name] = stores
+// newGBKHead builds the head of GroupByKey stage s over its task stores
+// (openStores), firing at most budget values per transaction
+// (Options.GBKFireBudget: 0 or negative, no bound).
+func newGBKHead(spec *gbkSpec, s *plan.Stage, stores *state.Manager, log *slog.Logger, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
 	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_session_accumulators", compact != nil)
 	if budget <= 0 {
 		budget = -1 // HeadConfig: negative is no bound

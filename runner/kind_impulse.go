@@ -13,7 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // The Impulse kind (plan.HeadImpulse): the plan transaction writes one
@@ -50,5 +50,5 @@ func (is impulseStage) build(_ context.Context, e *buildEnv) (builtHead, error) 
 	if err := enc.Encode(&exec.FullValue{Elm: []byte{}, Timestamp: mtime.MinTimestamp, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf); err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: encode impulse: %w", s.Name, err)
 	}
-	return builtHead{head: &stage.Passthrough{Impulse: buf.Bytes()}}, nil
+	return builtHead{head: &step.Passthrough{Impulse: buf.Bytes()}}, nil
 }

@@ -17,14 +17,13 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource/sourcehead"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -190,7 +189,11 @@ func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, src *plan.Stage)
 			continue
 		}
 		seen[s.Name] = true
-		if why := eventTimeOperator(comps, s); why != "" {
+		var why string
+		if w, ok := kinds[s.Head].(eventTimeWaiter); ok {
+			why = w.waitsOnEventTime(comps, s)
+		}
+		if why != "" {
 			return fmt.Errorf("kafkastreams: %s uses kafkaio.WithNoWatermarks(), but %s %q is downstream of it (stage %s): its watermark would stay at the start of time and nothing there would ever fire; use kafkaio.WithMonotonousTimestamps() or WithBoundedOutOfOrderness (seed 002: the noWatermarks() trap)",
 				src.HeadUniqueName, why, s.HeadUniqueName, s.Name)
 		}
@@ -199,33 +202,15 @@ func checkNoWatermarks(comps *pipepb.Components, pl *plan.Plan, src *plan.Stage)
 	return nil
 }
 
-// eventTimeOperator says what in stage s waits for the watermark ("" if
-// nothing): its GroupByKey in non-global windows or with allowed lateness,
-// or its stateful ParDo's event-time timers.
-func eventTimeOperator(comps *pipepb.Components, s *plan.Stage) string {
-	t := comps.GetTransforms()[s.HeadTransform]
-	switch s.Head {
-	case plan.HeadGroupByKey:
-		for _, pc := range t.GetInputs() {
-			ws := comps.GetWindowingStrategies()[comps.GetPcollections()[pc].GetWindowingStrategyId()]
-			if ws.GetWindowFn().GetUrn() != "beam:window_fn:global_windows:v1" {
-				return "the windowed GroupByKey"
-			}
-			if ws.GetAllowedLateness() > 0 {
-				return "the GroupByKey with allowed lateness"
-			}
-		}
-	case plan.HeadStateful:
-		pd := &pipepb.ParDoPayload{}
-		if err := proto.Unmarshal(t.GetSpec().GetPayload(), pd); err == nil {
-			for _, spec := range pd.GetTimerFamilySpecs() {
-				if spec.GetTimeDomain() == pipepb.TimeDomain_EVENT_TIME {
-					return "the stateful ParDo with event-time timers"
-				}
-			}
-		}
-	}
-	return ""
+// eventTimeWaiter is a head kind some of whose stages wait for the
+// watermark (a windowed GroupByKey, event-time timers): a source that
+// makes no watermark (kafkaio.WithNoWatermarks) upstream of them is
+// refused (seed 002: the noWatermarks() trap).
+type eventTimeWaiter interface {
+	// waitsOnEventTime says what in stage s (of this kind) waits for the
+	// watermark, as the error names it ("the windowed GroupByKey"), or ""
+	// if nothing does.
+	waitsOnEventTime(comps *pipepb.Components, s *plan.Stage) string
 }
 
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
@@ -292,12 +277,12 @@ func boundedEnds(ctx context.Context, bootstrap string, props map[string]string,
 }
 
 // timestampOf adapts c's TimestampFn to the source head (nil without one).
-func timestampOf(c kafkaio.Config) func(stage.In) (time.Time, error) {
+func timestampOf(c kafkaio.Config) func(step.In) (time.Time, error) {
 	fn := c.Timestamp()
 	if fn == nil {
 		return nil
 	}
-	return func(r stage.In) (time.Time, error) {
+	return func(r step.In) (time.Time, error) {
 		rec := kafkaio.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, kafkaio.Header{Key: h.Key, Value: h.Value})

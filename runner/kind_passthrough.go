@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // The passthrough kinds: a Reshuffle (the topic hop is the reshuffle), a
@@ -17,7 +17,7 @@ func init() {
 	registerKind(plan.HeadSideInputs, passthroughKind{})
 }
 
-// passthroughKind is a head kind whose head is stage.Passthrough.
+// passthroughKind is a head kind whose head is step.Passthrough.
 type passthroughKind struct{}
 
 func (passthroughKind) check(*checkEnv, *plan.Stage) (stageHead, error) {
@@ -30,5 +30,5 @@ type passthroughStage struct{}
 func (passthroughStage) needs() stageNeeds { return stageNeeds{} }
 
 func (passthroughStage) build(context.Context, *buildEnv) (builtHead, error) {
-	return builtHead{head: &stage.Passthrough{}}, nil
+	return builtHead{head: &step.Passthrough{}}, nil
 }

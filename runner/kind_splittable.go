@@ -10,7 +10,6 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/splittable"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 )
@@ -41,7 +40,9 @@ func (ss splittableStage) build(ctx context.Context, e *buildEnv) (builtHead, er
 	if e.fs == nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: a splittable stage without SDK transforms", s.Name)
 	}
-	h, err := newSplittableHead(e.pl, s, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores)
+	h, err := openStores(e, s, func(stores *state.Manager) (*splittable.Head, error) {
+		return newSplittableHead(s, stores, e.log)
+	})
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
@@ -60,25 +61,12 @@ func (ss splittableStage) build(ctx context.Context, e *buildEnv) (builtHead, er
 	return builtHead{head: h, close: h.Close, bundles: bundleOptions{drain: drain, checkpointAfter: e.o.CommitInterval, residuals: true}}, nil
 }
 
-// newSplittableHead builds the head of splittable stage s: a task store per
-// input partition with the stage's changelog, holding the residuals of its
-// splittable DoFn (stage/splittable). The stores live under storeDir.
-func newSplittableHead(pl *plan.Plan, s *plan.Stage, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*splittable.Head, error) {
-	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	opened[s.Name] = stores
+// newSplittableHead builds the head of splittable stage s over its task
+// stores (openStores: one per input partition with the stage's changelog),
+// holding the residuals of its splittable DoFn (stage/splittable).
+func newSplittableHead(s *plan.Stage, stores *state.Manager, log *slog.Logger) (*splittable.Head, error) {
 	h, err := splittable.NewHead(splittable.Config{Stage: s.Name, Stores: stores, Logger: log})
 	if err != nil {
-		stores.Close()
 		return nil, err
 	}
 	log.Info("kafkastreams: splittable DoFn stage", "stage", s.Name, "transform", s.HeadUniqueName)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/stage/userstate"
@@ -22,8 +22,28 @@ import (
 // changelog and serves the harness's state requests.
 func init() { registerKind(plan.HeadStateful, statefulKind{}) }
 
+var _ eventTimeWaiter = statefulKind{}
+
+// waitsOnEventTime implements eventTimeWaiter: a stateful ParDo's
+// event-time timers fire on the watermark.
+func (statefulKind) waitsOnEventTime(comps *pipepb.Components, s *plan.Stage) string {
+	pd := &pipepb.ParDoPayload{}
+	if err := proto.Unmarshal(comps.GetTransforms()[s.HeadTransform].GetSpec().GetPayload(), pd); err == nil {
+		for _, spec := range pd.GetTimerFamilySpecs() {
+			if spec.GetTimeDomain() == pipepb.TimeDomain_EVENT_TIME {
+				return "the stateful ParDo with event-time timers"
+			}
+		}
+	}
+	return ""
+}
+
 // statefulKind is plan.HeadStateful's kind.
 type statefulKind struct{}
+
+// What the page and the metrics topic read of a stateful ParDo's head
+// (kinds.go).
+var _ timerCounts = (*userstate.Head)(nil)
 
 func (statefulKind) check(_ *checkEnv, s *plan.Stage) (stageHead, error) {
 	return statefulStage{s: s}, nil
@@ -41,7 +61,9 @@ func (ss statefulStage) build(_ context.Context, e *buildEnv) (builtHead, error)
 	if e.fs == nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: a stateful ParDo stage without SDK transforms", s.Name)
 	}
-	h, err := newStatefulHead(e.comps, e.pl, s, e.fs, e.sides, e.storeDir, e.o.BootstrapServers, e.o.KafkaProperties, e.log, e.stores)
+	h, err := openStores(e, s, func(stores *state.Manager) (*userstate.Head, error) {
+		return newStatefulHead(e.comps, s, e.fs, e.sides, stores, e.log)
+	})
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
@@ -54,31 +76,18 @@ func (ss statefulStage) build(_ context.Context, e *buildEnv) (builtHead, error)
 // changelog, the input's window coder and allowed lateness (for state
 // garbage collection), and the ParDo's timer families; sides, the stage's
 // side inputs (nil without), hold back timers of windows they are not
-// ready for. The stores live under storeDir (the instance slot's); the
-// stage's state.Manager is added to opened (the metrics read its stores).
-func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, storeDir, bootstrap string, props map[string]string, log *slog.Logger, opened map[string]*state.Manager) (*userstate.Head, error) {
+// ready for. stores are the stage's task stores (openStores).
+func newStatefulHead(comps *pipepb.Components, s *plan.Stage, fs *fnapi.Stage, sides *sideinput.Set, stores *state.Manager, log *slog.Logger) (*userstate.Head, error) {
 	col, ok := comps.GetPcollections()[s.HeadOutput]
 	if !ok {
 		return nil, fmt.Errorf("stateful ParDo %q: input pcollection %s not found", s.HeadUniqueName, s.HeadOutput)
 	}
 	ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
 	wc := comps.GetCoders()[ws.GetWindowCoderId()]
-	stores, err := state.Open(state.Options{
-		Dir:              storeDir,
-		Name:             pl.ApplicationID + "-" + s.Name,
-		Topic:            kafkaclient.ChangelogTopic(pl.ApplicationID, s.Name),
-		BootstrapServers: bootstrap,
-		Properties:       props,
-		Logger:           log,
-	})
-	if err != nil {
-		return nil, err
-	}
 	var gate userstate.WindowGate
 	if sides != nil {
 		gate = sides
 	}
-	opened[s.Name] = stores
 	h, err := userstate.NewHead(userstate.Config{
 		Stage:           s.Name,
 		Transform:       s.HeadTransform,
@@ -91,7 +100,6 @@ func newStatefulHead(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, fs 
 		SideInputs:      gate,
 	})
 	if err != nil {
-		stores.Close()
 		return nil, err
 	}
 	log.Info("kafkastreams: stateful ParDo stage", "stage", s.Name, "transform", s.HeadUniqueName, "timer_families", len(fs.Timers), "allowed_lateness_ms", ws.GetAllowedLateness())

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/sideinput"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -100,7 +100,7 @@ type stageNeeds struct {
 	// topic is created first, in a request of its own (createTopics).
 	records [][]byte
 	// jobClock says the job runs on its job clock
-	// (stage.StepConfig.JobClock): every stage's loop gets it.
+	// (step.Config.JobClock): every stage's loop gets it.
 	jobClock bool
 }
 
@@ -194,16 +194,48 @@ func (e *buildEnv) sharedCollector(name string, newC func() prometheus.Collector
 	return c
 }
 
+// openStores opens stage s's task stores and builds its head over them with
+// newHead: the one place the runner opens a state store (the kinds whose
+// stageNeeds.changelog is set). The stores (state.Open) live under the
+// instance slot's directory (e.storeDir), named "<application id>-<stage>",
+// and restore a task from the stage's changelog topic
+// (kafkaclient.ChangelogTopic) through kafkaclient.ChangelogReader with the
+// Options' bootstrap servers and Kafka properties. Once newHead returns a
+// head, the stage's state.Manager is added to e.stores (the page and
+// /metrics read its stores' sizes) and the head owns it: its Close closes
+// it (builtHead.close). If newHead fails, the stores are closed and its
+// error returned as is.
+func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) (H, error)) (H, error) {
+	var none H
+	stores, err := state.Open(state.Options{
+		Dir:       e.storeDir,
+		Name:      e.pl.ApplicationID + "-" + s.Name,
+		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
+		Changelog: kafkaclient.ChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
+		Logger:    e.log,
+	})
+	if err != nil {
+		return none, err
+	}
+	h, err := newHead(stores)
+	if err != nil {
+		stores.Close()
+		return none, err
+	}
+	e.stores[s.Name] = stores
+	return h, nil
+}
+
 // builtHead is what a kind builds for one stage (stageHead.build): the
 // head and what the stage's loop needs besides the plan. Its zero value
 // but for head is a stage read like an internal topic.
 type builtHead struct {
-	head stage.Head
+	head step.Head
 	// partitions, if not 0, is the input topic's partition count when the
 	// plan does not know it (a user's topic: the broker's count, users).
 	partitions int32
 	// growing says the input topic may gain partitions while the job runs
-	// (stage.Spec.GrowingInput).
+	// (step.Spec.GrowingInput).
 	growing bool
 	// consumer are consumer settings that win over the loop's and the
 	// group membership's (stage.Config.Consumer).
@@ -239,4 +271,34 @@ type gbkCounters interface {
 	Dropped() int64
 	BudgetStops() int64
 	Compacted() int64
+}
+
+// The state a head holds, read by the page (localStages: the stage's totals)
+// and by each transaction's StageCommitMetrics record (commitMetricsRecords:
+// per task, and the attempt's late drops). A head offers them by having the
+// methods; each head kind that does asserts it beside its build
+// (kind_gbk.go, kind_stateful.go), so that renaming a method fails to
+// compile instead of dropping a metric.
+
+// windowCounts are the windows a head holds panes of (gbk.Head): the
+// stage's total (WindowsHeld, the page's) and task p's (TaskWindowsHeld,
+// StageCommitMetrics' TaskStateHeld.windows_held). Counts, not bytes.
+type windowCounts interface {
+	WindowsHeld() int64
+	TaskWindowsHeld(p int32) int64
+}
+
+// timerCounts are the user timers a head holds set (userstate.Head): the
+// stage's total (PendingTimers, the page's) and task p's (TaskTimers,
+// TaskStateHeld.timers_pending). Counts.
+type timerCounts interface {
+	PendingTimers() int64
+	TaskTimers(p int32) int64
+}
+
+// attemptDrops is a head that drops late elements (gbk.Head):
+// AttemptDropped is how many the open attempt dropped, read when its
+// transaction commits (StageCommitMetrics.late_dropped).
+type attemptDrops interface {
+	AttemptDropped() int64
 }

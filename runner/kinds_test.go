@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // TestEveryHeadKindRegistered: every head kind the plan makes has its
@@ -49,7 +51,7 @@ func (cs countingStage) build(_ context.Context, e *buildEnv) (builtHead, error)
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "test_counting_passthrough_stages", Help: "Stages built."})
 	}).(prometheus.Counter)
 	built.Inc()
-	return builtHead{head: &stage.Passthrough{}, consumer: map[string]string{"fetch.min.bytes": "1", "session.timeout.ms": "7000"}}, nil
+	return builtHead{head: &step.Passthrough{}, consumer: map[string]string{"fetch.min.bytes": "1", "session.timeout.ms": "7000"}}, nil
 }
 
 // TestKindExercise registers the counting passthrough for the test, turns
@@ -98,8 +100,8 @@ func TestKindExercise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cfg.Head.(*stage.Passthrough); !ok {
-		t.Errorf("head %T, want *stage.Passthrough", cfg.Head)
+	if _, ok := cfg.Head.(*step.Passthrough); !ok {
+		t.Errorf("head %T, want *step.Passthrough", cfg.Head)
 	}
 	if cfg.Consumer["fetch.min.bytes"] != "1" || cfg.Consumer["session.timeout.ms"] != "7000" || cfg.Consumer["heartbeat.interval.ms"] == "" {
 		t.Errorf("consumer settings %v, want the kind's over the group membership's", cfg.Consumer)
@@ -114,4 +116,41 @@ func TestKindExercise(t *testing.T) {
 	if len(mfs) != 1 || mfs[0].GetName() != "test_counting_passthrough_stages" || mfs[0].GetMetric()[0].GetCounter().GetValue() != 1 {
 		t.Errorf("registered metrics %v, want the kind's counter at 1", mfs)
 	}
+}
+
+// openStores is the one place a kind opens its stage's task stores (issue
+// 22): they are named by the application and the stage under the slot's
+// directory, handed to the head, and the page sees them only once the head
+// is built; a head that fails to build leaves them closed and unlisted.
+func TestOpenStores(t *testing.T) {
+	e := &buildEnv{checkEnv: checkEnv{pl: &plan.Plan{ApplicationID: "app"}, o: DefaultOptions(), log: slog.Default()}, storeDir: t.TempDir(), stores: map[string]*state.Manager{}}
+	s := &plan.Stage{Name: "s2"}
+
+	var failed *state.Manager
+	_, err := openStores(e, s, func(m *state.Manager) (int, error) {
+		failed = m
+		return 0, errors.New("no head")
+	})
+	if err == nil || err.Error() != "no head" {
+		t.Fatalf("err %v, want the head's as is", err)
+	}
+	if _, ok := e.stores[s.Name]; ok {
+		t.Errorf("a stage whose head failed is listed: %v", e.stores)
+	}
+	if _, err := failed.Restore(context.Background(), 0); !errors.Is(err, state.ErrClosed) {
+		t.Errorf("stores of a failed head: Restore = %v, want state.ErrClosed", err)
+	}
+
+	var built *state.Manager
+	h, err := openStores(e, s, func(m *state.Manager) (string, error) {
+		built = m
+		return "head", nil
+	})
+	if err != nil || h != "head" {
+		t.Fatalf("openStores = %q, %v", h, err)
+	}
+	if e.stores[s.Name] != built || built == nil {
+		t.Errorf("stores listed %v, want the head's %p", e.stores, built)
+	}
+	built.Close()
 }

@@ -8,27 +8,27 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // LoopSpec is what stage s's Loop needs of the plan: its topics, its
 // upstreams, and for each output topic its partitions and whether it is
 // keyed (a GroupByKey's or stateful ParDo's input, plan.HeadKind.Keyed).
 // A source stage (plan.HeadKind.Source) reads raw records.
-func LoopSpec(pl *plan.Plan, s *plan.Stage) (stage.Spec, error) {
+func LoopSpec(pl *plan.Plan, s *plan.Stage) (step.Spec, error) {
 	return loopSpec(pl, s, builtHead{})
 }
 
 // loopSpec is LoopSpec with what stage s's kind built (b): the input
 // topic's partition count when the plan does not know it, and whether the
 // input grows.
-func loopSpec(pl *plan.Plan, s *plan.Stage, b builtHead) (stage.Spec, error) {
+func loopSpec(pl *plan.Plan, s *plan.Stage, b builtHead) (step.Spec, error) {
 	partitions := s.Partitions
 	if b.partitions != 0 {
 		partitions = b.partitions
 	}
 	topics := pl.Topics()
-	sp := stage.Spec{
+	sp := step.Spec{
 		ApplicationID: pl.ApplicationID,
 		Name:          s.Name,
 		InputTopic:    s.InputTopic,
@@ -39,14 +39,14 @@ func loopSpec(pl *plan.Plan, s *plan.Stage, b builtHead) (stage.Spec, error) {
 		HeadOutput:    s.HeadOutput,
 	}
 	for _, o := range s.Outputs {
-		out := stage.Output{PCollection: o.PCollection}
+		out := step.Output{PCollection: o.PCollection}
 		for i, t := range o.Topics {
 			n, ok := topics[t]
 			if !ok {
-				return stage.Spec{}, fmt.Errorf("kafkastreams: stage %s: output topic %s is not in the plan", s.Name, t)
+				return step.Spec{}, fmt.Errorf("kafkastreams: stage %s: output topic %s is not in the plan", s.Name, t)
 			}
 			c := pl.Consumer(t)
-			out.Topics = append(out.Topics, stage.OutputTopic{Name: t, Partitions: n, Keyed: c != nil && c.Head.Keyed(), Copies: o.Copies[i]})
+			out.Topics = append(out.Topics, step.OutputTopic{Name: t, Partitions: n, Keyed: c != nil && c.Head.Keyed(), Copies: o.Copies[i]})
 		}
 		sp.Outputs = append(sp.Outputs, out)
 	}
@@ -59,8 +59,8 @@ const intervalWindowCoder = "beam:coder:interval_window:v1"
 
 // markIntervalWindows sets Output.IntervalWindows on each of sp's outputs
 // whose PCollection's windowing strategy has the interval window coder:
-// the stage writes such an element once per window (stage.ExplodeWindows).
-func markIntervalWindows(comps *pipepb.Components, sp *stage.Spec) {
+// the stage writes such an element once per window (step.ExplodeWindows).
+func markIntervalWindows(comps *pipepb.Components, sp *step.Spec) {
 	for i, o := range sp.Outputs {
 		col := comps.GetPcollections()[o.PCollection]
 		ws := comps.GetWindowingStrategies()[col.GetWindowingStrategyId()]
@@ -88,17 +88,17 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 	return out, nil
 }
 
-// stageLoopSpec is stage s's whole stage.Spec: LoopSpec with what its
+// stageLoopSpec is stage s's whole step.Spec: LoopSpec with what its
 // kind built (b), the interval-window outputs (markIntervalWindows) and
 // its Kafka sinks (sinkSpecs, with the users' topics' partition counts).
-func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b builtHead, users map[string]int32) (stage.Spec, error) {
+func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b builtHead, users map[string]int32) (step.Spec, error) {
 	spec, err := loopSpec(pl, s, b)
 	if err != nil {
-		return stage.Spec{}, err
+		return step.Spec{}, err
 	}
 	markIntervalWindows(comps, &spec)
 	if spec.Sinks, err = sinkSpecs(comps, s, users); err != nil {
-		return stage.Spec{}, err
+		return step.Spec{}, err
 	}
 	return spec, nil
 }

@@ -2,12 +2,13 @@ package runner
 
 import (
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
 // localStages is this instance's share of every stage for the page and the
 // explanations: committed counters and assigned tasks per stage.
-func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, heads map[string]stage.Head) map[string]service.LocalStage {
+func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, heads map[string]step.Head) map[string]service.LocalStage {
 	out := make(map[string]service.LocalStage, len(loops))
 	for name, l := range loops {
 		st := l.Stats()
@@ -15,10 +16,10 @@ func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, 
 		if h := counters[name]; h != nil {
 			ls.LateDropped = h.Dropped()
 		}
-		if h, ok := heads[name].(interface{ WindowsHeld() int64 }); ok {
+		if h, ok := heads[name].(windowCounts); ok {
 			ls.WindowsHeld = h.WindowsHeld()
 		}
-		if h, ok := heads[name].(interface{ PendingTimers() int64 }); ok {
+		if h, ok := heads[name].(timerCounts); ok {
 			ls.TimersPending = h.PendingTimers()
 		}
 		for _, t := range l.Tasks() {

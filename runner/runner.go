@@ -16,6 +16,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -230,8 +231,8 @@ const finalizeTimeout = 30 * time.Second
 // dropping them would lose data. When the head's output PCollection also leaves the
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
-// head through the step (stage.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) stage.ProcessFunc {
+// head through the step (step.Head.Results).
+func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
 	drainFS := bo.drain
 	name := st.Name
 	headOut := false
@@ -251,7 +252,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOp
 			bySink[sink] = pc
 		}
 	}
-	return func(ctx context.Context, w stage.Work, emit stage.Emit) (*stage.Bundle, error) {
+	return func(ctx context.Context, w step.Work, emit step.Emit) (*step.Bundle, error) {
 		desc, src, o := name, fs.Source, opt
 		if w.Drain {
 			if drainFS == nil {
@@ -278,7 +279,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOp
 		}
 		infos := r.MonitoringInfos
 		finalize := r.Finalize
-		b := &stage.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() {
+		b := &step.Bundle{Outputs: out, Timers: r.Timers, Residuals: r.Residuals, Committed: func() {
 			committed.add(infos)
 			if finalize != "" {
 				// Beam's bundle finalization: the callbacks run once the

@@ -358,13 +358,3 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 func planReaderConfig(bootstrap string, props map[string]string, appID string) kafka.ConfigMap {
 	return kafkaclient.EndReaderConfig(kafkaclient.Base(bootstrap, props), appID+"-plan-reader")
 }
-
-// sortedTopics are the keys of m, sorted.
-func sortedTopics[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

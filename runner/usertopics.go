@@ -15,8 +15,8 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // userTopics returns the partition count of every user's topic in users
@@ -64,8 +64,8 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 // value and event time decoded from the elements with the PCollection's
 // windowed value coder (KV<[]byte, []byte>, or []byte values without keys;
 // standard coders, the same on the wire).
-func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]int32) ([]stage.Sink, error) {
-	var out []stage.Sink
+func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]int32) ([]step.Sink, error) {
+	var out []step.Sink
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
 	for _, k := range s.KafkaSinks {
 		col := comps.GetPcollections()[k.PCollection]
@@ -79,7 +79,7 @@ func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]in
 		}
 		dec := exec.MakeElementDecoder(coder.NewW(ec, wc))
 		topic := k.Topic
-		out = append(out, stage.Sink{
+		out = append(out, step.Sink{
 			PCollection: k.PCollection,
 			Topic:       topic,
 			Partitions:  partitions[topic],

@@ -17,7 +17,7 @@ func reportsEndOfTime(v []byte) bool {
 		return false
 	}
 	for _, r := range rs {
-		if mtime.Time(r.GetCommittedWatermarkMillis()) >= mtime.MaxTimestamp {
+		if r.Core().CommittedWatermark >= mtime.MaxTimestamp {
 			return true
 		}
 	}

@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/kafkastreams/kafkastreams/stage/step"
+
 	"context"
 	"time"
 
@@ -34,7 +36,7 @@ type logEndAnswer struct {
 // failed request is logged (at most every 30 s) and changes nothing: a
 // partition without a fresh answer is not idle.
 func (l *Loop) askLogEnds(ctx context.Context) {
-	le, ok := l.head.(LogEnds)
+	le, ok := l.head.(step.LogEnds)
 	if !ok {
 		return
 	}
@@ -46,7 +48,7 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 		default:
 		}
 	}
-	if l.logEnd.busy || time.Since(l.logEnd.asked) < LogEndInterval {
+	if l.logEnd.busy || time.Since(l.logEnd.asked) < step.LogEndInterval {
 		return
 	}
 	want := le.LogEndsWanted()
@@ -76,7 +78,7 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 
 // applyLogEnds hands answer a to the head, for the partitions still
 // assigned that both requests answered.
-func (l *Loop) applyLogEnds(le LogEnds, a logEndAnswer) {
+func (l *Loop) applyLogEnds(le step.LogEnds, a logEndAnswer) {
 	if a.err != nil {
 		if time.Since(l.logEnd.failed) >= 30*time.Second {
 			l.logEnd.failed = time.Now()

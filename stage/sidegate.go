@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/kafkastreams/kafkastreams/stage/step"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -8,20 +10,6 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
-
-// SideInputGate says whether an element of a stage's head output may enter a
-// bundle: every side input window it reads is complete (see package
-// stage/sideinput, whose Set implements it). Safe for concurrent use.
-type SideInputGate interface {
-	// Ready reports whether element (encoded with the head output's wire
-	// coder) may be processed now. An error is the stage's error.
-	Ready(element []byte) (bool, error)
-	// Changed returns a channel closed the next time readiness may have
-	// changed (a side watermark moved).
-	Changed() <-chan struct{}
-	// Waiting describes what the side inputs wait for, for logs.
-	Waiting() string
-}
 
 // sideGate is the Loop's state for holding back main input: the tasks
 // stopped at an element whose side inputs are not ready. Owned by the
@@ -75,7 +63,7 @@ func (l *Loop) holdBlocked(blocked map[int32]int64) error {
 	if _, err := l.consumer.SeekPartitions(tps); err != nil {
 		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
-	if le, ok := l.head.(LogEnds); ok {
+	if le, ok := l.head.(step.LogEnds); ok {
 		// Sought back before records the EOF was past: not caught up
 		// (issue 21, section 2: a paused partition with records is not idle).
 		for _, tp := range tps {

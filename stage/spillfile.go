@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/kafkastreams/kafkastreams/stage/step"
+
 	"bufio"
 	"encoding/binary"
 	"errors"
@@ -34,7 +36,7 @@ type spillFile struct {
 }
 
 // add appends records.
-func (s *spillFile) add(records []Record) error {
+func (s *spillFile) add(records []step.Record) error {
 	if s.f == nil {
 		if s.dir != "" {
 			if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -82,7 +84,7 @@ func appendSpillBytes(b, v []byte) []byte {
 
 // replay calls produce for every record added since the last reset, in
 // order. The record and its bytes are valid only during the call.
-func (s *spillFile) replay(produce func(*Record) error) error {
+func (s *spillFile) replay(produce func(*step.Record) error) error {
 	if s.n == 0 {
 		return nil
 	}
@@ -103,7 +105,7 @@ func (s *spillFile) replay(produce func(*Record) error) error {
 		if err != nil {
 			return s.corrupt(i, err)
 		}
-		r := Record{Topic: s.topics[t], Partition: int32(p)}
+		r := step.Record{Topic: s.topics[t], Partition: int32(p)}
 		if r.Key, key, err = readSpillBytes(rd, key); err != nil {
 			return s.corrupt(i, err)
 		}

@@ -1,6 +1,8 @@
 package stage
 
 import (
+	"github.com/kafkastreams/kafkastreams/stage/step"
+
 	"fmt"
 	"os"
 	"reflect"
@@ -15,11 +17,11 @@ import (
 func TestSpillFileReplaysInOrder(t *testing.T) {
 	dir := t.TempDir()
 	s := &spillFile{dir: dir}
-	var want []Record
+	var want []step.Record
 	for attempt := 0; attempt < 2; attempt++ {
 		want = want[:0]
 		for i := 0; i < 3000; i++ {
-			r := Record{Topic: fmt.Sprint("t", i%3), Partition: int32(i%5) - 1, Value: []byte(fmt.Sprint(attempt, "-", i))}
+			r := step.Record{Topic: fmt.Sprint("t", i%3), Partition: int32(i%5) - 1, Value: []byte(fmt.Sprint(attempt, "-", i))}
 			switch i % 4 {
 			case 1:
 				r.Key = []byte{}
@@ -34,8 +36,8 @@ func TestSpillFileReplaysInOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var got []Record
-		err := s.replay(func(r *Record) error {
+		var got []step.Record
+		err := s.replay(func(r *step.Record) error {
 			c := *r
 			if r.Key != nil {
 				c.Key = append([]byte{}, r.Key...)

@@ -61,6 +61,14 @@ func (a *Aggregator) add(name string) *Manager {
 // ErrUnknownUpstream if upstreams were declared and upstream is not one of
 // them. State unchanged after any error. O(log P).
 func (a *Aggregator) Observe(upstream string, sourcePartition int32, committedWatermark mtime.Time, totalSourcePartitions int32, idle bool) error {
+	return a.ObserveReport(Report{Upstream: upstream, SourcePartition: sourcePartition, CommittedWatermark: committedWatermark, TotalSourcePartitions: totalSourcePartitions, Idle: idle})
+}
+
+// ObserveReport records report r of upstream stage r.Upstream: it is
+// Observe with r's fields, with Observe's errors (ErrUnknownUpstream, and
+// Manager.Observe's). State unchanged after any error. O(log P).
+func (a *Aggregator) ObserveReport(r Report) error {
+	upstream := r.Upstream
 	m, ok := a.mgrs[upstream]
 	if !ok {
 		if a.declared {
@@ -68,12 +76,12 @@ func (a *Aggregator) Observe(upstream string, sourcePartition int32, committedWa
 		}
 		// Validate before creating the Manager so that a failed report
 		// leaves no trace.
-		if err := validate(sourcePartition, committedWatermark, totalSourcePartitions); err != nil {
+		if err := validate(r.SourcePartition, r.CommittedWatermark, r.TotalSourcePartitions); err != nil {
 			return fmt.Errorf("upstream %q: %w", upstream, err)
 		}
 		m = a.add(upstream)
 	}
-	if err := m.Observe(sourcePartition, committedWatermark, totalSourcePartitions, idle); err != nil {
+	if err := m.ObserveReport(r); err != nil {
 		return fmt.Errorf("upstream %q: %w", upstream, err)
 	}
 	return nil

@@ -6,12 +6,17 @@
 //
 //   - Manager (manager.go): the pure in-memory core for ONE upstream stage. It
 //     takes reports (sourcePartition, committedWatermark, totalSourcePartitions,
-//     idle) through Observe and recomputes the emitted watermark only when
+//     idle) through Observe, or as a Report through ObserveReport, and
+//     recomputes the emitted watermark only when
 //     asked, through Advance, so that the result of a batch of reports does not
 //     depend on their order.
 //   - Aggregator (aggregator.go): one Manager per upstream stage, for a stage
 //     with several upstreams (a Flatten of two stages); its watermark is the
 //     min over its managers.
+//   - Report (report.go): one report in the core's units. The proto
+//     WatermarkReport's Core method (proto/kafkastreams/v1/report.go) is the
+//     one translation of a report record into it; the readers of reports
+//     (the step's task, the side input store, the service) all use it.
 //   - partHeap (heap.go): the indexed binary heap that makes a report cost
 //     O(log P) for P source partitions.
 //
@@ -27,7 +32,7 @@
 //
 // # What it may import
 //
-// The core (manager.go, heap.go, aggregator.go) imports only the standard
+// The core (manager.go, heap.go, aggregator.go, report.go) imports only the standard
 // library and Beam's mtime package
 // (github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime). It does no
 // I/O, starts no goroutine and reads no clock; it is not safe for concurrent

@@ -151,33 +151,40 @@ func validate(sourcePartition int32, committedWatermark mtime.Time, totalSourceP
 // ErrWatermarkOutOfRange if committedWatermark is outside
 // [mtime.MinTimestamp, mtime.MaxTimestamp].
 func (m *Manager) Observe(sourcePartition int32, committedWatermark mtime.Time, totalSourcePartitions int32, idle bool) error {
-	if err := validate(sourcePartition, committedWatermark, totalSourcePartitions); err != nil {
+	return m.ObserveReport(Report{SourcePartition: sourcePartition, CommittedWatermark: committedWatermark, TotalSourcePartitions: totalSourcePartitions, Idle: idle})
+}
+
+// ObserveReport records report r of this Manager's upstream stage: it is
+// Observe with r's fields (r.Upstream is not read: the caller chose the
+// Manager by it). Observe's rules, errors and cost apply.
+func (m *Manager) ObserveReport(r Report) error {
+	if err := validate(r.SourcePartition, r.CommittedWatermark, r.TotalSourcePartitions); err != nil {
 		return err
 	}
-	if totalSourcePartitions > m.total {
-		m.setTotal(totalSourcePartitions)
+	if r.TotalSourcePartitions > m.total {
+		m.setTotal(r.TotalSourcePartitions)
 	}
-	for int(sourcePartition) >= len(m.parts) {
+	for int(r.SourcePartition) >= len(m.parts) {
 		m.parts = append(m.parts, partition{pos: -1})
 	}
-	st := &m.parts[sourcePartition]
+	st := &m.parts[r.SourcePartition]
 	if !st.reported {
-		st.reported, st.wm, st.idle = true, committedWatermark, idle
+		st.reported, st.wm, st.idle = true, r.CommittedWatermark, r.Idle
 		m.reported++
-		m.heapOf(idle).push(m.parts, sourcePartition)
+		m.heapOf(r.Idle).push(m.parts, r.SourcePartition)
 		return nil
 	}
-	raised := committedWatermark > st.wm
+	raised := r.CommittedWatermark > st.wm
 	if raised {
-		st.wm = committedWatermark
+		st.wm = r.CommittedWatermark
 	}
 	switch {
-	case idle != st.idle:
-		m.heapOf(st.idle).remove(m.parts, sourcePartition)
-		st.idle = idle
-		m.heapOf(idle).push(m.parts, sourcePartition)
+	case r.Idle != st.idle:
+		m.heapOf(st.idle).remove(m.parts, r.SourcePartition)
+		st.idle = r.Idle
+		m.heapOf(r.Idle).push(m.parts, r.SourcePartition)
 	case raised:
-		m.heapOf(idle).fix(m.parts, sourcePartition)
+		m.heapOf(r.Idle).fix(m.parts, r.SourcePartition)
 	}
 	return nil
 }

@@ -7,7 +7,8 @@
 //
 // Fusion rule (../shared/DESIGN.md, "Execution model"): a stage boundary is
 // wherever data must be re-partitioned or the runner itself acts. A stage is a
-// head (Impulse, GroupByKey, Reshuffle, Flatten) reading the stage's input
+// head (Impulse, GroupByKey, Reshuffle, Flatten, TestStream, and the
+// ParDos below: HeadKind) reading the stage's input
 // topic, followed by every SDK transform (ParDo, WindowInto, …) reachable from
 // the head's output through SDK transforms only. Every edge from a stage to a
 // boundary transform becomes a write to that consumer stage's input topic; so
@@ -50,6 +51,14 @@
 // so every instance derives the same plan; a combine that may not lift
 // (element-count triggers, a timestamp combiner other than the end of the
 // window, taken ids) runs its unlifted expansion.
+//
+// Files: plan.go the Plan and its Stages, Options, the URNs and errors;
+// kind.go HeadKind, the head kinds and what each is on the plan side (its
+// predicates: Keyed, Source, OnePartition, UserTopic, Passthrough; the
+// URNs that are heads); build.go Build, the fusion walk and its side-input
+// rule; transforms.go reading the pipeline's transforms (leaves, order,
+// inputs, what is supported); combine.go, splittable.go and native.go as
+// above; diff.go the recorded form (Encode, Decode) and Diff.
 //
 // It may import the Beam model protos, and the Go SDK's graphx to decode Go
 // DoFns (NativeDoFn).

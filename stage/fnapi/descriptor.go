@@ -92,8 +92,9 @@ type Stage struct {
 // Errors name the offending transform or PCollection: an unknown id, a
 // composite or runner-executed transform, side inputs other than iterable
 // and multimap or made in the stage itself, splittable
-// DoFns with an unbounded input or output (they may self-checkpoint: not
-// supported yet), transforms of different environments, an input
+// DoFns with an unbounded input or output that the planner has not split
+// into their steps (they may self-checkpoint: checkSplittable), transforms
+// of different environments, an input
 // that is not spec.Input nor made in the stage, a PCollection that escapes the
 // stage without being an output, and window coders other than global and
 // interval.

@@ -8,7 +8,9 @@
 //     values arrive; allowed lateness, accumulation, timestamp combiners and
 //     garbage collection follow the Beam model (each rule is a formula on
 //     the function implementing it). No I/O but through Store, no
-//     goroutines, no clock. Scenario tests: testdata/core/*.txt.
+//     goroutines, no clock. Scenario tests: testdata/core/*.txt. merge.go
+//     is the merging of a key's windows (sessions), layout.go the Store's
+//     keys and the meta record's encoding, memstore.go MemStore.
 //   - trigger.go, triggered.go: non-default triggers (Never, Always,
 //     AfterCount, AfterProcessingTime, AfterSynchronizedProcessingTime,
 //     AfterEndOfWindow with early and late firings, AfterAll, AfterAny,
@@ -30,7 +32,7 @@
 //     the SDK; Beam's combining state for merging windows).
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
-//   - head.go: Head, the stage.Head shell: per task a Core over a
+//   - head.go: Head, the step.Head shell: per task a Core over a
 //     state.Task, whose writes reach the changelog in the attempt's
 //     transaction.
 //
@@ -50,6 +52,7 @@
 //     the input watermark) are dropped and counted (Head.Dropped, and a log
 //     line naming the stage), never silently.
 //
-// It may import stage, stage/state, stage/fnapi and the Beam Go SDK; not
-// runner.
+// It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
+// not the loop shell (stage), a Kafka client nor runner
+// (importrules_test.go).
 package gbk

@@ -11,8 +11,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // HeadConfig configures the GroupByKey head of one stage in one instance.
@@ -31,7 +31,7 @@ type HeadConfig struct {
 	// Clock is the processing time processing-time triggers see, read
 	// before every Element and Advance. Default time.Now. (Beam: the
 	// runner's processing time.) In a job with a job clock (a TestStream:
-	// stage.StepConfig.JobClock) the step's SetProcessingTime replaces it
+	// step.Config.JobClock) the step's SetProcessingTime replaces it
 	// for each task.
 	Clock func() time.Time
 	// FireBudget bounds the values one attempt fires per task under the
@@ -59,14 +59,14 @@ type HeadConfig struct {
 // small values).
 const DefaultFireBudget = 100_000
 
-// Head is the runner-side GroupByKey at the head of a stage (stage.Head):
+// Head is the runner-side GroupByKey at the head of a stage (step.Head):
 // per task a Core over the task's state.Task. Element buffers values,
 // Advance fires panes, and the store's pending writes go to the changelog
 // in the attempt's transaction (Prepare), to Pebble once it committed
 // (Committed), or nowhere (Aborted, after which the cores reload from the
 // committed store).
 type Head struct {
-	stage.InternalInput
+	step.InternalInput
 	cfg   HeadConfig
 	log   *slog.Logger
 	cores map[int32]*Core
@@ -99,8 +99,9 @@ type Head struct {
 func (h *Head) BudgetStops() int64 { return h.budgetStops.Load() }
 
 var (
-	_ stage.Head           = (*Head)(nil)
-	_ stage.JobClockReader = (*Head)(nil)
+	_ step.Head           = (*Head)(nil)
+	_ step.JobClockReader = (*Head)(nil)
+	_ step.Owing          = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -169,9 +170,9 @@ func (h *Head) ClosedDropped() int64 { return h.closed.Load() }
 // key must be the element's key bytes (KeyOf upstream). It returns the
 // panes a non-default trigger fires on it (the default trigger fires only
 // in Advance).
-func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	out, err := h.element(p, r.Key, r.Value)
-	return stage.Work{Elements: out}, err
+	return step.Work{Elements: out}, err
 }
 
 func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
@@ -213,15 +214,15 @@ func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
 
 // Advance fires task p's panes for input watermark wm and returns them
 // encoded, in firing order.
-func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
+func (h *Head) Advance(p int32, wm mtime.Time) (step.Work, error) {
 	c, err := h.core(p)
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	c.SetProcessingTime(h.now(p))
 	panes, err := c.Advance(wm)
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	if c.Owes() {
 		h.budgetStops.Add(1)
@@ -230,14 +231,14 @@ func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
 	for _, pn := range panes {
 		e, err := h.cfg.Codec.Encode(pn)
 		if err != nil {
-			return stage.Work{}, err
+			return step.Work{}, err
 		}
 		out = append(out, e)
 	}
-	return stage.Work{Elements: out}, nil
+	return step.Work{Elements: out}, nil
 }
 
-// SetProcessingTime implements stage.JobClockReader: task p's
+// SetProcessingTime implements step.JobClockReader: task p's
 // processing-time triggers read ms (the job clock) from now on.
 func (h *Head) SetProcessingTime(p int32, ms int64) { h.jobClock[p] = ms }
 
@@ -284,13 +285,13 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MaxTimestamp
 }
 
-// Results implements stage.Head: the bundles after a GroupByKey set no
+// Results implements step.Head: the bundles after a GroupByKey set no
 // timers.
-func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+func (h *Head) Results(*step.Bundle) (step.Work, error) { return step.Work{}, nil }
 
 // Prepare compacts the attempt's entries (HeadConfig.Compact), then writes
 // the attempt's state changes to the changelog.
-func (h *Head) Prepare(produce stage.ProduceFunc) error {
+func (h *Head) Prepare(produce step.ProduceFunc) error {
 	if err := h.compact(); err != nil {
 		return err
 	}
@@ -363,7 +364,7 @@ func (h *Head) Committed() error {
 	return h.cfg.Stores.Committed()
 }
 
-// Owes implements stage.Owing: some task owes panes past the last
+// Owes implements step.Owing: some task owes panes past the last
 // attempt's fire budget (HeadConfig.FireBudget).
 func (h *Head) Owes() bool {
 	for _, c := range h.cores {

@@ -29,7 +29,7 @@
 //   - javapartition.ForKey (javapartition/): the partition Apache Kafka's
 //     Java client gives a key (murmur2), for topics Java clients share. A
 //     package of its own that imports no Kafka client, for the pure commit
-//     step (stage/step.go) that partitions a sink's records.
+//     step (stage/step/output.go) that partitions a sink's records.
 //   - LeanProducerChannels and InitTransactions (producer.go).
 //
 // # Reading to the end

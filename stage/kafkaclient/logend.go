@@ -227,3 +227,21 @@ func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, 
 	}
 	return high, stable, nil
 }
+
+// ChangelogReader returns the function a state store restores a task
+// with (state.Options.Changelog): it reads partition p of topic with a
+// consumer of its own (NewEndReader, group "<topic>-restore": assigned,
+// never joined), read_committed, from the beginning to the partition's log
+// end offset when the read began (ReadToEnd), handing every record's key
+// and value (nil: a tombstone) to apply in offset order, and returns how
+// many it read. An error of apply stops the read and is returned as is.
+func ChangelogReader(bootstrap string, props map[string]string) func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error) {
+	return func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error) {
+		c, err := NewEndReader(bootstrap, props, topic+"-restore")
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = c.Close() }()
+		return ReadToEnd(ctx, c, topic, p, func(e *kafka.Message) error { return apply(e.Key, e.Value) })
+	}
+}

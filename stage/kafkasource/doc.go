@@ -40,8 +40,8 @@
 // record sequences; fuzz_test.go holds FuzzPartition against the same
 // model.
 //
-// The shell is subpackage sourcehead: Head, the stage.Head (and
-// stage.LogEnds) of a Kafka source stage, built on this core.
+// The shell is subpackage sourcehead: Head, the step.Head (and
+// step.LogEnds) of a Kafka source stage, built on this core.
 //
 // # What it may import
 //
@@ -88,7 +88,7 @@
 //     reports a partition idle only once its consumer has reached the
 //     partition's end after its latest record, so a partition with a
 //     backlog never leaves the minimum, and never while the consumer cannot
-//     fetch it (its leader is gone: stage.Reachability, from the
+//     fetch it (its leader is gone: step.Reachability, from the
 //     consumer's statistics); once it can again, its idleness clock starts
 //     afresh. A broker failover is not a quiet partition: the records its
 //     producers hold back meanwhile come later with their event times.
@@ -110,8 +110,8 @@
 //     just in flight at the deadline); (d) a fetch stopped or backing off
 //     after an error while the leader is up (eof < High). An idle partition
 //     that a later answer shows unread records for (a transaction opened
-//     on it) stops being idle at once. The loop asks (stage.LogEnds) at
-//     most every stage.LogEndInterval, so a partition goes idle up to
+//     on it) stops being idle at once. The loop asks (step.LogEnds) at
+//     most every step.LogEndInterval, so a partition goes idle up to
 //     0.5 s plus a round trip after its idleness timeout; a partition whose
 //     answer does not come (the broker cannot be asked) stays non-idle.
 //  3. Alignment: the group minimum is the min over the members that have

@@ -255,6 +255,32 @@ func (p *Partition) Observe(eventTime mtime.Time, now time.Time) {
 	}
 }
 
+// Progress is the event-time part of a generator: what its records moved
+// (whether it has seen one, its highest and its latest event time), not
+// its idleness clock. A source keeps the Progress of each partition as of
+// its last commit and puts it back when an attempt aborts (Rewind): the
+// attempt's records are read again, and a watermark computed from them
+// before they are output again would run ahead of them (a task woken
+// without records reports it; downstream, the windows it closes drop the
+// records as late).
+type Progress struct {
+	seen          bool
+	maxTS, lastTS mtime.Time
+}
+
+// Progress returns p's event-time progress (see Progress).
+func (p *Partition) Progress() Progress {
+	return Progress{seen: p.seen, maxTS: p.maxTS, lastTS: p.lastTS}
+}
+
+// Rewind puts p's event-time progress back to pr, taken from p (or the
+// zero Progress: no record seen, a generator as NewPartition makes it);
+// the idleness clock stays (the wall-clock activity happened). Its
+// watermark is then the one pr had: Watermark never decreases except here.
+func (p *Partition) Rewind(pr Progress) {
+	p.seen, p.maxTS, p.lastTS = pr.seen, pr.maxTS, pr.lastTS
+}
+
 // Touch moves the partition's idleness clock to now (activity' =
 // MAX(activity, now)) without a record: its partition became reachable
 // again after an outage, and records its producers held back may follow.
@@ -275,8 +301,8 @@ func (p *Partition) Touch(now time.Time) {
 //	                        its records give; its watermark is WatermarkAt's
 //
 // where clamp is to [mtime.MinTimestamp, mtime.MaxTimestamp]. It never
-// decreases: maxTS only grows. In Beam a record is late when its
-// timestamp is before the watermark, so a bounded watermark admits every
+// decreases (maxTS only grows) but by Rewind, after an aborted attempt.
+// In Beam a record is late when its timestamp is before the watermark, so a bounded watermark admits every
 // record at most MaxOutOfOrderness behind the highest one seen; the
 // monotonous 1 ms (Flink's forMonotonousTimestamps, seed 002) is 1 ms more
 // cautious than Beam needs, and equals BoundedOutOfOrderness with a 1 ms

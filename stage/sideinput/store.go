@@ -257,7 +257,7 @@ func (s *Store) observe(rs []*pb.WatermarkReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range rs {
-		if err := s.mu.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
+		if err := s.mu.agg.ObserveReport(r.Core()); err != nil {
 			s.mu.wm = s.mu.agg.Advance()
 			return fmt.Errorf("sideinput: report in %s: %w", s.spec.Side.Topic, err)
 		}

@@ -5,7 +5,7 @@
 // The stage's input topic carries sized restrictions, KV<KV<element,
 // restriction>, size>, written by the stage before it (where the pair and
 // split steps run). The head runs each input record in a bundle of its own
-// (stage.Work.Alone), so that the residuals the bundle returns (the rest of
+// (step.Work.Alone), so that the residuals the bundle returns (the rest of
 // a restriction the DoFn asked to resume, Beam's DelayedBundleApplication)
 // belong to the task whose record it was. Each residual is kept in the
 // task's state store (stage/state), so it is committed in the transaction
@@ -34,9 +34,9 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // Config configures the head of one splittable stage in one instance.
@@ -69,9 +69,9 @@ type task struct {
 	next      uint64
 }
 
-// Head is the head of a splittable stage (stage.Head).
+// Head is the head of a splittable stage (step.Head).
 type Head struct {
-	stage.InternalInput
+	step.InternalInput
 	cfg Config
 	log *slog.Logger
 
@@ -87,13 +87,13 @@ type Head struct {
 }
 
 var (
-	_ stage.Head    = (*Head)(nil)
-	_ stage.Drainer = (*Head)(nil)
+	_ step.Head    = (*Head)(nil)
+	_ step.Drainer = (*Head)(nil)
 )
 
-// Drain implements stage.Drainer (Beam's drain of a splittable DoFn):
+// Drain implements step.Drainer (Beam's drain of a splittable DoFn):
 // every residual is due at once and, from now on, every restriction runs
-// truncated (stage.Work.Drain: the DoFn's TruncateRestriction, then its
+// truncated (step.Work.Drain: the DoFn's TruncateRestriction, then its
 // process step, which can no longer checkpoint), so the tasks hold nothing
 // once they have run and their output watermark follows their input's to
 // the end of time. The stage goes on reading its input.
@@ -196,24 +196,24 @@ func (h *Head) Revoke(p int32) {
 }
 
 // Element runs the record's sized restriction in a bundle of its own.
-func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, err := h.taskLocked(p); err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	h.mu.current = p
-	return stage.Work{Elements: [][]byte{r.Value}, Alone: true, Drain: h.mu.drained}, nil
+	return step.Work{Elements: [][]byte{r.Value}, Alone: true, Drain: h.mu.drained}, nil
 }
 
 // Advance resumes task p's residuals that are due (their delay has passed),
 // in the order they were kept, in one bundle of their own.
-func (h *Head) Advance(p int32, _ mtime.Time) (stage.Work, error) {
+func (h *Head) Advance(p int32, _ mtime.Time) (step.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, err := h.taskLocked(p)
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	now := h.cfg.Clock()
 	var due []*residual
@@ -223,13 +223,13 @@ func (h *Head) Advance(p int32, _ mtime.Time) (stage.Work, error) {
 		}
 	}
 	if len(due) == 0 {
-		return stage.Work{}, nil
+		return step.Work{}, nil
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i].seq < due[j].seq })
-	w := stage.Work{Alone: true, Point: true, Drain: h.mu.drained}
+	w := step.Work{Alone: true, Point: true, Drain: h.mu.drained}
 	for _, r := range due {
 		if err := t.st.Delete(residualKey(r.seq)); err != nil {
-			return stage.Work{}, err
+			return step.Work{}, err
 		}
 		delete(t.residuals, r.seq)
 		w.Elements = append(w.Elements, r.element)
@@ -241,26 +241,26 @@ func (h *Head) Advance(p int32, _ mtime.Time) (stage.Work, error) {
 // Results keeps the bundle's residuals with the task whose work it ran.
 // Nothing runs at once: a residual is resumed at a later Advance, so a DoFn
 // that checkpoints at once cannot spin within one attempt.
-func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
+func (h *Head) Results(b *step.Bundle) (step.Work, error) {
 	if len(b.Residuals) == 0 {
-		return stage.Work{}, nil
+		return step.Work{}, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, err := h.taskLocked(h.mu.current)
 	if err != nil {
-		return stage.Work{}, fmt.Errorf("splittable: %d residuals of no task's bundle: %w", len(b.Residuals), err)
+		return step.Work{}, fmt.Errorf("splittable: %d residuals of no task's bundle: %w", len(b.Residuals), err)
 	}
 	now := h.cfg.Clock()
 	for _, res := range b.Residuals {
 		r := &residual{seq: t.next, due: now.Add(res.Delay), watermark: residualWatermark(res), element: res.Element}
 		t.next++
 		if err := t.st.Set(residualKey(r.seq), r.encode()); err != nil {
-			return stage.Work{}, err
+			return step.Work{}, err
 		}
 		t.residuals[r.seq] = r
 	}
-	return stage.Work{}, nil
+	return step.Work{}, nil
 }
 
 // residualWatermark is the watermark a residual holds: the least of the
@@ -324,7 +324,7 @@ func (h *Head) Residuals(p int32) int {
 }
 
 // Prepare writes the attempt's residual changes to the changelog.
-func (h *Head) Prepare(produce stage.ProduceFunc) error {
+func (h *Head) Prepare(produce step.ProduceFunc) error {
 	return h.cfg.Stores.Prepare(state.ProduceFunc(produce))
 }
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // clock is a settable processing time.
@@ -64,11 +64,11 @@ func commit(t *testing.T, h *Head) (changelog int) {
 func TestResidualsAreKeptHeldAndResumed(t *testing.T) {
 	c := &clock{now: time.UnixMilli(1_000_000)}
 	h := newHead(t, c)
-	w, err := h.Element(1, stage.In{Value: []byte("e")})
+	w, err := h.Element(1, step.In{Value: []byte("e")})
 	if err != nil || !w.Alone || len(w.Elements) != 1 {
 		t.Fatalf("Element: %+v, %v; want the element alone", w, err)
 	}
-	w, err = h.Results(&stage.Bundle{Residuals: []fnapi.Residual{
+	w, err = h.Results(&step.Bundle{Residuals: []fnapi.Residual{
 		{Element: windowed(50, "r1"), Delay: 2 * time.Second, OutputWatermarks: map[string]mtime.Time{"o1": 700, "o2": 600}},
 		{Element: windowed(40, "r2")},
 	}})
@@ -91,7 +91,7 @@ func TestResidualsAreKeptHeldAndResumed(t *testing.T) {
 	if err != nil || !w.Alone || fmt.Sprintf("%q", w.Elements) != fmt.Sprintf("%q", [][]byte{windowed(40, "r2")}) {
 		t.Fatalf("Advance: %+v, %v; want r2 alone", w, err)
 	}
-	if _, err := h.Results(&stage.Bundle{}); err != nil {
+	if _, err := h.Results(&step.Bundle{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Hold(1); got != 600 {
@@ -108,7 +108,7 @@ func TestResidualsAreKeptHeldAndResumed(t *testing.T) {
 	if w, _ = h.Advance(1, 0); len(w.Elements) != 1 {
 		t.Fatalf("Advance after the delay: %+v, want r1", w)
 	}
-	if _, err := h.Results(&stage.Bundle{}); err != nil {
+	if _, err := h.Results(&step.Bundle{}); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, h)
@@ -124,10 +124,10 @@ func TestResidualsAreKeptHeldAndResumed(t *testing.T) {
 func TestAbortKeepsTheCommittedResiduals(t *testing.T) {
 	c := &clock{now: time.UnixMilli(5_000)}
 	h := newHead(t, c)
-	if _, err := h.Element(0, stage.In{Value: []byte("e")}); err != nil {
+	if _, err := h.Element(0, step.In{Value: []byte("e")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Results(&stage.Bundle{Residuals: []fnapi.Residual{{Element: windowed(10, "kept")}}}); err != nil {
+	if _, err := h.Results(&step.Bundle{Residuals: []fnapi.Residual{{Element: windowed(10, "kept")}}}); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, h)
@@ -135,7 +135,7 @@ func TestAbortKeepsTheCommittedResiduals(t *testing.T) {
 	if len(w.Elements) != 1 {
 		t.Fatalf("Advance: %+v, want the kept residual", w)
 	}
-	if _, err := h.Results(&stage.Bundle{Residuals: []fnapi.Residual{{Element: windowed(20, "next")}}}); err != nil {
+	if _, err := h.Results(&step.Bundle{Residuals: []fnapi.Residual{{Element: windowed(20, "next")}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Hold(0); got != 20 {
@@ -157,11 +157,11 @@ func TestAbortKeepsTheCommittedResiduals(t *testing.T) {
 // an error, never dropped.
 func TestResidualsOfAnUnassignedTask(t *testing.T) {
 	h := newHead(t, &clock{now: time.UnixMilli(0)})
-	if _, err := h.Element(0, stage.In{}); err != nil {
+	if _, err := h.Element(0, step.In{}); err != nil {
 		t.Fatal(err)
 	}
 	h.Revoke(0)
-	if _, err := h.Results(&stage.Bundle{Residuals: []fnapi.Residual{{Element: windowed(0, "x")}}}); err == nil {
+	if _, err := h.Results(&step.Bundle{Residuals: []fnapi.Residual{{Element: windowed(0, "x")}}}); err == nil {
 		t.Fatal("residuals of a revoked task's bundle were accepted")
 	}
 }

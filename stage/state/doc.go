@@ -20,6 +20,9 @@
 // Invariant: after Committed, the task's Pebble database equals the
 // changelog partition's committed records applied in offset order.
 //
-// It may import Pebble, confluent-kafka-go and stage/kafkaclient; it must not
-// import runner or stage (stage.Head implementations use it).
+// It may import Pebble; it imports no Kafka client (the changelog reader
+// is Options.Changelog, kafkaclient.ChangelogReader in the runner), so the
+// heads that keep their state here (stage/gbk, userstate, splittable) stay
+// pure; it must not import runner or stage (step.Head implementations use
+// it). importrules_test.go checks it.
 package state

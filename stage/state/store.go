@@ -18,9 +18,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Sentinel errors.
@@ -34,7 +31,7 @@ var (
 	ErrClosed = errors.New("state: closed")
 )
 
-// ProduceFunc writes one record into the open transaction (stage.ProduceFunc).
+// ProduceFunc writes one record into the open transaction (step.ProduceFunc).
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
 // Options configure a Manager.
@@ -47,16 +44,20 @@ type Options struct {
 	Name string
 	// Topic is the changelog topic (see kafkaclient.ChangelogTopic). Required.
 	Topic string
-	// BootstrapServers is Kafka's bootstrap.servers, for restores. Required
-	// unless NoRestore.
-	BootstrapServers string
+	// Changelog reads a task's changelog partition for Restore: partition
+	// p of topic, read_committed, from its beginning to its log end offset
+	// when the read began (not the first read_committed EOF), handing each
+	// record's key and value (value nil: a tombstone) to apply in offset
+	// order; it returns the records read, and an error of apply as is.
+	// kafkaclient.ChangelogReader is the runner's. Required unless
+	// NoRestore. (A function, so that this package imports no Kafka
+	// client: the heads that use it stay pure.)
+	Changelog func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error)
 	// NoRestore: Restore opens an empty store and reads no changelog
 	// (Prepare still writes the changelog records through its produce
 	// function). For tests of the heads without a broker; a store opened
 	// so survives no restart.
 	NoRestore bool
-	// Properties are extra librdkafka properties (security settings, …).
-	Properties map[string]string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -162,8 +163,8 @@ type Task struct {
 
 // Open returns a Manager. It creates Dir/<Name> but opens no database.
 func Open(opts Options) (*Manager, error) {
-	if opts.Name == "" || opts.Topic == "" || opts.BootstrapServers == "" && !opts.NoRestore {
-		return nil, errors.New("state: Options need Name, Topic and BootstrapServers (or NoRestore)")
+	if opts.Name == "" || opts.Topic == "" || opts.Changelog == nil && !opts.NoRestore {
+		return nil, errors.New("state: Options need Name, Topic and Changelog (or NoRestore)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -230,9 +231,10 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 }
 
 // restore applies changelog partition t.p to t.db and returns the records
-// and bytes read. It reads with a fresh consumer (Assign only, never joins
-// a group), read_committed, until a partition-EOF event at or past the
-// partition's log end offset when it began (kafkaclient.ReadToEnd): the EOF alone
+// and bytes read. It reads with Options.Changelog (the runner's: a fresh
+// consumer, Assign only, never joining a group), read_committed, until a
+// partition-EOF event at or past the partition's log end offset when it
+// began (kafkaclient.ReadToEnd): the EOF alone
 // comes at the last stable offset, which a transaction the previous owner
 // committed a moment ago has not passed until its commit marker is written,
 // and stopping there would restore a store one commit behind the offsets
@@ -241,11 +243,6 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 	if m.opts.NoRestore {
 		return 0, 0, nil
 	}
-	c, err := kafkaclient.NewEndReader(m.opts.BootstrapServers, m.opts.Properties, m.opts.Topic+"-restore")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() { _ = c.Close() }()
 	b := t.db.NewBatch()
 	defer func() { _ = b.Close() }()
 	flush := func() error {
@@ -259,14 +256,14 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 		b = t.db.NewBatch()
 		return nil
 	}
-	n, err := kafkaclient.ReadToEnd(ctx, c, m.opts.Topic, t.p, func(e *kafka.Message) error {
-		size += int64(len(e.Key) + len(e.Value))
+	n, err := m.opts.Changelog(ctx, m.opts.Topic, t.p, func(key, value []byte) error {
+		size += int64(len(key) + len(value))
 		progress.Add(1)
 		var err error
-		if e.Value == nil {
-			err = b.Delete(e.Key, nil)
+		if value == nil {
+			err = b.Delete(key, nil)
 		} else {
-			err = b.Set(e.Key, e.Value, nil)
+			err = b.Set(key, value, nil)
 		}
 		if err != nil {
 			return err

@@ -12,7 +12,7 @@
 //     PCollection's coder) re-encoded as wire elements (windowed values in
 //     the global window at the event's timestamp), through the Go SDK's
 //     coders, as the harness itself decodes them.
-//   - head.go: Head, the stage.Head shell: a segment record in, the
+//   - head.go: Head, the step.Head shell: a segment record in, the
 //     segment's elements out, the segment's watermark as the task's hold.
 //
 // Exactly once. The TestStream stage's input topic has one partition; the
@@ -23,7 +23,7 @@
 // watermarks and the consumed offset. A crash aborts the open transaction;
 // the next owner resumes at the committed offset: every element is written
 // once. Reports interleave with data because every segment is a watermark
-// point (stage.Work.Point): the step runs the segment's elements as a
+// point (step.Work.Point): the step runs the segment's elements as a
 // bundle and writes the segment's watermark report right after its outputs,
 // before the next segment's elements, in the same transaction. So a
 // downstream task reads the elements of segment i, then the watermark of
@@ -42,8 +42,8 @@
 // Processing time. AdvanceProcessingTime ends a segment (the elements after
 // it commit in a later transaction) and moves the job clock, as Prism's one
 // synthetic processing-time clock for the whole job: a job with a
-// TestStream runs its stages with stage.StepConfig.JobClock, the head is a
-// stage.JobClockSource (the clock after segment i is the sum of the
+// TestStream runs its stages with step.Config.JobClock, the head is a
+// step.JobClockSource (the clock after segment i is the sum of the
 // advances up to its end, from 0), every report carries the clock after
 // the data it covers, and downstream heads that read processing time
 // (AfterProcessingTime triggers, processing-time timers) take the minimum
@@ -53,5 +53,6 @@
 // however the records were batched; each stage still runs on its own
 // process.
 //
-// It may import stage, stage/fnapi and the Beam Go SDK; not runner.
+// It may import stage/step, stage/fnapi and the Beam Go SDK; not the loop
+// shell (stage), a Kafka client nor runner (importrules_test.go).
 package teststream

@@ -6,15 +6,15 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
-// Head replays a TestStream (stage.Head). Its stage has one task (input
+// Head replays a TestStream (step.Head). Its stage has one task (input
 // partition 0) whose records are the segment records (Record), in order;
 // the loop commits each on its own (see the package comment).
 //
 // Element(record i of n) returns segment i's elements, encoded, as a
-// watermark point (stage.Work.Point); Hold is then segment i's watermark,
+// watermark point (step.Work.Point); Hold is then segment i's watermark,
 // so the task's output watermark, max(previous, min(end of time, hold)),
 // is exactly the segment's watermark, reported right after the segment's
 // elements and before the next segment's (the step's rule for a point).
@@ -24,7 +24,7 @@ import (
 // but the segment last read: a crash or an abort resumes at the committed
 // offset, the next segment.
 type Head struct {
-	stage.InternalInput
+	step.InternalInput
 	name     string
 	segments []Segment
 	encoded  [][][]byte // encoded[i] are segment i's wire elements
@@ -36,8 +36,8 @@ type Head struct {
 }
 
 var (
-	_ stage.Head           = (*Head)(nil)
-	_ stage.JobClockSource = (*Head)(nil)
+	_ step.Head           = (*Head)(nil)
+	_ step.JobClockSource = (*Head)(nil)
 )
 
 // NewHead returns the head replaying segments (Parse), whose elements enc
@@ -60,32 +60,32 @@ func NewHead(name string, segments []Segment, enc *Encoder) (*Head, error) {
 	return h, nil
 }
 
-// Assign implements stage.Head: nothing to restore.
+// Assign implements step.Head: nothing to restore.
 func (h *Head) Assign(context.Context, int32) error { return nil }
 
-// Revoke implements stage.Head.
+// Revoke implements step.Head.
 func (h *Head) Revoke(p int32) { delete(h.cur, p) }
 
-// Element implements stage.Head: value is segment record i of n, and n must
+// Element implements step.Head: value is segment record i of n, and n must
 // be the head's segment count (a different count means the recorded plan
 // was made from another TestStream: an error, never a guess).
-func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	i, n, err := ParseRecord(r.Value)
 	if err != nil {
-		return stage.Work{}, fmt.Errorf("teststream: stage %s: %w", h.name, err)
+		return step.Work{}, fmt.Errorf("teststream: stage %s: %w", h.name, err)
 	}
 	if n != len(h.segments) {
-		return stage.Work{}, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, r.Value, len(h.segments))
+		return step.Work{}, fmt.Errorf("%w: stage %s: record %q, but this pipeline's TestStream has %d segments (the application was recorded with another TestStream)", ErrMalformed, h.name, r.Value, len(h.segments))
 	}
 	h.cur[p] = i
-	return stage.Work{Elements: h.encoded[i], Point: true}, nil
+	return step.Work{Elements: h.encoded[i], Point: true}, nil
 }
 
-// Advance implements stage.Head: a TestStream has no input watermark to
+// Advance implements step.Head: a TestStream has no input watermark to
 // act on.
-func (h *Head) Advance(int32, mtime.Time) (stage.Work, error) { return stage.Work{}, nil }
+func (h *Head) Advance(int32, mtime.Time) (step.Work, error) { return step.Work{}, nil }
 
-// Hold implements stage.Head: the watermark of the segment read last in
+// Hold implements step.Head: the watermark of the segment read last in
 // this attempt (mtime.MinTimestamp if none: the previous output watermark
 // stays).
 func (h *Head) Hold(p int32) mtime.Time {
@@ -96,7 +96,7 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return h.segments[i].Watermark
 }
 
-// ProcessingTime implements stage.JobClockSource: the job clock once
+// ProcessingTime implements step.JobClockSource: the job clock once
 // segment cur[p] is committed, the sum of the stream's processing-time
 // advances up to the end of that segment (ms from 0); ok is false when p
 // read no segment in this attempt.
@@ -108,16 +108,16 @@ func (h *Head) ProcessingTime(p int32) (int64, bool) {
 	return h.clock[i], true
 }
 
-// Results implements stage.Head: nothing to do.
-func (h *Head) Results(*stage.Bundle) (stage.Work, error) { return stage.Work{}, nil }
+// Results implements step.Head: nothing to do.
+func (h *Head) Results(*step.Bundle) (step.Work, error) { return step.Work{}, nil }
 
-// Prepare implements stage.Head: no state.
-func (h *Head) Prepare(stage.ProduceFunc) error { return nil }
+// Prepare implements step.Head: no state.
+func (h *Head) Prepare(step.ProduceFunc) error { return nil }
 
-// Committed implements stage.Head.
+// Committed implements step.Head.
 func (h *Head) Committed() error { h.cur = map[int32]int{}; return nil }
 
-// Aborted implements stage.Head.
+// Aborted implements step.Head.
 func (h *Head) Aborted(ps []int32) error {
 	for _, p := range ps {
 		delete(h.cur, p)

@@ -4,7 +4,7 @@
 // changelog (package state).
 //
 // The stage's input topic is keyed (plan.HeadStateful): every element of a
-// key is on one partition, the one stage.KeyPartition names for the key's
+// key is on one partition, the one step.KeyPartition names for the key's
 // bytes. State requests and timers carry the same key bytes (BuildStage
 // gives the SDK the wire-safe key coder for both), so the head finds the
 // task of a request by its key.
@@ -18,7 +18,7 @@
 // passes the window's max timestamp + allowed lateness (Prepare deletes it;
 // the global window's state lives until the application is deleted).
 //
-// Timers (Advance, Results, Hold, Wake; stage.Head) are kept per (family,
+// Timers (Advance, Results, Hold, Wake; step.Head) are kept per (family,
 // key, window, tag). A timer write of a bundle (Results) sets, re-sets
 // (the later write replaces the timer with the same name, as in Beam) or
 // clears; the writes of each bundle are applied in the harness's order
@@ -46,7 +46,7 @@
 // after that watermark; a timer cleared before it is due never fires. Here:
 //
 //   - Element returns Barrier work when the transform has event-time
-//     timers, so the step (stage.Step) runs the bundle of the elements
+//     timers, so the step (step.Step) runs the bundle of the elements
 //     before a report, and hands its timer writes to Results, before it
 //     calls Advance for that report;
 //   - Advance pops the timers due at the report's watermark and returns
@@ -56,7 +56,7 @@
 //     SDK as both, and the SDK fires an in-bundle clear as a timer at 0);
 //   - Results pops the timers a bundle set behind the watermark (a looping
 //     timer) and returns them, fired at once, at the same point; the step
-//     bounds the rounds (stage.ErrTimerLoop).
+//     bounds the rounds (step.ErrTimerLoop).
 //
 // The head keeps each task's input watermark as of its last Advance (wm)
 // across attempts, and the value of the last committed attempt, which
@@ -65,7 +65,9 @@
 // TestTimerCallbacksFollowReports checks the order of the callbacks against
 // the reports; integration/timers_test.go the whole pipeline on a broker.
 //
-// It may import stage, state, fnapi and the Beam Go SDK. Every method is
+// It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
+// not the loop shell (stage), a Kafka client nor runner
+// (importrules_test.go). Every method is
 // called from the goroutine running the stage's Loop, except the
 // fnapi.UserState methods, which the State stream calls while a bundle runs;
 // Head.mu serialises them.

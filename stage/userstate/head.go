@@ -13,9 +13,9 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // ErrWrongTask: a state request or a timer names a key of a task this
@@ -30,7 +30,7 @@ type Config struct {
 	// state request and timer this head serves. Required.
 	Transform string
 	// Partitions of the stage's input topic: a key's task is
-	// stage.KeyPartition(key, Partitions). Required, positive.
+	// step.KeyPartition(key, Partitions). Required, positive.
 	Partitions int32
 	// Stores holds the tasks' stores (state.Open). Required; the head owns
 	// it from now on: Close closes it.
@@ -53,7 +53,7 @@ type Config struct {
 	// SideInputs, when the stateful transform reads side inputs, says
 	// whether they are ready for a window: a timer of a window that is not
 	// ready does not fire until it is (the step holds the elements back
-	// likewise: stage.SideInputGate). Nil without side inputs.
+	// likewise: step.SideInputGate). Nil without side inputs.
 	SideInputs WindowGate
 }
 
@@ -65,17 +65,17 @@ type WindowGate interface {
 	ReadyWindow(window []byte) (bool, error)
 }
 
-// Head is the runner-side head of a stateful ParDo stage (stage.Head): a
+// Head is the runner-side head of a stateful ParDo stage (step.Head): a
 // passthrough for elements that keeps the stateful transform's user state
 // (fnapi.UserState) and timers per task, and fires the timers at their
 // point in the stream (see the package comment for the ordering rule).
 type Head struct {
-	stage.InternalInput
+	step.InternalInput
 	cfg      Config
 	log      *slog.Logger
 	families map[string]fnapi.TimerFamily // of cfg.Transform, by family name
 	// barrier: the transform has event-time timers, so its elements' bundle
-	// must run before the next Advance (stage.Work.Barrier).
+	// must run before the next Advance (step.Work.Barrier).
 	barrier bool
 
 	mu struct {
@@ -92,7 +92,7 @@ type Head struct {
 }
 
 var (
-	_ stage.Head      = (*Head)(nil)
+	_ step.Head       = (*Head)(nil)
 	_ fnapi.UserState = (*Head)(nil)
 )
 
@@ -164,16 +164,16 @@ func (h *Head) Revoke(p int32) {
 // the work is a barrier: its bundle runs, and the timers it set reach
 // Results, before the task's next Advance. Timers that side inputs held
 // back (Config.SideInputs) and that are ready now fire first, in a bundle
-// of their own before the element's (stage.Work.Timers): they were due
+// of their own before the element's (step.Work.Timers): they were due
 // before it.
-func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
+func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	key, value := r.Key, r.Value
 	if key != nil {
-		if q := stage.KeyPartition(key, h.cfg.Partitions); q != p {
-			return stage.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
+		if q := step.KeyPartition(key, h.cfg.Partitions); q != p {
+			return step.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
 		}
 	}
-	w := stage.Work{Elements: [][]byte{value}, Barrier: h.barrier}
+	w := step.Work{Elements: [][]byte{value}, Barrier: h.barrier}
 	if h.cfg.SideInputs == nil {
 		return w, nil
 	}
@@ -181,7 +181,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	defer h.mu.Unlock()
 	t, err := h.taskLocked(p)
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	ready, err := t.Held()
 	if err != nil || !ready {
@@ -193,7 +193,7 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 	}
 	due, err := t.PopDue(wm, true, h.now())
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	w.Timers = h.fireLocked(due).Timers
 	return w, nil
@@ -202,34 +202,34 @@ func (h *Head) Element(p int32, r stage.In) (stage.Work, error) {
 // Advance records task p's input watermark wm and returns its due timers
 // to fire now: event-time timers with fire < wm and processing-time timers
 // with fire <= now, in (fire, key) order per family.
-func (h *Head) Advance(p int32, wm mtime.Time) (stage.Work, error) {
+func (h *Head) Advance(p int32, wm mtime.Time) (step.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, err := h.taskLocked(p)
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	h.mu.wm[p] = wm
 	h.mu.advanced[p] = true
 	due, err := t.PopDue(wm, true, h.now())
 	if err != nil {
-		return stage.Work{}, err
+		return step.Work{}, err
 	}
 	return h.fireLocked(due), nil
 }
 
 // fireLocked is the work that fires timers due. Must be called holding
 // h.mu.
-func (h *Head) fireLocked(due []*timer) stage.Work {
+func (h *Head) fireLocked(due []*timer) step.Work {
 	if len(due) == 0 {
-		return stage.Work{}
+		return step.Work{}
 	}
 	fire := map[fnapi.TimerFamilyID][][]byte{}
 	for _, tm := range due {
 		id := fnapi.TimerFamilyID{Transform: h.cfg.Transform, Family: tm.family}
 		fire[id] = append(fire[id], tm.encoded)
 	}
-	return stage.Work{Timers: fire}
+	return step.Work{Timers: fire}
 }
 
 // Hold is task p's timer hold (mtime.MaxTimestamp if it is not assigned).
@@ -274,7 +274,7 @@ func (h *Head) Wake() []int32 {
 // its last Advance (a timer set behind the watermark fires at once, before
 // the task's next record). Processing-time timers a bundle sets fire at a
 // later Advance (Wake), never in a loop within one point.
-func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
+func (h *Head) Results(b *step.Bundle) (step.Work, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ids := make([]fnapi.TimerFamilyID, 0, len(b.Timers))
@@ -286,16 +286,16 @@ func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
 	for _, id := range ids {
 		f, ok := h.families[id.Family]
 		if id.Transform != h.cfg.Transform || !ok {
-			return stage.Work{}, fmt.Errorf("userstate: stage %s: timers of %s, not a timer family of %s", h.cfg.Stage, id, h.cfg.Transform)
+			return step.Work{}, fmt.Errorf("userstate: stage %s: timers of %s, not a timer family of %s", h.cfg.Stage, id, h.cfg.Transform)
 		}
 		for _, tm := range b.Timers[id] {
-			p := stage.KeyPartition(tm.Key, h.cfg.Partitions)
+			p := step.KeyPartition(tm.Key, h.cfg.Partitions)
 			t, err := h.taskLocked(p)
 			if err != nil {
-				return stage.Work{}, err
+				return step.Work{}, err
 			}
 			if err := t.SetTimer(id.Family, f.Domain == fnapi.TimeDomainProcessingTime, tm); err != nil {
-				return stage.Work{}, err
+				return step.Work{}, err
 			}
 			touched[p] = true
 		}
@@ -308,7 +308,7 @@ func (h *Head) Results(b *stage.Bundle) (stage.Work, error) {
 		}
 		d, err := h.mu.tasks[p].PopDue(wm, false, 0)
 		if err != nil {
-			return stage.Work{}, err
+			return step.Work{}, err
 		}
 		due = append(due, d...)
 	}
@@ -325,7 +325,7 @@ func (h *Head) taskLocked(p int32) (*Task, error) {
 
 // taskOfKey returns the task owning key. Must be called holding h.mu.
 func (h *Head) taskOfKeyLocked(key []byte) (*Task, error) {
-	p := stage.KeyPartition(key, h.cfg.Partitions)
+	p := step.KeyPartition(key, h.cfg.Partitions)
 	t := h.mu.tasks[p]
 	if t == nil {
 		return nil, fmt.Errorf("%w: stage %s: key %x is task %d's", ErrWrongTask, h.cfg.Stage, key, p)
@@ -370,7 +370,7 @@ func (h *Head) Clear(k fnapi.UserStateKey) error {
 
 // Prepare deletes the expired windows' state of the attempt's tasks and
 // writes the attempt's state and timer changes to the changelog.
-func (h *Head) Prepare(produce stage.ProduceFunc) error {
+func (h *Head) Prepare(produce step.ProduceFunc) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p := range h.mu.advanced {

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // The ordering rule of event-time timers (package comment), checked on the
@@ -43,7 +43,7 @@ func encodeTimer(tag string, fire, hold mtime.Time) []byte {
 	return []byte(fmt.Sprintf("%s|%d|%d", tag, fire, hold))
 }
 
-func (f *fakeDoFn) process(_ context.Context, w stage.Work, _ stage.Emit) (*stage.Bundle, error) {
+func (f *fakeDoFn) process(_ context.Context, w step.Work, _ step.Emit) (*step.Bundle, error) {
 	type write struct {
 		tag        string
 		clear      bool
@@ -86,7 +86,7 @@ func (f *fakeDoFn) process(_ context.Context, w stage.Work, _ stage.Emit) (*stag
 			set(write{tag: parts[0], fire: mtime.Time(fire + 1000), hold: mtime.Time(fire + 1000)})
 		}
 	}
-	b := &stage.Bundle{Outputs: map[string][][]byte{"out": out}}
+	b := &step.Bundle{Outputs: map[string][][]byte{"out": out}}
 	for _, wr := range writes {
 		tm := fnapi.Timer{Key: []byte("k"), Tag: wr.tag, Clear: wr.clear}
 		if !wr.clear {
@@ -139,17 +139,17 @@ func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log
 		t.Fatal(err)
 	}
 	sdk := &fakeDoFn{}
-	step, err := stage.NewStep(stage.StepConfig{
-		Spec: stage.Spec{
+	st, err := step.New(step.Config{
+		Spec: step.Spec{
 			Name: "order", InputTopic: "in", Partitions: 1, Upstreams: []string{"up"}, HeadOutput: "pc",
-			Outputs: []stage.Output{{PCollection: "out", Topics: []stage.OutputTopic{{Name: "down", Partitions: 1, Copies: 1}}}},
+			Outputs: []step.Output{{PCollection: "out", Topics: []step.OutputTopic{{Name: "down", Partitions: 1, Copies: 1}}}},
 		},
 		Head: h, Process: sdk.process, ReportTopic: "reports",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ins []stage.In
+	var ins []step.In
 	readyAt := -1
 	for _, op := range script {
 		var env *pb.Envelope
@@ -170,12 +170,12 @@ func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log
 			t.Fatalf("bad op %q", op)
 		}
 		v, _ := proto.Marshal(env)
-		ins = append(ins, stage.In{Task: 0, Offset: int64(i), Key: []byte("k"), Value: v})
+		ins = append(ins, step.In{Task: 0, Offset: int64(i), Key: []byte("k"), Value: v})
 	}
 	if size <= 0 {
 		size = len(ins)
 	}
-	tasks := map[int32]*stage.Task{0: stage.NewTask(0, []string{"up"})}
+	tasks := map[int32]*step.Task{0: step.NewTask(0, []string{"up"})}
 	outputs := 0
 	for done := 0; len(ins) > 0; {
 		n := min(size, len(ins))
@@ -185,7 +185,7 @@ func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log
 			n = readyAt - done
 		}
 		done += n
-		r, err := step.Decide(context.Background(), tasks, ins[:n], nil)
+		r, err := st.Decide(context.Background(), tasks, ins[:n], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

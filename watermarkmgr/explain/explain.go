@@ -330,10 +330,12 @@ func (e *explainer) task(s *Stage, p int32, part *Partition, c *chain, missing b
 	if part == nil {
 		part = &Partition{Partition: p}
 	}
-	if part.Source == nil && s.Head == HeadKafkaSource && part.LastReport.IsZero() {
+	if part.Source == nil && part.LastReport.IsZero() {
 		// A source task reports at its first commit, which needs a record
 		// (or its idleness): the other partitions' reports say the topic
-		// and the idleness of the source.
+		// and the idleness of the source. Only the tasks of a stage
+		// reading a user's topic report a Source (step.Head.Source), so
+		// anySource is nil for any other stage, whatever its head kind.
 		if src := s.anySource(); src != nil {
 			cp := *part
 			cp.Source = &Source{Topic: src.Topic, Idleness: src.Idleness}
@@ -454,9 +456,6 @@ func (e *explainer) lowestUpstream(s *Stage) *Stage {
 	}
 	return best
 }
-
-// HeadKafkaSource is Stage.Head of a Kafka source stage (plan.HeadKafkaSource).
-const HeadKafkaSource = "kafka_source"
 
 // anySource is the Source of any partition of s that has one, or nil.
 func (s *Stage) anySource() *Source {

@@ -108,7 +108,7 @@ func TestExplain(t *testing.T) {
 		{
 			name: "a partition that never received a record and no idleness (its task never reported)",
 			stages: []Stage{
-				{Name: "s1", Head: HeadKafkaSource, Reported: true, Held: true, Missing: []int32{3}, Total: 4, MinPartition: -1, Watermark: mtime.MinTimestamp, MovedAt: at(0),
+				{Name: "s1", Head: "kafka_source", Reported: true, Held: true, Missing: []int32{3}, Total: 4, MinPartition: -1, Watermark: mtime.MinTimestamp, MovedAt: at(0),
 					Partitions: []Partition{
 						{Partition: 0, Watermark: wm2, Reported: true, LastReport: fresh, Source: &Source{Topic: "orders", HasLastEventTime: true, LastEventTime: wm2}},
 						{Partition: 1, Watermark: wm2, Reported: true, LastReport: fresh, Source: &Source{Topic: "orders", HasLastEventTime: true, LastEventTime: wm2}},

@@ -15,8 +15,9 @@
 //
 // It may import watermarkmgr and watermarkmgr/explain (the pure cores),
 // proto/kafkastreams/v1, stage/kafkaclient (the leaf Kafka package: topic
-// names, reader configurations), confluent-kafka-go, gRPC and the
-// Prometheus client; nothing else of stage or runner (importrules_test.go
+// names, reader configurations), confluent-kafka-go, gRPC, the
+// Prometheus client and Beam's mtime and Fn API protos (a bundle's
+// metrics: appcounts.go); nothing else of stage or runner (importrules_test.go
 // at the module root checks it). Nothing in watermarkmgr imports it.
 //
 // Goroutines and locks: Tracker is safe for concurrent use; its state is

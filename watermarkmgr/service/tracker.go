@@ -102,7 +102,7 @@ func (t *Tracker) Apply(reports []*pb.WatermarkReport) error {
 			st = &stageState{mgr: watermarkmgr.New(), lastReport: make(map[int32]time.Time), source: make(map[int32]*pb.SourcePartition), owner: make(map[int32]string), firstSeen: at, movedAt: at}
 			t.mu.stages[r.GetStage()] = st
 		}
-		err := st.mgr.Observe(r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle())
+		err := st.mgr.ObserveReport(r.Core())
 		if err != nil {
 			st.rejected++
 			errs = append(errs, fmt.Errorf("stage %q: %w", r.GetStage(), err))

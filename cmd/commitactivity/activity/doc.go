@@ -18,5 +18,6 @@
 //
 // It imports the Beam Go SDK, runner/kafkaio, the kafkastreams runner's
 // plan and record format (proto/) only to find and read output topics, and
-// integration/kafkaenv's clients.
+// integration/kafkaenv's clients, and stage/kafkaclient/javapartition to
+// partition its input records as a Java producer would.
 package activity

@@ -31,7 +31,7 @@ import "encoding/binary"
 // there is no Java partition to match for it.
 //
 // This is not the partition of a Beam keyed topic of the runner
-// (stage.KeyPartition, FNV-1a): it is for topics that Java clients share.
+// (step.KeyPartition, FNV-1a): it is for topics that Java clients share.
 //
 // partitions must be positive (a Kafka topic has at least one partition);
 // ForKey panics otherwise, as the Java client divides by zero.

@@ -1,5 +1,5 @@
 // Package sourcehead is the shell of a Kafka source stage: Head, the
-// stage.Head (and stage.LogEnds, stage.Drainer, stage.Reachability) of a
+// step.Head (and step.LogEnds, step.Drainer, step.Reachability) of a
 // stage that reads a user's topic directly, one task per partition, on the
 // pure core of stage/kafkasource (each partition's watermark generator,
 // Reading, alignment).
@@ -12,7 +12,18 @@
 // Its clock is injected (HeadConfig.Clock). The rules it keeps (when a
 // partition is idle, alignment) are written in stage/kafkasource's doc.
 //
-// It may import stage, stage/kafkasource, proto and the Beam SDK's mtime.
+// Files:
+//
+//   - head.go: HeadConfig, Head and the step.Head methods (Assign, Revoke,
+//     Element, Hold, Prepare, Committed, Aborted) and Drain.
+//   - idleness.go: what the clock and the broker's answers make of a
+//     quiet partition: Idle, the log ends asked and answered
+//     (step.LogEnds), reachability (step.Reachability), a bounded read's
+//     end (ReachedEnd), Wake and the reports' Source.
+//   - align.go: watermark alignment (Pause).
+//
+// It may import stage/step, stage/kafkasource, proto and the Beam SDK's
+// mtime, never package stage nor a Kafka client (importrules_test.go).
 // It lives apart from the core so that runner/kafkaio, which uses the
-// core's Strategy and Partition, does not link package stage.
+// core's Strategy and Partition, does not link stage/step.
 package sourcehead

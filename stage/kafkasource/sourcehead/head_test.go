@@ -8,8 +8,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // headAt returns a head with idleness 2 s on a clock the test moves.
@@ -31,7 +31,7 @@ func idleState(h *Head, p int32) string {
 	return fmt.Sprintf("wake=%v idle=%v", h.Wake(), h.Idle(p))
 }
 
-// answer does what the loop does before it polls (stage.LogEnds): it
+// answer does what the loop does before it polls (step.LogEnds): it
 // hands the head, for every partition it wants, the broker's log end at
 // now, high (no transaction open: the last stable offset is high too).
 func answer(h *Head, now time.Time, high int64) {
@@ -51,7 +51,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	if err := h.Assign(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	step := func(d time.Duration) { now = now.Add(d) }
+	elapse := func(d time.Duration) { now = now.Add(d) }
 	end := int64(0) // the broker's log end: the latest EOF's offset
 	check := func(what, want string) {
 		t.Helper()
@@ -61,7 +61,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 		}
 	}
 
-	step(5 * time.Second)
+	elapse(5 * time.Second)
 	check("no record and no partition EOF for 5 s (a backlog not read yet)", "wake=[] idle=false")
 	h.ReachedEnd(0, 0)
 	end = 0
@@ -69,14 +69,14 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 
 	rec := func(off int64) {
 		t.Helper()
-		if _, err := h.Element(0, stage.In{Task: 0, Offset: off, Timestamp: 1000 * off}); err != nil {
+		if _, err := h.Element(0, step.In{Task: 0, Offset: off, Timestamp: 1000 * off}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec(0)
 	rec(1)
 	check("records: live", "wake=[] idle=false")
-	step(3 * time.Second)
+	elapse(3 * time.Second)
 	check("3 s after record 1, no EOF since: records may wait", "wake=[] idle=false")
 	h.ReachedEnd(0, 1)
 	end = 1
@@ -86,7 +86,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	check("EOF after record 1, quiet for 3 s", "wake=[0] idle=true")
 
 	rec(2)
-	step(3 * time.Second)
+	elapse(3 * time.Second)
 	check("a record after the EOF, then 3 s without one or an EOF", "wake=[] idle=false")
 	h.ReachedEnd(0, 3)
 	end = 3
@@ -104,7 +104,7 @@ func TestHeadBacklogIsNotIdle(t *testing.T) {
 	if err := h.Assign(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	step(3 * time.Second)
+	elapse(3 * time.Second)
 	check("assigned again: nothing known of its end", "wake=[] idle=false")
 }
 
@@ -121,7 +121,7 @@ func TestHeadUnreachableIsNotIdle(t *testing.T) {
 	if err := h.Assign(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	step := func(d time.Duration) { now = now.Add(d) }
+	elapse := func(d time.Duration) { now = now.Add(d) }
 	check := func(what, want string) {
 		t.Helper()
 		answer(h, now, 1)
@@ -129,21 +129,21 @@ func TestHeadUnreachableIsNotIdle(t *testing.T) {
 			t.Errorf("%s: %s, want %s", what, got, want)
 		}
 	}
-	if _, err := h.Element(0, stage.In{Task: 0, Offset: 0, Timestamp: 1000}); err != nil {
+	if _, err := h.Element(0, step.In{Task: 0, Offset: 0, Timestamp: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	h.ReachedEnd(0, 1)
-	step(time.Second)
+	elapse(time.Second)
 	h.SetReachable(0, false)
-	step(10 * time.Second)
+	elapse(10 * time.Second)
 	check("caught up, its leader gone for 10 s (idleness 2 s)", "wake=[] idle=false")
 	h.SetReachable(0, false)
 	check("still gone", "wake=[] idle=false")
 	h.SetReachable(0, true)
 	check("reachable again: its idleness clock starts afresh", "wake=[] idle=false")
-	step(1500 * time.Millisecond)
+	elapse(1500 * time.Millisecond)
 	check("1.5 s after", "wake=[] idle=false")
-	step(500 * time.Millisecond)
+	elapse(500 * time.Millisecond)
 	check("an idleness timeout after", "wake=[0] idle=true")
 	h.SetReachable(0, false)
 	check("idle, then its leader gone: not idle, and a report says so", "wake=[0] idle=false")
@@ -163,7 +163,7 @@ func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
 		release func(h *Head, now *time.Time)
 	}{
 		{"first record", func(h *Head, _ *time.Time) {
-			if _, err := h.Element(1, stage.In{Task: 1, Offset: 0, Timestamp: 1_000}); err != nil {
+			if _, err := h.Element(1, step.In{Task: 1, Offset: 0, Timestamp: 1_000}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -187,7 +187,7 @@ func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := h.Element(0, stage.In{Task: 0, Offset: 0, Timestamp: 1_000}); err != nil {
+			if _, err := h.Element(0, step.In{Task: 0, Offset: 0, Timestamp: 1_000}); err != nil {
 				t.Fatal(err)
 			}
 			if got := fmt.Sprint(h.Pause()); got != "[0]" {
@@ -235,7 +235,7 @@ func TestHeadLimitedDelay(t *testing.T) {
 	}
 	check("assigned, no EOF yet: holds", mtime.MinTimestamp, "[]")
 	for i, back := range []time.Duration{30 * time.Second, 15 * time.Second, 0} {
-		if _, err := h.Element(0, stage.In{Offset: int64(i), Timestamp: int64(ms(-back))}); err != nil {
+		if _, err := h.Element(0, step.In{Offset: int64(i), Timestamp: int64(ms(-back))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,6 +284,11 @@ func TestHeadLimitedDelay(t *testing.T) {
 	now = now.Add(100 * time.Millisecond)
 	answer6()
 	check("reachable again", ms(-2*time.Second), "[0]")
+	// The records committed, a later attempt aborts: the generator keeps
+	// the commit's progress (TestHeadAbortRewindsTheWatermark).
+	if err := h.Committed(); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.Aborted([]int32{0}); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +317,7 @@ func TestHeadUnreadRecordsAreNotIdle(t *testing.T) {
 			t.Errorf("%s:\n  %s\nwant\n  %s", what, got, want)
 		}
 	}
-	if _, err := h.Element(1, stage.In{Task: 1, Offset: 0, Timestamp: 5000}); err != nil {
+	if _, err := h.Element(1, step.In{Task: 1, Offset: 0, Timestamp: 5000}); err != nil {
 		t.Fatal(err)
 	}
 	h.ReachedEnd(1, 1) // read_committed: the EOF at the last stable offset
@@ -328,7 +333,7 @@ func TestHeadUnreadRecordsAreNotIdle(t *testing.T) {
 
 	// The commit: the consumer reads the 2 records and the marker.
 	for _, off := range []int64{1, 2} {
-		if _, err := h.Element(1, stage.In{Task: 1, Offset: off, Timestamp: 30000}); err != nil {
+		if _, err := h.Element(1, step.In{Task: 1, Offset: off, Timestamp: 30000}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -374,7 +379,7 @@ func TestHeadBoundedAddedPartitionIsDone(t *testing.T) {
 		}
 	}
 	for _, p := range []int32{0, 1} {
-		w, err := h.Element(p, stage.In{Task: p, Offset: 0, Value: []byte("v"), Timestamp: now.UnixMilli()})
+		w, err := h.Element(p, step.In{Task: p, Offset: 0, Value: []byte("v"), Timestamp: now.UnixMilli()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,5 +393,62 @@ func TestHeadBoundedAddedPartitionIsDone(t *testing.T) {
 		if got := h.Hold(p); got != mtime.MaxTimestamp {
 			t.Errorf("partition %d after its partition EOF: watermark %v, want the end of time (done)", p, got)
 		}
+	}
+}
+
+// TestHeadAbortRewindsTheWatermark: an aborted attempt's records are read
+// again, so the generator goes back to what it had at the last commit.
+// Kept, a retry that reads fewer of them (or a task woken without them)
+// reported a watermark past the records not yet output again, and the
+// windows downstream dropped them as late (`make chaos`, unbounded: a
+// record of a partition's first attempt, aborted by the first rebalance,
+// missing from its window).
+func TestHeadAbortRewindsTheWatermark(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := headAt(t, &now)
+	for p := int32(0); p < 2; p++ {
+		if err := h.Assign(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(p int32, off, ts int64) {
+		t.Helper()
+		if _, err := h.Element(p, step.In{Task: p, Offset: off, Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An attempt that aborts before any commit: back to no record seen.
+	rec(0, 0, 10_000)
+	rec(0, 1, 50_000)
+	if got := h.Hold(0); got != 50_000 {
+		t.Fatalf("after records at 10 s and 50 s: Hold %v, want 50000", got)
+	}
+	if err := h.Aborted([]int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Hold(0); got != mtime.MinTimestamp {
+		t.Errorf("after the first attempt aborted: Hold %v, want %v (no record output yet)", got, mtime.MinTimestamp)
+	}
+	// Committed, then an aborted attempt: back to the commit's.
+	rec(0, 0, 10_000)
+	rec(1, 0, 20_000)
+	if err := h.Committed(); err != nil {
+		t.Fatal(err)
+	}
+	rec(0, 1, 50_000)
+	rec(1, 1, 60_000)
+	if err := h.Aborted([]int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Hold(0); got != 10_000 {
+		t.Errorf("partition 0 after an aborted attempt: Hold %v, want 10000 (its last commit's)", got)
+	}
+	if got := h.Hold(1); got != 60_000 {
+		t.Errorf("partition 1, not aborted: Hold %v, want 60000", got)
+	}
+	// Read again, the records move it as before.
+	rec(0, 1, 50_000)
+	if got := h.Hold(0); got != 50_000 {
+		t.Errorf("partition 0 after its records are read again: Hold %v, want 50000", got)
 	}
 }

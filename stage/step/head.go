@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"context"
@@ -10,7 +10,11 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 )
 
-// ProduceFunc writes one record into the open transaction.
+// ProduceFunc takes one record of a head's state to commit (Head.Prepare):
+// the step appends it to Ready.State, which the Loop produces into the
+// attempt's transaction. It keeps key and value as they are (no copy) until
+// the attempt is acknowledged or aborted. AnyPartition lets the producer's
+// partitioner choose.
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
 // Work is what a head hands the step to run through the stage's bundles.
@@ -73,9 +77,13 @@ func (w Work) empty() bool { return len(w.Elements) == 0 && len(w.Timers) == 0 }
 //     record;
 //   - Hold(p) wherever the step computes task p's output watermark,
 //     max(previous output, min(input watermark, Hold(p)));
-//   - then, inside the open transaction, Prepare; then Committed if the
-//     transaction committed, or Aborted if not (the Loop then rewinds the
-//     aborted tasks to their committed offsets).
+//   - Prepare once at the end of the attempt, whose records go into the
+//     Ready (Ready.State) with the attempt's outputs, reports and offsets;
+//   - then Committed once the Loop's transaction carrying that Ready
+//     committed (Step.Advance, the one acknowledgement), or Aborted for
+//     the attempt's tasks if Decide failed or the transaction did not
+//     commit (Step.Abort; the Loop then rewinds those tasks to their
+//     committed offsets).
 type Head interface {
 	// Assign is called when task p (input partition p) is assigned, before
 	// any of its records: the head restores the task's state.
@@ -127,12 +135,16 @@ type Head interface {
 	// record of theirs arrived (a processing-time timer is due, a source
 	// partition went idle), sorted.
 	Wake() []int32
-	// Prepare writes the attempt's state changes (e.g. changelog records)
-	// into the open transaction.
+	// Prepare hands over the attempt's state changes (changelog records,
+	// dead letters) as records to commit with it, in order: the step
+	// calls it once at the end of Decide and puts them in Ready.State.
+	// The head keeps the changes pending until Committed or Aborted.
 	Prepare(produce ProduceFunc) error
-	// Committed makes the attempt's state changes durable locally.
+	// Committed makes the attempt's state changes durable locally: the
+	// transaction that carried them committed (Step.Advance).
 	Committed() error
-	// Aborted discards the attempt's state changes of tasks ps.
+	// Aborted discards the attempt's state changes of tasks ps: Decide
+	// failed or its transaction did not commit (Step.Abort).
 	Aborted(ps []int32) error
 }
 
@@ -150,6 +162,16 @@ type Drainer interface {
 	Drain() (stopReading bool)
 }
 
+// EndsInput is implemented by heads whose every input record ends its
+// task's input (an Impulse stage's Passthrough: the impulse record is the
+// only record its input topic ever holds). The Loop then commits a batch
+// holding such a record without waiting out the commit interval: the end
+// of an input is what the stages downstream wait for.
+type EndsInput interface {
+	// EveryRecordEndsInput reports whether it is so for this head.
+	EveryRecordEndsInput() bool
+}
+
 // Owing is implemented by heads that may stop an attempt's work at a
 // budget and owe the rest (a GroupByKey firing at most a bounded number
 // of values per task and attempt, gbk.HeadConfig.FireBudget): Owes says
@@ -161,7 +183,7 @@ type Owing interface {
 }
 
 // JobClockSource is implemented by the head of a stage that drives the
-// job clock (StepConfig.JobClock): a TestStream, whose
+// job clock (Config.JobClock): a TestStream, whose
 // AdvanceProcessingTime events move it. ProcessingTime is task p's job
 // clock once the records it read in this attempt are committed (ms from 0
 // at the job's start; Beam's synchronized processing time); ok is false
@@ -172,7 +194,7 @@ type JobClockSource interface {
 
 // JobClockReader is implemented by a head that reads processing time
 // (processing-time triggers, processing-time timers). In a job with a job
-// clock (StepConfig.JobClock), the step calls SetProcessingTime(p, ms)
+// clock (Config.JobClock), the step calls SetProcessingTime(p, ms)
 // before task p's Element and Advance calls whenever the task's
 // synchronized processing time (the minimum over its upstream
 // partitions' reports) is known or moved: the head then reads ms instead
@@ -193,22 +215,47 @@ type Passthrough struct {
 	Impulse []byte
 }
 
-var _ Head = (*Passthrough)(nil)
+var (
+	_ Head      = (*Passthrough)(nil)
+	_ EndsInput = (*Passthrough)(nil)
+)
 
+// EveryRecordEndsInput implements EndsInput: an Impulse stage's one
+// record ends its input.
+func (h *Passthrough) EveryRecordEndsInput() bool { return h.Impulse != nil }
+
+// Assign implements Head: a Passthrough keeps no state to restore.
 func (h *Passthrough) Assign(context.Context, int32) error { return nil }
-func (h *Passthrough) Revoke(int32)                        {}
+
+// Revoke implements Head: nothing to drop.
+func (h *Passthrough) Revoke(int32) {}
+
+// Element implements Head: the record's element (or the impulse element)
+// is one element of the bundle.
 func (h *Passthrough) Element(_ int32, r In) (Work, error) {
 	if h.Impulse != nil {
 		return Work{Elements: [][]byte{h.Impulse}}, nil
 	}
 	return Work{Elements: [][]byte{r.Value}}, nil
 }
+
+// Advance implements Head: nothing comes due with the watermark.
 func (h *Passthrough) Advance(int32, mtime.Time) (Work, error) { return Work{}, nil }
-func (h *Passthrough) Results(*Bundle) (Work, error)           { return Work{}, nil }
-func (h *Passthrough) Hold(int32) mtime.Time                   { return mtime.MaxTimestamp }
-func (h *Passthrough) Prepare(ProduceFunc) error               { return nil }
-func (h *Passthrough) Committed() error                        { return nil }
-func (h *Passthrough) Aborted([]int32) error                   { return nil }
+
+// Results implements Head: a bundle's results make nothing due.
+func (h *Passthrough) Results(*Bundle) (Work, error) { return Work{}, nil }
+
+// Hold implements Head: nothing is held (mtime.MaxTimestamp).
+func (h *Passthrough) Hold(int32) mtime.Time { return mtime.MaxTimestamp }
+
+// Prepare implements Head: no state to commit.
+func (h *Passthrough) Prepare(ProduceFunc) error { return nil }
+
+// Committed implements Head: no state to apply.
+func (h *Passthrough) Committed() error { return nil }
+
+// Aborted implements Head: no state to drop.
+func (h *Passthrough) Aborted([]int32) error { return nil }
 
 // InternalInput gives a Head the methods that concern only heads reading a
 // user's topic (Idle, ReachedEnd, Source, Pause: never idle, no end, no

@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"context"
@@ -40,7 +40,7 @@ import (
 //	now t=T
 //	    the timers head's processing time
 //	restore p=P
-//	    task P rebuilt from its last committed checkpoint (restoreTask) and
+//	    task P rebuilt from its last committed checkpoint (RestoreTask) and
 //	    assigned to the head again: the Loop's rebalance or abort
 //	tasks
 //	    each task's input and output watermarks and advanced
@@ -92,7 +92,7 @@ type stepHarness struct {
 	head      *fakeHead
 	gate      *fakeGate
 	step      *Step
-	tasks     map[int32]*task
+	tasks     map[int32]*Task
 	// committed[p] is task p's last committed checkpoint, nextOff[p] its
 	// committed next offset (where its next batch reads from).
 	committed map[int32]string
@@ -143,7 +143,7 @@ func (h *stepHarness) cmd(t *testing.T, d *datadriven.TestData) string {
 			h.maxRounds = mustAtoi(t, v[0])
 		}
 		_, h.metrics = args["metrics"]
-		h.tasks, h.committed, h.nextOff = map[int32]*task{}, map[int32]string{}, map[int32]int64{}
+		h.tasks, h.committed, h.nextOff = map[int32]*Task{}, map[int32]string{}, map[int32]int64{}
 		for p := int32(0); p < n; p++ {
 			h.tasks[p] = newTask(p, h.spec.Upstreams)
 		}
@@ -173,7 +173,7 @@ func (h *stepHarness) cmd(t *testing.T, d *datadriven.TestData) string {
 		return ""
 	case "restore":
 		p := int32(mustAtoi(t, arg("p")))
-		tk, err := restoreTask(p, h.spec.Upstreams, h.committed[p])
+		tk, err := RestoreTask(p, h.spec.Upstreams, h.committed[p])
 		if err != nil {
 			t.Fatalf("%s: %v", d.Pos, err)
 		}
@@ -208,7 +208,7 @@ func (h *stepHarness) build(t *testing.T) {
 	if h.head == nil {
 		t.Fatal("batch before head")
 	}
-	cfg := StepConfig{Spec: h.spec, Head: h.head, ReportTopic: reportTopic, MaxRounds: h.maxRounds,
+	cfg := Config{Spec: h.spec, Head: h.head, ReportTopic: reportTopic, MaxRounds: h.maxRounds,
 		KeyOf: map[string]func([]byte) ([]byte, error){mainPC: keyOfElement}}
 	if !h.noProcess {
 		cfg.Process = h.process
@@ -216,7 +216,7 @@ func (h *stepHarness) build(t *testing.T) {
 	if h.gate != nil {
 		cfg.SideInputs = h.gate
 	}
-	s, err := NewStep(cfg)
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 		// The Loop aborts and rewinds: every task back to its checkpoint.
 		fmt.Fprintf(&b, "error: %v\n", err)
 		for p := range h.tasks {
-			tk, rerr := restoreTask(p, h.spec.Upstreams, h.committed[p])
+			tk, rerr := RestoreTask(p, h.spec.Upstreams, h.committed[p])
 			if rerr != nil {
 				t.Fatal(rerr)
 			}
@@ -983,19 +983,19 @@ var stepTaskRE = regexp.MustCompile(`p(\d+)`)
 // timers head and ProcessFunc, and returns each task's sequence of output
 // elements ("E" value) and reports ("R" watermark), in produce order, and
 // the tasks.
-func stepRunBatches(t *testing.T, kind string, n int, batches [][]In) (map[int32][]string, map[int32]*task) {
+func stepRunBatches(t *testing.T, kind string, n int, batches [][]In) (map[int32][]string, map[int32]*Task) {
 	spec := Spec{Name: stepName, InputTopic: "in", Partitions: int32(n), Upstreams: []string{"up"}, HeadOutput: mainPC,
 		Outputs: []Output{{PCollection: mainPC, Topics: []OutputTopic{{Name: "out", Partitions: 2, Copies: 1}}}}}
-	cfg := StepConfig{Spec: spec, Head: &Passthrough{}, ReportTopic: reportTopic}
+	cfg := Config{Spec: spec, Head: &Passthrough{}, ReportTopic: reportTopic}
 	if kind == "timers" {
 		h := &stepHarness{}
 		cfg.Head, cfg.Process = newFakeHead("timers", func(string, ...any) {}), h.process
 	}
-	s, err := NewStep(cfg)
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := map[int32]*task{}
+	tasks := map[int32]*Task{}
 	for p := int32(0); p < int32(n); p++ {
 		tasks[p] = newTask(p, spec.Upstreams)
 	}
@@ -1140,11 +1140,11 @@ func TestStepReportsBatched(t *testing.T) {
 	const tasks, q = 8, 5
 	spec := Spec{Name: stepName, InputTopic: "in", Partitions: tasks, Upstreams: []string{"up"}, HeadOutput: mainPC,
 		Outputs: []Output{{PCollection: mainPC, Topics: []OutputTopic{{Name: "out", Partitions: q, Copies: 1}}}}}
-	s, err := NewStep(StepConfig{Spec: spec, Head: &Passthrough{}, ReportTopic: reportTopic})
+	s, err := New(Config{Spec: spec, Head: &Passthrough{}, ReportTopic: reportTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := map[int32]*task{}
+	ts := map[int32]*Task{}
 	var batch []In
 	rep := func(p int32, off int64, wm int64) In {
 		return In{Task: p, Offset: off, Value: mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
@@ -1211,12 +1211,12 @@ func TestStepReportsBatched(t *testing.T) {
 
 	// Downstream: partition 3's records are the input of task 3 of a
 	// stage reading st; after the batch its input watermark is the min.
-	down, err := NewStep(StepConfig{Spec: Spec{Name: "down", InputTopic: "out", Partitions: q, Upstreams: []string{stepName}, HeadOutput: mainPC},
+	down, err := New(Config{Spec: Spec{Name: "down", InputTopic: "out", Partitions: q, Upstreams: []string{stepName}, HeadOutput: mainPC},
 		Head: &Passthrough{}, ReportTopic: reportTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dt := map[int32]*task{3: newTask(3, []string{stepName})}
+	dt := map[int32]*Task{3: newTask(3, []string{stepName})}
 	var in []In
 	for _, rec := range r.Records {
 		if rec.Topic == "out" && rec.Partition == 3 {

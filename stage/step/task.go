@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"cmp"
@@ -16,11 +16,11 @@ import (
 	"github.com/kafkastreams/kafkastreams/watermarkmgr"
 )
 
-// task is the watermark state of one input partition of a stage: the
+// Task is the watermark state of one input partition of a stage: the
 // Aggregator over the upstream stages' reports, and what the task last
 // reported. It is rebuilt from the checkpoint in the committed offset's
 // metadata when the partition is assigned, and after an abort.
-type task struct {
+type Task struct {
 	partition int32
 	upstreams []string
 	agg       *watermarkmgr.Aggregator
@@ -40,7 +40,7 @@ type task struct {
 	// task (Step.Decide); mtime.MinTimestamp when restored. In memory only:
 	// a lower value only costs one more Advance.
 	advanced mtime.Time
-	// Job clock (StepConfig.JobClock): clockAdvanced is the processing time
+	// Job clock (Config.JobClock): clockAdvanced is the processing time
 	// (ms) the head last advanced at, valid when hasClockAdvanced;
 	// clockOut the one the task last reported, valid when hasClockOut.
 	// In memory only, as advanced.
@@ -48,24 +48,19 @@ type task struct {
 	hasClockAdvanced, hasClockOut bool
 	// floor is the input watermark the task's checkpoint held (mtime.Time,
 	// ms; mtime.MinTimestamp for a fresh task or a checkpoint of the
-	// previous version). restoreTask rebuilds each upstream's Manager with
+	// previous version). RestoreTask rebuilds each upstream's Manager with
 	// its Out, not the Aggregator's own Out, which can be above the min of
 	// the Managers' (an upstream that reported late, or one left out of the
 	// min); the input watermark, MAX(floor, Aggregator), does not go back.
 	floor mtime.Time
 }
 
-// Task is the watermark state of one task (input partition) of a stage,
-// as Step.Decide reads and updates it; the Loop keeps one per assigned
-// partition.
-type Task = task
-
 // NewTask returns the state of a fresh task of input partition partition
 // whose input comes from the stages upstreams (none: a source stage).
 func NewTask(partition int32, upstreams []string) *Task { return newTask(partition, upstreams) }
 
-func newTask(partition int32, upstreams []string) *task {
-	return &task{
+func newTask(partition int32, upstreams []string) *Task {
+	return &Task{
 		partition: partition,
 		upstreams: upstreams,
 		agg:       watermarkmgr.NewAggregator(upstreams...),
@@ -78,8 +73,8 @@ func newTask(partition int32, upstreams []string) *task {
 
 // observe records one upstream report. A report the manager refuses is an
 // error naming the partition; the task is unchanged.
-func (t *task) observe(r *pb.WatermarkReport) error {
-	if err := t.agg.Observe(r.GetStage(), r.GetSourcePartition(), mtime.Time(r.GetCommittedWatermarkMillis()), r.GetTotalSourcePartitions(), r.GetIdle()); err != nil {
+func (t *Task) observe(r *pb.WatermarkReport) error {
+	if err := t.agg.ObserveReport(r.Core()); err != nil {
 		return fmt.Errorf("stage: input partition %d: %w", t.partition, err)
 	}
 	m := t.last[r.GetStage()]
@@ -96,7 +91,7 @@ func (t *task) observe(r *pb.WatermarkReport) error {
 // the input watermark of the checkpoint the task was restored from. A task
 // without upstreams (a source stage's) has its whole input once it is
 // read: the end of time.
-func (t *task) inputWatermark() (mtime.Time, bool) {
+func (t *Task) inputWatermark() (mtime.Time, bool) {
 	if len(t.upstreams) == 0 {
 		return mtime.MaxTimestamp, false
 	}
@@ -107,7 +102,7 @@ func (t *task) inputWatermark() (mtime.Time, bool) {
 // inputClock is the task's synchronized processing time in a job with a
 // job clock: the minimum processing_time_millis over the latest report of
 // every upstream partition that carries one; ok is false when none does.
-func (t *task) inputClock() (ms int64, ok bool) {
+func (t *Task) inputClock() (ms int64, ok bool) {
 	for _, m := range t.last {
 		for _, r := range m {
 			if r.ProcessingTimeMillis == nil {
@@ -162,7 +157,7 @@ const maxMetadataBytes = 4096
 // mix); rounded, it fits about 2 600 partitions of any mix, 1 500 when
 // every report carries a processing time. It is an error only when even the
 // coarsest rounding does not fit.
-func (t *task) checkpoint() (string, error) {
+func (t *Task) checkpoint() (string, error) {
 	snap := t.agg.Snapshot()
 	ups := make([]*upstreamState, 0, len(t.last))
 	for _, u := range snap.Upstreams {
@@ -243,7 +238,7 @@ func offsetFromCode(c uint64, m uint) uint64 {
 
 // upstreamPartitions is the number of upstream partitions the task holds a
 // latest report of.
-func (t *task) upstreamPartitions() int {
+func (t *Task) upstreamPartitions() int {
 	n := 0
 	for _, m := range t.last {
 		n += len(m)
@@ -546,7 +541,7 @@ func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
 	return rs, nil
 }
 
-// restoreTask rebuilds a task from a checkpoint; an empty checkpoint gives a
+// RestoreTask rebuilds a task from a checkpoint; an empty checkpoint gives a
 // fresh task. A checkpoint that does not decode is an error naming the
 // partition: the runner refuses to guess a watermark.
 //
@@ -561,7 +556,7 @@ func expandUpstream(c *pb.UpstreamCheckpoint) ([]*pb.WatermarkReport, error) {
 // is floored at the checkpoint's (the Aggregator's own Out is not restored).
 // Checkpoints of the previous version (form 1 upstreams and full reports)
 // restore as they did: their reports observed in order.
-func restoreTask(partition int32, upstreams []string, metadata string) (*task, error) {
+func RestoreTask(partition int32, upstreams []string, metadata string) (*Task, error) {
 	t := newTask(partition, upstreams)
 	if metadata == "" {
 		return t, nil
@@ -620,3 +615,9 @@ func restoreTask(partition int32, upstreams []string, metadata string) (*task, e
 	t.reported = t.out > mtime.MinTimestamp
 	return t, nil
 }
+
+// ReportAgain makes task t report at its next attempt even if its output
+// watermark, idle flag and source details did not move: the Loop calls it
+// for every assigned task when the input topic's partition count grew, so
+// the next reports carry the new total (seed 000).
+func (t *Task) ReportAgain() { t.reported = false }

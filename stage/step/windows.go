@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 
 // ErrMalformedElement: an element's windowed-value header could not be cut
 // (ExplodeWindows).
-var ErrMalformedElement = errors.New("stage: malformed windowed value")
+var ErrMalformedElement = errors.New("step: malformed windowed value")
 
 // ExplodeWindows cuts element e, encoded with Beam's full windowed value
 // coder over the interval window coder, into one element per window:

@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"encoding/base64"
@@ -44,7 +44,7 @@ func TestCheckpointRestoresTheInputWatermark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := restoreTask(3, up, md)
+	back, err := RestoreTask(3, up, md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRestoredTaskKeepsItsHeldUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := restoreTask(0, up, md)
+	back, err := RestoreTask(0, up, md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestRestoredTaskKeepsEachUpstreamsOut(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			back, err := restoreTask(0, tc.up, md)
+			back, err := RestoreTask(0, tc.up, md)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func TestRestoredTaskKeepsEachUpstreamsOut(t *testing.T) {
 				t.Fatalf("restored held %v, original %v", back.agg.Held(), tk.agg.Held())
 			}
 			for i, r := range tc.after {
-				for _, k := range []*task{tk, back} {
+				for _, k := range []*Task{tk, back} {
 					if err := k.observe(r); err != nil {
 						t.Fatal(err)
 					}
@@ -182,7 +182,7 @@ const previousCheckpoint = "ChAKBWNsb2NrGOgHIAE44NQDCgwKBW1peGVkGKwCIAIKDgoFbWl4
 // sparse 500, mixed 300, clock 1 000).
 func TestPreviousCheckpointStillRestores(t *testing.T) {
 	up := []string{"clock", "dense", "mixed", "sparse"}
-	back, err := restoreTask(4, up, previousCheckpoint)
+	back, err := RestoreTask(4, up, previousCheckpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func TestPreviousCheckpointStillRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := restoreTask(4, up, md)
+	again, err := RestoreTask(4, up, md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []*task{back, again} {
+	for _, k := range []*Task{back, again} {
 		if in, _ := k.inputWatermark(); in != mtime.MinTimestamp || k.out != mtime.MinTimestamp {
 			t.Fatalf("restored input watermark %d, out %d: want the start of time (sparse held)", in, k.out)
 		}
@@ -230,16 +230,16 @@ func TestPreviousCheckpointStillRestores(t *testing.T) {
 }
 
 func TestRestoreRefusesBadCheckpoints(t *testing.T) {
-	if _, err := restoreTask(2, nil, "not base64!"); err == nil || !strings.Contains(err.Error(), "input partition 2") {
+	if _, err := RestoreTask(2, nil, "not base64!"); err == nil || !strings.Contains(err.Error(), "input partition 2") {
 		t.Fatalf("want an error naming partition 2, got %v", err)
 	}
 	tk := newTask(1, []string{"a"})
 	_ = tk.observe(report("a", 0, 5, 1, false))
 	md, _ := tk.checkpoint()
-	if _, err := restoreTask(1, []string{"other"}, md); !errors.Is(err, watermarkmgr.ErrUnknownUpstream) {
+	if _, err := RestoreTask(1, []string{"other"}, md); !errors.Is(err, watermarkmgr.ErrUnknownUpstream) {
 		t.Fatalf("a checkpoint of another plan: want ErrUnknownUpstream, got %v", err)
 	}
-	if tk, err := restoreTask(4, []string{"a"}, ""); err != nil || tk.out != mtime.MinTimestamp || tk.reported {
+	if tk, err := RestoreTask(4, []string{"a"}, ""); err != nil || tk.out != mtime.MinTimestamp || tk.reported {
 		t.Fatalf("no checkpoint: want a fresh task, got %+v, %v", tk, err)
 	}
 	// Malformed form 2 upstreams: fewer codes than partitions, a code
@@ -251,7 +251,7 @@ func TestRestoreRefusesBadCheckpoints(t *testing.T) {
 		{Stage: "a", EmittedWatermarkMillis: proto.Int64(5)},
 	} {
 		b, _ := proto.Marshal(&pb.TaskCheckpoint{Upstreams: []*pb.UpstreamCheckpoint{c}})
-		if _, err := restoreTask(6, []string{"a"}, base64.StdEncoding.EncodeToString(b)); err == nil || !strings.Contains(err.Error(), "input partition 6") {
+		if _, err := RestoreTask(6, []string{"a"}, base64.StdEncoding.EncodeToString(b)); err == nil || !strings.Contains(err.Error(), "input partition 6") {
 			t.Fatalf("checkpoint %v: want an error naming partition 6, got %v", c, err)
 		}
 	}
@@ -361,7 +361,7 @@ func TestCheckpointFitsOffsetMetadata(t *testing.T) {
 		t.Fatalf("checkpoint of %d bytes rounded watermarks to %d significant bits: want it exact", len(md), s)
 	}
 	t.Logf("checkpoint of %d upstream partitions: %d bytes", tk.upstreamPartitions(), len(md))
-	back, err := restoreTask(7, up, md)
+	back, err := RestoreTask(7, up, md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestCheckpointFitsOffsetMetadata(t *testing.T) {
 		report("gaps", 1, 900, 6, false), report("gaps", 3, 900, 6, false), report("gaps", 4, 900, 6, false),
 		report("grown", 0, 400, 3, false), report("grown", 1, 400, 3, false), report(src, 0, mtime.Time(base+20_000), n, false),
 	} {
-		for _, k := range []*task{tk, back} {
+		for _, k := range []*Task{tk, back} {
 			if err := k.observe(r); err != nil {
 				t.Fatal(err)
 			}
@@ -405,7 +405,7 @@ func TestCheckpointFitsOffsetMetadata(t *testing.T) {
 // watermark), full reports for a stage whose totals differ or that carries
 // a processing time. Tests use it to write the checkpoints a running
 // application already committed.
-func checkpointV1(t *task) (string, error) {
+func checkpointV1(t *Task) (string, error) {
 	cp := &pb.TaskCheckpoint{OutputWatermarkMillis: int64(t.out)}
 	for _, u := range slices.Sorted(maps.Keys(t.last)) {
 		m := t.last[u]
@@ -498,7 +498,7 @@ func wmPool(rng *rand.Rand, base, out mtime.Time) mtime.Time {
 // TestClampingBelowOutChangesNoEmittedWatermark checks, against the real
 // Manager, the rule form 2 checkpoints rest on: a Manager rebuilt from
 // another's state with every partition watermark at or below Out stored as
-// Out (and its Out set first by partition 0 alone, as restoreTask does)
+// Out (and its Out set first by partition 0 alone, as RestoreTask does)
 // emits the same watermark, held and all-idle state (below the end of
 // time) after every later
 // batch of reports as the original: 3 000 random histories, each cut at a
@@ -532,7 +532,7 @@ func TestClampingBelowOutChangesNoEmittedWatermark(t *testing.T) {
 		b := watermarkmgr.New()
 		if s.Watermark > mtime.MinTimestamp {
 			if !s.Partitions[0].Reported {
-				t.Fatalf("iteration %d: Out %d with partition 0 unreported: restoreTask cannot set Out", iter, s.Watermark)
+				t.Fatalf("iteration %d: Out %d with partition 0 unreported: RestoreTask cannot set Out", iter, s.Watermark)
 			}
 			_ = b.Observe(0, s.Watermark, 1, false)
 			b.Advance()
@@ -648,7 +648,7 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 	for iter := 0; iter < 60; iter++ {
 		g := newUpstreamGen(rng, 1000)
 		orig := newTask(9, g.names)
-		observe := func(r *pb.WatermarkReport, ts ...*task) {
+		observe := func(r *pb.WatermarkReport, ts ...*Task) {
 			for _, k := range ts {
 				if err := k.observe(r); err != nil {
 					t.Fatal(err)
@@ -689,7 +689,7 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 		} else {
 			rounded++
 		}
-		back, err := restoreTask(9, g.names, md)
+		back, err := RestoreTask(9, g.names, md)
 		if err != nil {
 			t.Fatalf("iteration %d: %v", iter, err)
 		}
@@ -749,7 +749,7 @@ func TestCheckpointRestoresUnderRealWatermarks(t *testing.T) {
 // the reports carry one of 4 processing times (a TestStream's clock, which
 // every task downstream of it reports as the min over its upstreams);
 // "random": any in a day.
-func worstTask(n int32, mix string, held bool, clock string) *task {
+func worstTask(n int32, mix string, held bool, clock string) *Task {
 	rng := rand.New(rand.NewSource(int64(n)))
 	u := "s0-kafkaio.Read_bench-parts-128-1796092197226"
 	tk := newTask(0, []string{u})

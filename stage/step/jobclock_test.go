@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"context"
@@ -102,7 +102,7 @@ func identity(_ context.Context, w Work, _ Emit) (*Bundle, error) {
 	return &Bundle{Outputs: map[string][][]byte{"main": w.Elements}}, nil
 }
 
-// TestStepJobClock: with StepConfig.JobClock a downstream task's
+// TestStepJobClock: with Config.JobClock a downstream task's
 // processing time is its upstream's reported clock; a report that moves
 // only the clock is a point (Advance runs there, before the next record,
 // in one batch as in many), and the task's own report carries the clock
@@ -118,11 +118,11 @@ func TestStepJobClock(t *testing.T) {
 	}
 	run := func(jobClock bool, split bool) ([]string, []string) {
 		h := &clockHead{clock: map[int32]int64{}}
-		s, err := NewStep(StepConfig{Spec: spec, Head: h, Process: identity, ReportTopic: "reports", JobClock: jobClock})
+		s, err := New(Config{Spec: spec, Head: h, Process: identity, ReportTopic: "reports", JobClock: jobClock})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tasks := map[int32]*task{0: newTask(0, spec.Upstreams)}
+		tasks := map[int32]*Task{0: newTask(0, spec.Upstreams)}
 		var out []string
 		batches := [][]In{batch}
 		if split {
@@ -167,11 +167,11 @@ func TestStepJobClockSource(t *testing.T) {
 	spec := Spec{Name: "ts", InputTopic: "in", Partitions: 1, RawInput: true, HeadOutput: "main",
 		Outputs: []Output{{PCollection: "main", Topics: []OutputTopic{{Name: "out", Partitions: 1, Copies: 1}}}}}
 	h := clockSourceHead{&clockHead{clock: map[int32]int64{}, source: true, cur: map[int32]int64{}}}
-	s, err := NewStep(StepConfig{Spec: spec, Head: h, Process: identity, ReportTopic: "reports", JobClock: true})
+	s, err := New(Config{Spec: spec, Head: h, Process: identity, ReportTopic: "reports", JobClock: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := map[int32]*task{0: newTask(0, nil)}
+	tasks := map[int32]*Task{0: newTask(0, nil)}
 	r, err := s.Decide(context.Background(), tasks, []In{
 		{Task: 0, Offset: 0, Value: []byte("a~100")},
 		{Task: 0, Offset: 1, Value: []byte("b~5100")},

@@ -1,4 +1,4 @@
-package stage
+package step
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/envelope"
 )
 
-// TestStepSpill: with StepConfig.Spill, an attempt hands its records on
+// TestStepSpill: with Config.Spill, an attempt hands its records on
 // in order whenever they hold SpillBytes, while the bundles run (outputs
 // a ProcessFunc streams through Emit included), and Ready keeps only the
 // rest: the records spilled followed by Ready.Records are exactly, in
@@ -47,7 +47,7 @@ func TestStepSpill(t *testing.T) {
 		Value     string
 	}
 	run := func(spillBytes int, spillErr error) (all []rec, spills int, r *Ready, err error) {
-		cfg := StepConfig{Spec: spec, Head: &Passthrough{}, Process: process, ReportTopic: "reports"}
+		cfg := Config{Spec: spec, Head: &Passthrough{}, Process: process, ReportTopic: "reports"}
 		if spillBytes > 0 {
 			cfg.SpillBytes = spillBytes
 			cfg.Spill = func(rs []Record) error {
@@ -58,11 +58,11 @@ func TestStepSpill(t *testing.T) {
 				return spillErr
 			}
 		}
-		s, err := NewStep(cfg)
+		s, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tasks := map[int32]*task{0: newTask(0, spec.Upstreams), 1: newTask(1, spec.Upstreams)}
+		tasks := map[int32]*Task{0: newTask(0, spec.Upstreams), 1: newTask(1, spec.Upstreams)}
 		if r, err = s.Decide(context.Background(), tasks, batch, nil); err != nil {
 			return nil, spills, nil, err
 		}

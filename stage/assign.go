@@ -1,0 +1,320 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/step"
+)
+
+// This file is assignment and restore: the rebalance callback that
+// restores each assigned task from its committed offset's checkpoint and
+// tells the head, the start offsets, the rewind to the committed state
+// after an abort, and a growing input topic's partition count.
+
+// rebalance keeps l.tasks in step with the assignment. On assignment it
+// restores every new task from its committed offset's metadata, before the
+// partition is consumed.
+func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	l.cbMu.Lock()
+	defer l.cbMu.Unlock()
+	if c != l.live {
+		return nil // a consumer given up by closeConsumer
+	}
+	if err := l.applyRebalance(c, ev); err != nil {
+		l.rebalanceErr = err
+		return err
+	}
+	return nil
+}
+
+func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		if l.closing {
+			return c.IncrementalAssign(e.Partitions)
+		}
+		if !l.cfg.Spec.GrowingInput {
+			for _, tp := range e.Partitions {
+				if tp.Partition >= l.core.Partitions() {
+					return fmt.Errorf("%w: stage %s: partition %d of %s assigned, but the plan made the topic with %d partitions and its upstreams write to those only", ErrInputGrown, l.cfg.Spec.Name, tp.Partition, l.cfg.Spec.InputTopic, l.core.Partitions())
+				}
+			}
+		}
+		committed, err := l.committed(c, e.Partitions)
+		if err != nil {
+			return fmt.Errorf("stage %s: committed offsets: %w", l.cfg.Spec.Name, err)
+		}
+		for _, tp := range committed {
+			md := ""
+			if tp.Metadata != nil {
+				md = *tp.Metadata
+			}
+			t, err := step.RestoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
+			if err != nil {
+				return err
+			}
+			if err := l.head.Assign(context.Background(), tp.Partition); err != nil {
+				return fmt.Errorf("stage %s: task %d: %w", l.cfg.Spec.Name, tp.Partition, err)
+			}
+			l.tasks[tp.Partition] = t
+			l.setNext(tp)
+			now := time.Now()
+			l.status.update(tp.Partition, func(s *TaskStatus) { *s = TaskStatus{Partition: s.Partition, AssignedAt: now, LagRecords: -1} })
+		}
+		if f := l.cfg.Observer.Rebalanced; f != nil {
+			f(partitionsOf(e.Partitions), nil)
+		}
+		if err := l.startAt(c, committed, e.Partitions); err != nil {
+			return err
+		}
+		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
+		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
+		for _, tp := range e.Partitions {
+			if tp.Partition >= l.core.Partitions() {
+				// A partition beyond the count: its task must not report
+				// before the count covers it (a report of partition p of
+				// total <= p is refused downstream). Ask now.
+				l.checkPartitions(c, tp.Partition+1)
+				break
+			}
+		}
+		return c.IncrementalAssign(e.Partitions)
+	case kafka.RevokedPartitions:
+		for _, tp := range e.Partitions {
+			delete(l.tasks, tp.Partition)
+			delete(l.next, tp.Partition)
+			delete(l.side.paused, tp.Partition)
+			delete(l.aligned, tp.Partition)
+			l.head.Revoke(tp.Partition)
+			l.status.remove(tp.Partition)
+		}
+		if f := l.cfg.Observer.Rebalanced; f != nil {
+			f(nil, partitionsOf(e.Partitions))
+		}
+		l.log.Info("stage: tasks revoked", "partitions", partitionsOf(e.Partitions), "lost", c.AssignmentLost())
+		return c.IncrementalUnassign(e.Partitions)
+	}
+	return nil
+}
+
+// setNext makes tp's committed offset its task's next offset (Loop.next),
+// or forgets it if none is committed.
+func (l *Loop) setNext(tp kafka.TopicPartition) {
+	if tp.Offset < 0 {
+		delete(l.next, tp.Partition)
+		return
+	}
+	if l.next == nil {
+		l.next = map[int32]int64{}
+	}
+	l.next[tp.Partition] = int64(tp.Offset)
+}
+
+// startAt sets, in assigned, the start offset of every partition that has
+// no committed offset (committed says) to Config.StartAt's, when it is set.
+func (l *Loop) startAt(c *kafka.Consumer, committed, assigned []kafka.TopicPartition) error {
+	if l.cfg.StartAt.IsZero() {
+		return nil
+	}
+	var ask []kafka.TopicPartition
+	for _, tp := range committed {
+		if tp.Offset < 0 {
+			ask = append(ask, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(l.cfg.StartAt.UnixMilli())})
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	got, err := c.OffsetsForTimes(ask, int(committedTimeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("stage %s: offsets for start time %s: %w", l.cfg.Spec.Name, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), err)
+	}
+	at := map[int32]kafka.Offset{}
+	for _, tp := range got {
+		if tp.Error != nil {
+			return fmt.Errorf("stage %s: task %d: offset for start time %s: %w", l.cfg.Spec.Name, tp.Partition, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), tp.Error)
+		}
+		at[tp.Partition] = tp.Offset // kafka.OffsetEnd when no record is that late
+	}
+	for i, tp := range assigned {
+		if o, ok := at[tp.Partition]; ok {
+			assigned[i].Offset = o
+		}
+	}
+	l.log.Info("stage: tasks without committed offsets start at a time", "start_at", l.cfg.StartAt.UTC().Format(time.RFC3339Nano), "partitions", partitionsOf(ask))
+	return nil
+}
+
+// committedTimeout bounds the wait for a task's committed offsets. A
+// read_committed consumer asks for stable offsets (KIP-447): while a
+// transaction that sent offsets for the partition is still open, which is
+// what a SIGKILLed previous owner leaves, the broker answers
+// UNSTABLE_OFFSET_COMMIT and librdkafka asks again, until the broker aborts
+// that transaction transaction.timeout.ms (10 s here) after it began,
+// checked every transaction.abort.timed.out.transaction.cleanup.interval.ms
+// (10 s by default): up to about 20 s, longer on a slow broker.
+const committedTimeout = 2 * time.Minute
+
+// committed returns c's committed offsets (with their metadata) for tps,
+// waiting for unstable ones as committedTimeout says; a wait of more than a
+// second is logged with its likely cause.
+func (l *Loop) committed(c *kafka.Consumer, tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+	start := time.Now()
+	out, err := c.Committed(tps, int(committedTimeout.Milliseconds()))
+	if el := time.Since(start); el > time.Second {
+		l.log.Info("stage: waited for stable committed offsets (a transaction of a previous owner of these tasks was open until the broker aborted it)",
+			"partitions", partitionsOf(tps), "waited", el.Round(time.Millisecond))
+	}
+	return out, err
+}
+
+func partitionsOf(tps []kafka.TopicPartition) []int32 {
+	out := make([]int32, len(tps))
+	for i, tp := range tps {
+		out[i] = tp.Partition
+	}
+	return out
+}
+
+// rewind puts every task of the batch back to its committed state: the
+// checkpoint in the committed offset's metadata, and the consumer position at
+// the committed offset.
+func (l *Loop) rewind(batch []*kafka.Message) error {
+	parts := map[int32]bool{}
+	for _, m := range batch {
+		parts[m.TopicPartition.Partition] = true
+	}
+	for p := range l.woken {
+		parts[p] = true
+	}
+	topic := l.cfg.Spec.InputTopic
+	var tps []kafka.TopicPartition
+	for p := range parts {
+		if l.tasks[p] != nil {
+			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	committed, err := l.committed(l.consumer, tps)
+	if err != nil {
+		return fmt.Errorf("stage %s: rewind: committed offsets: %w", l.cfg.Spec.Name, err)
+	}
+	for i, tp := range committed {
+		md := ""
+		if tp.Metadata != nil {
+			md = *tp.Metadata
+		}
+		t, err := step.RestoreTask(tp.Partition, l.cfg.Spec.Upstreams, md)
+		if err != nil {
+			return err
+		}
+		l.tasks[tp.Partition] = t
+		l.setNext(tp) // back at its committed offset
+		if tp.Offset < 0 {
+			committed[i].Offset = kafka.OffsetBeginning
+		}
+	}
+	if _, err := l.consumer.SeekPartitions(committed); err != nil {
+		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Spec.Name, err)
+	}
+	return nil
+}
+
+// PartitionCheck is how often a stage whose input topic may grow
+// (Spec.GrowingInput) asks the broker for the topic's partition count: a
+// metadata request for that one topic, sent by a goroutine of the loop's
+// (watchPartitions) so that the loop never waits for it. A new partition
+// is thus known to the loop within PartitionCheck plus a round trip plus
+// one poll (Config.CommitInterval), and its total is in every assigned
+// task's next report (issue 21 §4: within 1 s of the partition's creation;
+// seed 000: the count travels in-band, so the hold downstream re-opens
+// before the group has even assigned the new partition). The consumer's
+// own metadata refresh (topic.metadata.refresh.interval.ms, which the
+// runner sets to 10 s for source stages; librdkafka's default is 5 min)
+// decides when the group rebalances the new partitions in.
+const PartitionCheck = 500 * time.Millisecond
+
+// partitionCheckTimeout bounds one metadata request of watchPartitions
+// and of an assignment beyond the count (checkPartitions).
+const partitionCheckTimeout = 5 * time.Second
+
+// watchPartitions asks for the input topic's partition count every
+// PartitionCheck until ctx is done, and keeps the largest count read in
+// seenPartitions. A failed request is logged once per failure streak and
+// asked again at the next tick. It uses c (the loop's consumer: a
+// metadata response also refreshes that consumer's view of the topic);
+// the caller stops it before c is closed.
+func (l *Loop) watchPartitions(ctx context.Context, c *kafka.Consumer) {
+	topic := l.cfg.Spec.InputTopic
+	tick := time.NewTicker(PartitionCheck)
+	defer tick.Stop()
+	failing := false
+	for {
+		n, err := partitionCount(c, topic)
+		switch {
+		case err != nil && !failing:
+			failing = true
+			l.log.Warn("stage: asking the input topic's partition count failed; asking again every PartitionCheck", "topic", topic, "every", PartitionCheck, "err", err)
+		case err == nil:
+			failing = false
+			for {
+				old := l.seenPartitions.Load()
+				if n <= old || l.seenPartitions.CompareAndSwap(old, n) {
+					break
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// partitionCount asks the broker how many partitions topic has.
+func partitionCount(c *kafka.Consumer, topic string) (int32, error) {
+	md, err := c.GetMetadata(&topic, false, int(partitionCheckTimeout.Milliseconds()))
+	if err != nil {
+		return 0, err
+	}
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return 0, fmt.Errorf("stage: no metadata for topic %s", topic)
+	}
+	if tm.Error.Code() != kafka.ErrNoError {
+		return 0, tm.Error
+	}
+	return int32(len(tm.Partitions)), nil
+}
+
+// checkPartitions asks for the input topic's partition count now, on the
+// loop's goroutine (an assignment of a partition beyond the count, from the
+// rebalance callback), and grows the count to it, or to at least atLeast
+// (the assigned partition exists) when the request fails.
+func (l *Loop) checkPartitions(c *kafka.Consumer, atLeast int32) {
+	n, err := partitionCount(c, l.cfg.Spec.InputTopic)
+	if err != nil {
+		l.log.Warn("stage: asking the input topic's partition count failed; counting up to the assigned partition", "topic", l.cfg.Spec.InputTopic, "err", err)
+	}
+	l.grow(max(n, atLeast))
+}
+
+// grow makes n the input topic's partition count if it is larger than the
+// count the reports carry; then every assigned task reports the new total
+// at the next attempt (woken if it has no record: wakeTasks), which
+// re-opens the downstream hold until the new partitions have reported
+// (seed 000).
+func (l *Loop) grow(n int32) {
+	if !l.core.SetPartitions(n) {
+		return
+	}
+	l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", l.cfg.Spec.InputTopic, "partitions", n)
+	l.reportAll = true
+}

@@ -1,0 +1,264 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/step"
+)
+
+// This file is the commit: one attempt decided by the step (step.Step)
+// and carried out in one Kafka transaction, its abort, and the records'
+// way to the producer.
+
+// commit decides the attempt (Step.Decide: the head and the bundles, no
+// Kafka) and carries out its Ready in one transaction: the records, the
+// head's state (Ready.State), the offsets with the tasks' checkpoints;
+// once the transaction committed, Step.Advance acknowledges the Ready. On
+// an error the transaction is aborted, the head's changes dropped
+// (Step.Abort) and the error returned; the caller rewinds. It returns the
+// tasks side inputs hold back.
+func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32) (blocked map[int32]int64, err error) {
+	ins, touched := inputs(batch)
+	began := time.Now()
+	for p := range touched {
+		l.status.update(p, func(s *TaskStatus) { s.AttemptSince = began })
+	}
+	// touched grows by the woken tasks below: the deferred calls see them.
+	defer func() {
+		for p := range touched {
+			if l.tasks[p] != nil {
+				l.status.update(p, func(s *TaskStatus) { s.AttemptSince = time.Time{} })
+			}
+		}
+	}()
+	l.woken = nil
+	if len(wake) > 0 {
+		if l.woken, err = l.positions(wake); err != nil {
+			return nil, err
+		}
+		for p := range l.woken {
+			touched[p] = true
+		}
+	}
+	inTxn := false
+	defer func() {
+		if err != nil {
+			if herr := l.core.Abort(slices.Sorted(maps.Keys(touched))); herr != nil {
+				err = errors.Join(err, herr)
+			}
+			if inTxn {
+				err = l.abort(ctx, err)
+			}
+		}
+	}()
+	if l.spilled != nil {
+		if err := l.spilled.reset(); err != nil {
+			return nil, fmt.Errorf("stage %s: %w", l.cfg.Spec.Name, err)
+		}
+	}
+	r, err := l.core.Decide(ctx, l.tasks, ins, l.woken)
+	if err != nil {
+		return nil, err
+	}
+	if r.Empty() {
+		return r.Blocked, nil // nothing to commit
+	}
+	decided := time.Now()
+	if err := l.producer.BeginTransaction(); err != nil {
+		return nil, l.classify(ctx, "begin transaction", err)
+	}
+	inTxn = true
+	if err := l.produceReady(r, len(batch), touched); err != nil {
+		return nil, err
+	}
+	if err := l.commitTransaction(ctx, r.Offsets); err != nil {
+		return nil, err
+	}
+	inTxn = false
+	if l.next == nil {
+		l.next = map[int32]int64{}
+	}
+	for _, o := range r.Offsets {
+		l.next[o.Task] = o.Next
+	}
+	if err := l.core.Advance(r); err != nil {
+		// The transaction is durable in Kafka; the local store can be
+		// restored from the changelog. Stop: the task state is suspect.
+		return nil, fmt.Errorf("%w: %w", ErrLocalState, err)
+	}
+	l.countCommit(r, len(batch), touched, began, decided)
+	return r.Blocked, nil
+}
+
+// inputs turns a polled batch into the step's records, and returns the
+// tasks (input partitions) it holds.
+func inputs(batch []*kafka.Message) ([]step.In, map[int32]bool) {
+	ins := make([]step.In, len(batch))
+	touched := map[int32]bool{}
+	for i, m := range batch {
+		ins[i] = step.In{Task: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value}
+		if m.TimestampType != kafka.TimestampNotAvailable {
+			ins[i].Timestamp = m.Timestamp.UnixMilli()
+			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
+		}
+		for _, h := range m.Headers {
+			ins[i].Headers = append(ins[i].Headers, step.Header{Key: h.Key, Value: h.Value})
+		}
+		touched[m.TopicPartition.Partition] = true
+	}
+	return ins, touched
+}
+
+// produceReady produces r's records into the open transaction, in Ready's
+// order: the spilled records, Records, Config.CommitRecords' records (the
+// runner's metrics of the transaction: recordsIn input records, the tasks
+// touched), then the head's state (Ready.State).
+func (l *Loop) produceReady(r *step.Ready, recordsIn int, touched map[int32]bool) error {
+	if r.Spilled > 0 {
+		if err := l.spilled.replay(l.produceRecord); err != nil {
+			return err
+		}
+	}
+	for i := range r.Records {
+		if err := l.produceRecord(&r.Records[i]); err != nil {
+			return err
+		}
+	}
+	if f := l.cfg.CommitRecords; f != nil {
+		extra := f(TxnSummary{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
+		for i := range extra {
+			if err := l.produceRecord(&extra[i]); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range r.State {
+		if err := l.produceRecord(&r.State[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitTransaction sends the tasks' offsets (with their checkpoints as
+// metadata) and the consumer group's metadata (KIP-447: fenced by the
+// group generation) to the open transaction and commits it, each call
+// bounded by txnCallTimeout (callWithin).
+func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error {
+	topic := l.cfg.Spec.InputTopic
+	offsets := make([]kafka.TopicPartition, len(offs))
+	for i, o := range offs {
+		md := o.Metadata
+		offsets[i] = kafka.TopicPartition{Topic: &topic, Partition: o.Task, Offset: kafka.Offset(o.Next), Metadata: &md}
+	}
+	gm, err := l.consumer.GetConsumerGroupMetadata()
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
+	defer cancel()
+	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
+		return l.classify(ctx, "send offsets", err)
+	}
+	if err := l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) }); err != nil {
+		return l.classify(ctx, "commit", err)
+	}
+	return nil
+}
+
+// countCommit counts a committed transaction: the loop's Stats, the
+// touched tasks' status, Config.Observer.Committed (the attempt took from
+// began to decided, its transaction from decided to now).
+func (l *Loop) countCommit(r *step.Ready, recordsIn int, touched map[int32]bool, began, decided time.Time) {
+	l.stats.commits.Add(1)
+	l.abortsUncommitted = 0
+	end := time.Now()
+	for p := range touched {
+		if l.tasks[p] != nil {
+			l.status.update(p, func(s *TaskStatus) { s.LastCommit = end })
+		}
+	}
+	if f := l.cfg.Observer.Committed; f != nil {
+		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1}})
+	}
+	now := end.UnixNano()
+	l.stats.firstCommit.CompareAndSwap(0, now)
+	l.stats.lastCommit.Store(now)
+	l.stats.recordsIn.Add(uint64(recordsIn))
+	l.stats.elementsIn.Add(r.ElementsIn)
+	if out := l.stats.elementsOut.Add(r.ElementsOut); r.ElementsOut > 0 && out == r.ElementsOut {
+		// Once per loop: when this instance's share of the stage first
+		// gave output (tests wait for it before killing an instance).
+		l.log.Info("stage: first output committed", "elements_out", r.ElementsOut, "commits", l.stats.commits.Load())
+	}
+	l.stats.reportsOut.Add(r.ReportsOut)
+	l.stats.bundles.Add(r.Bundles)
+}
+
+// spill is the step's StepConfig.Spill: it writes records to the
+// attempt's spill file on local disk, which the transaction replays, in
+// order, before the Ready's records (commit). So an attempt whose output
+// is larger than memory (a file read in one bundle, every window of a job
+// firing at its end) is never held whole, and its transaction stays as
+// short as producing it: the bundle runs before the transaction opens, as
+// without a spill, well within transaction.timeout.ms.
+func (l *Loop) spill(records []step.Record) error {
+	if l.spilled == nil {
+		l.spilled = &spillFile{dir: l.cfg.SpillDir}
+	}
+	return l.spilled.add(records)
+}
+
+func (l *Loop) produceRecord(r *step.Record) error {
+	topic := l.topicNames[r.Topic]
+	if topic == nil {
+		t := r.Topic
+		topic = &t
+		if l.topicNames == nil {
+			l.topicNames = map[string]*string{}
+		}
+		l.topicNames[t] = topic
+	}
+	for {
+		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+		var ke kafka.Error
+		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+			l.producer.Flush(100)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
+		}
+		return nil
+	}
+}
+
+// classify turns a fatal producer error into ErrFenced.
+func (l *Loop) classify(_ context.Context, what string, err error) error {
+	var ke kafka.Error
+	if errors.As(err, &ke) && (ke.IsFatal() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced) {
+		return fmt.Errorf("%w: stage %s: %s: %w", ErrFenced, l.cfg.Spec.Name, what, err)
+	}
+	return fmt.Errorf("stage %s: %s: %w", l.cfg.Spec.Name, what, err)
+}
+
+// abort aborts the open transaction and returns cause (or ErrFenced if the
+// abort itself says the producer is fenced).
+func (l *Loop) abort(ctx context.Context, cause error) error {
+	if errors.Is(cause, ErrFenced) {
+		return cause
+	}
+	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
+	defer cancel()
+	if err := l.producer.AbortTransaction(tctx); err != nil {
+		return errors.Join(cause, l.classify(ctx, "abort", err))
+	}
+	return cause
+}
