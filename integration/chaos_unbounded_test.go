@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,8 +203,33 @@ func runChaosUnbounded(t *testing.T, seed int64) {
 		checkCleanExit(t, k)
 	}
 	if t.Failed() {
+		chaosKeepLogs(t, events, seed)
 		t.Logf("FAILED with seed %d (KAFKASTREAMS_CHAOS_SEED=<TestChaos's seed, logged first> replays the schedule)", seed)
 	}
+}
+
+// chaosKeepLogs writes the log of every instance the chaos started to a
+// directory that outlives the test (instance-<idx>.log), and logs where:
+// a failure's cause is in them (an abort, a rebalance, a late drop) and a
+// replay of the seed need not fail again.
+func chaosKeepLogs(t *testing.T, events []chaosEvent, seed int64) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("kafkastreams-chaos-%d-", seed))
+	if err != nil {
+		t.Logf("instances' logs not kept: %v", err)
+		return
+	}
+	n := 0
+	for _, e := range events {
+		if e.sig != 0 {
+			continue // a start names each instance once
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("instance-%d.log", e.kid.idx)), []byte(e.kid.log.String()), 0o644); err != nil {
+			t.Logf("instance %d's log not kept: %v", e.kid.idx, err)
+			continue
+		}
+		n++
+	}
+	t.Logf("the logs of the %d instances started are in %s", n, dir)
 }
 
 // chaosSignalled returns the event that signalled k, if any.
