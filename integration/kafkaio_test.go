@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -822,5 +823,60 @@ func TestKafkaReadPatternAndStartAt(t *testing.T) {
 	}
 	if got := readValues(t, bs, outP, 0, 20*time.Second); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("on Prism: wrote %d values:\n  %s\nwant %d", len(got), strings.Join(got, "\n  "), len(want))
+	}
+}
+
+// kioFailedOnce is set once kioFailOnce has failed its first call.
+var kioFailedOnce atomic.Bool
+
+// kioFailOnce returns its record's value, except that its first call in
+// the process fails the bundle (the attempt aborts and its tasks rewind).
+func kioFailOnce(_, v []byte) ([]byte, error) {
+	if kioFailedOnce.CompareAndSwap(false, true) {
+		return nil, errors.New("kioFailOnce: the first call fails")
+	}
+	return v, nil
+}
+
+func init() { register.Function2x2(kioFailOnce) }
+
+// TestStartAtRewindStaysAtStart: a source starting at a time
+// (WithStartAt) whose first attempt aborts (its first bundle fails once)
+// is rewound to where it began, the first record at or after the start
+// time, not to the log start: the output is the 6 records stamped at or
+// after it, each once, and none of the 4 before. A task with nothing
+// committed was sought back to the log start (kafka.OffsetBeginning)
+// whatever its start, so a `latest` or start-time source output what it
+// was never to read.
+func TestStartAtRewindStaysAtStart(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	in, out := uniqueName(t, "in"), uniqueName(t, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	const start = 1_700_000_100_000
+	var recs []kioRec
+	var want []string
+	for i := 0; i < 10; i++ {
+		v := fmt.Sprintf("r%d", i)
+		recs = append(recs, kioRec{key: []byte("k"), value: []byte(v), ts: start + int64(i-4)*1000}) // i < 4: before the start time
+		if i >= 4 {
+			want = append(want, v)
+		}
+	}
+	produceAt(t, bs, in, 0, recs...)
+	kioFailedOnce.Store(false)
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithStartAt(time.UnixMilli(start)), kafkaio.WithIdleness(time.Second))
+	kafkaio.Write(s, out, beam.ParDo(s, kioFailOnce, kvs))
+	runApp(t, ctx, bs, uniqueName(t, "app"), p)
+	if !kioFailedOnce.Load() {
+		t.Fatal("the first bundle did not fail: this run cannot show the rewind")
+	}
+	if got := readValues(t, bs, out, 0, 10*time.Second); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("output %q, want %q (the records from the start time, each once)", got, want)
 	}
 }

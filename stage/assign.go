@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -161,7 +162,11 @@ const committedTimeout = 2 * time.Minute
 
 // committed returns c's committed offsets (with their metadata) for tps,
 // waiting for unstable ones as committedTimeout says; a wait of more than a
-// second is logged with its likely cause.
+// second is logged with its likely cause. A partition the answer has an
+// error for is an error naming it (its kafka.Error: the loop restarts its
+// clients), never taken for "nothing committed", which would start its
+// task from scratch at the log start: the records since its commit again,
+// its checkpoint lost.
 func (l *Loop) committed(c *kafka.Consumer, tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
 	start := time.Now()
 	out, err := c.Committed(tps, int(committedTimeout.Milliseconds()))
@@ -169,7 +174,26 @@ func (l *Loop) committed(c *kafka.Consumer, tps []kafka.TopicPartition) ([]kafka
 		l.log.Info("stage: waited for stable committed offsets (a transaction of a previous owner of these tasks was open until the broker aborted it)",
 			"partitions", partitionsOf(tps), "waited", el.Round(time.Millisecond))
 	}
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if err := partitionErrors(out); err != nil {
+		return nil, fmt.Errorf("committed offset: %w", err)
+	}
+	return out, nil
+}
+
+// partitionErrors joins the errors tps carry (a librdkafka call that
+// answers per partition: committed offsets, seeks), each naming its
+// partition and wrapping its kafka.Error; nil if none does.
+func partitionErrors(tps []kafka.TopicPartition) error {
+	var errs []error
+	for _, tp := range tps {
+		if tp.Error != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", tp.Partition, tp.Error))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func partitionsOf(tps []kafka.TopicPartition) []int32 {
@@ -215,12 +239,28 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 			return err
 		}
 		l.tasks[tp.Partition] = t
-		l.setNext(tp) // back at its committed offset
-		if tp.Offset < 0 {
-			committed[i].Offset = kafka.OffsetBeginning
+		if tp.Offset >= 0 {
+			l.setNext(tp) // back at its committed offset
+			continue
+		}
+		// Nothing committed: back where the task began, its first record
+		// (Loop.next, kept by poll): the log start under
+		// auto.offset.reset=earliest, the log end at its start under
+		// "latest", a start time's offset. The log start for a task that
+		// has not had a record.
+		committed[i].Offset = kafka.OffsetBeginning
+		if n, ok := l.next[tp.Partition]; ok {
+			committed[i].Offset = kafka.Offset(n)
 		}
 	}
-	if _, err := l.consumer.SeekPartitions(committed); err != nil {
+	sought, err := l.consumer.SeekPartitions(committed)
+	if err == nil {
+		err = partitionErrors(sought)
+	}
+	if err != nil {
+		// A partition not sought back reads on past the aborted records:
+		// restart the clients (the tasks are assigned again, from their
+		// committed offsets).
 		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Spec.Name, err)
 	}
 	return nil

@@ -167,10 +167,38 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
 		return l.classify(ctx, "send offsets", err)
 	}
-	if err := l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) }); err != nil {
-		return l.classify(ctx, "commit", err)
+	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
+	for retriable(err) && tctx.Err() == nil {
+		// librdkafka: a retriable commit error is retried by calling
+		// CommitTransaction again.
+		l.log.Warn("stage: commit: retrying", "err", err)
+		err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	if err := l.classify(ctx, "commit", err); errors.Is(err, ErrFenced) || txnRequiresAbort(err) {
+		return err // fenced; or not committed: abort and rewind
+	}
+	// The transaction may have committed (a timeout, a coordinator that
+	// went away after writing the commit): neither an abort nor a rewind
+	// is right (the heads would drop state the changelog has, the tasks
+	// would take committed offsets past it). Restart the clients: the
+	// tasks are assigned again and restored from what Kafka holds.
+	return fmt.Errorf("%w: stage %s: commit: its outcome is unknown: %w", ErrFenced, l.cfg.Spec.Name, err)
+}
+
+// retriable reports whether err is a kafka.Error librdkafka says to retry.
+func retriable(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.IsRetriable()
+}
+
+// txnRequiresAbort reports whether err is a kafka.Error after which the
+// transaction is to be aborted (librdkafka: it did not commit).
+func txnRequiresAbort(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.TxnRequiresAbort()
 }
 
 // countCommit counts a committed transaction: the loop's Stats, the

@@ -119,8 +119,17 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	}
 	kept := batch[:0]
 	for i, m := range batch {
-		if t := l.tasks[m.TopicPartition.Partition]; t != nil && t == owners[i] {
+		p := m.TopicPartition.Partition
+		if t := l.tasks[p]; t != nil && t == owners[i] {
 			kept = append(kept, m)
+			if _, ok := l.next[p]; !ok {
+				// Nothing committed: the task began at its first record
+				// (where a rewind seeks it back to).
+				if l.next == nil {
+					l.next = map[int32]int64{}
+				}
+				l.next[p] = int64(m.TopicPartition.Offset)
+			}
 		}
 	}
 	return kept, nil
@@ -129,19 +138,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 // leaveUnread drops batch, polled after the drain stopped reading: its
 // records stay unprocessed and uncommitted (a rerun of the application,
 // the new version of a drained job, reads them; Beam's drain processes no
-// record read after it). A task that never committed gets its first
-// dropped record as its next offset (Loop.next), which the consumer's
-// position has passed.
+// record read after it). A woken task commits Loop.next, which poll set
+// to its first record if it had nothing committed: not past them.
 func (l *Loop) leaveUnread(batch []*kafka.Message) {
-	for _, m := range batch {
-		p := m.TopicPartition.Partition
-		if _, ok := l.next[p]; !ok {
-			if l.next == nil {
-				l.next = map[int32]int64{}
-			}
-			l.next[p] = int64(m.TopicPartition.Offset) // the batch is in offset order per partition
-		}
-	}
 	l.log.Info("stage: draining: records left unread", "records", len(batch))
 }
 

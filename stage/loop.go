@@ -108,7 +108,8 @@ type TxnSummary struct {
 var (
 	// ErrFenced: another producer with this transactional.id, or a newer
 	// group generation, fenced this instance (or a transaction call did
-	// not return within its timeout: callWithin). The attempt is not
+	// not return within its timeout: callWithin; or a commit failed with
+	// its outcome unknown: commitTransaction). The attempt is not
 	// retried with these clients: its tasks stop and Run restarts the
 	// stage's clients (restartable), which revokes every task and
 	// restores each from what Kafka committed, as a restart of the
@@ -164,8 +165,9 @@ type Loop struct {
 	drained, stopReading bool
 	// next[p] is the offset of task p's next record to process as the
 	// loop knows it: the committed offset at the task's assignment or
-	// rewind, then the one each commit gave it (absent: none committed and
-	// none processed since). A woken task commits it again (positions),
+	// rewind, then the one each commit gave it; with nothing committed,
+	// the task's first record polled (absent: nothing committed, no record
+	// polled). A woken task commits it again (positions),
 	// never the consumer's position, which counts records the consumer
 	// delivered and the loop dropped unprocessed: polled after a drain
 	// stopped reading, or before their task was revoked and assigned again

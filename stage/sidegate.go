@@ -60,7 +60,13 @@ func (l *Loop) holdBlocked(blocked map[int32]int64) error {
 	if err := l.consumer.Pause(tps); err != nil {
 		return fmt.Errorf("stage %s: pause tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
-	if _, err := l.consumer.SeekPartitions(tps); err != nil {
+	sought, err := l.consumer.SeekPartitions(tps)
+	if err == nil {
+		err = partitionErrors(sought)
+	}
+	if err != nil {
+		// A task not sought back would read on past its held record:
+		// restart the clients (its committed offset is the held record).
 		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
 	if le, ok := l.head.(step.LogEnds); ok {
