@@ -168,10 +168,14 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 		return l.classify(ctx, "send offsets", err)
 	}
 	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
-	for retriable(err) && tctx.Err() == nil {
+	for retry := 1; retriable(err) && tctx.Err() == nil; retry++ {
 		// librdkafka: a retriable commit error is retried by calling
 		// CommitTransaction again.
-		l.log.Warn("stage: commit: retrying", "err", err)
+		l.log.Warn("stage: commit: retrying", "retry", retry, "err", err)
+		select {
+		case <-tctx.Done():
+		case <-time.After(min(time.Duration(retry)*100*time.Millisecond, time.Second)):
+		}
 		err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
 	}
 	if err == nil {
