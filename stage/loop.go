@@ -108,8 +108,7 @@ type TxnSummary struct {
 var (
 	// ErrFenced: another producer with this transactional.id, or a newer
 	// group generation, fenced this instance (or a transaction call did
-	// not return within its timeout: callWithin; or a commit failed with
-	// its outcome unknown: commitTransaction). The attempt is not
+	// not return within its timeout: callWithin). The attempt is not
 	// retried with these clients: its tasks stop and Run restarts the
 	// stage's clients (restartable), which revokes every task and
 	// restores each from what Kafka committed, as a restart of the
