@@ -195,6 +195,14 @@ func TestCommitActivityThreeInstances(t *testing.T) {
 	took := time.Since(start)
 	for i, err := range errs {
 		if err != nil {
+			// Every instance's whole log, kept: a hang is in another
+			// instance's (a task that never reported is someone's).
+			if dir, derr := os.MkdirTemp("", "kafkastreams-threeinstances-"); derr == nil {
+				for j := range n {
+					_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("instance-%d.log", j)), []byte(logs[j].String()), 0o644)
+				}
+				t.Logf("the %d instances' logs are in %s", n, dir)
+			}
 			t.Fatalf("instance %d: %v\n%s", i, err, tail(logs[i].String(), 4000))
 		}
 		// Every instance reports the job's counters (the application's
