@@ -320,16 +320,9 @@ func (o Options) Validate() error {
 // properties collects repeated key=value flags.
 type properties map[string]string
 
-func (p properties) String() string {
-	var kv []string
-	for k, v := range p {
-		if secretProperty(k) {
-			v = "***"
-		}
-		kv = append(kv, k+"="+v)
-	}
-	return strings.Join(kv, ",")
-}
+// String is the settings as kafkaclient.FormatProperties prints them: a
+// secret's value reads "***".
+func (p properties) String() string { return kafkaclient.FormatProperties(p) }
 
 // Get returns the settings (flag.Getter), for runner/kafkaio's clients
 // built outside the runner (ReadPattern's topic listing).

@@ -108,18 +108,28 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	res, err := execute(ctx, p, o)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
-	err = redactError(err, o.KafkaProperties)
+	err = kafkaclient.RedactError(err, o.KafkaProperties)
+	log := runnerLogger(o.KafkaProperties)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		// Stopped (SIGINT, SIGTERM, the caller's cancel): the tasks move to
 		// the other instances; nothing failed.
-		slog.Default().Info("kafkastreams: the instance stopped", "runner", Name, "cause", context.Cause(ctx))
+		log.Info("kafkastreams: the instance stopped", "cause", context.Cause(ctx))
 	case err != nil:
 		// Beam's log package turns the standard logger into INFO lines, so a
 		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
-		slog.Default().Error("kafkastreams: the job failed", "runner", Name, "err", err)
+		log.Error("kafkastreams: the job failed", "err", err)
 	}
 	return res, err
+}
+
+// runnerLogger is the logger of a run whose client properties are props:
+// slog.Default's handler through kafkaclient.RedactHandler, so that no
+// line of the runner, its stage loops, heads and embedded WatermarkManager
+// (execute hands it to each of them) shows the value of a secret property,
+// whatever error text it quotes; every line carries runner=Name.
+func runnerLogger(props map[string]string) *slog.Logger {
+	return slog.New(kafkaclient.RedactHandler(slog.Default().Handler(), props)).With("runner", Name)
 }
 
 // stageSpec is the Fn API view of stage s: its fused transforms, fed by the
@@ -150,7 +160,7 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 // producers and the harness in the background, create the topics
 // (setupTopics), record the plan, and run this instance's share (run).
 func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult, error) {
-	log := slog.Default().With("runner", Name)
+	log := runnerLogger(o.KafkaProperties)
 	tl := newTimeline()
 	tl.mark("process start to Execute")
 	if err := o.Validate(); err != nil {
