@@ -77,7 +77,10 @@ type Options struct {
 	StateDir string
 	// WatermarksAddr is where this instance serves GET /watermarks,
 	// /healthz and /metrics (--watermarks_addr). Default 127.0.0.1:0 (a
-	// free port, logged); empty disables.
+	// free port, logged); empty disables. On a loopback address only
+	// requests for localhost, a loopback address or this address's host
+	// are answered (403 otherwise: DNS rebinding); on another address or
+	// the wildcard, any (watermarkmgr/service's hostGuard).
 	WatermarksAddr string
 	// DefaultIdleness is the idleness of Kafka sources that set none
 	// (--default_idleness; kafkaio.WithIdleness): a source partition
