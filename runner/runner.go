@@ -241,8 +241,9 @@ const finalizeTimeout = 30 * time.Second
 // dropping them would lose data. When the head's output PCollection also leaves the
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
-// head through the step (step.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
+// head through the step (step.Head.Results). A failed finalization is
+// logged on log (the run's: runnerLogger).
+func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
 	drainFS := bo.drain
 	name := st.Name
 	headOut := false
@@ -297,7 +298,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOp
 				fctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
 				defer cancel()
 				if err := srv.FinalizeBundle(fctx, finalize); err != nil {
-					slog.Warn("kafkastreams: bundle finalization failed (its output is committed)", "stage", name, "err", err)
+					log.Warn("kafkastreams: bundle finalization failed (its output is committed)", "stage", name, "err", err)
 				}
 			}
 		}}
