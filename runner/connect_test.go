@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
 // saslProps are a SASL PLAIN client's settings with a password that must
@@ -171,4 +174,26 @@ func TestCheckBrokersNothingListens(t *testing.T) {
 		t.Errorf("the error prints the password: %v", err)
 	}
 	t.Logf("%v", err)
+}
+
+// TestReadPropertiesRedacted (issue 23): a kafkaio.Read's own client
+// properties (WithProperty: its stage consumer takes them) are in the
+// checked plan's properties, so the run's logger (runnerLogger, rebuilt
+// with them once the plan is checked) hides their secrets too.
+func TestReadPropertiesRedacted(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Read(s, "in", kafkaio.WithProperty("sasl.password", "read-secret-7"), kafkaio.WithProperty("client.rack", "r1"))
+	pipe, pl := planOf(t, p)
+	cp, err := checkStages(&checkEnv{comps: pipe.GetComponents(), pl: pl, o: DefaultOptions(), log: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	runnerLogger(append([]map[string]string{nil}, cp.properties...)...).Warn("kafkastreams: consumer error: password read-secret-7 refused (rack r1)")
+	if out := buf.String(); strings.Contains(out, "read-secret-7") || !strings.Contains(out, "r1") {
+		t.Errorf("the Read's password is shown, or its rack hidden:\n%s", out)
+	}
 }

@@ -123,13 +123,14 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
-// runnerLogger is the logger of a run whose client properties are props:
-// slog.Default's handler through kafkaclient.RedactHandler, so that no
-// line of the runner, its stage loops, heads and embedded WatermarkManager
-// (execute hands it to each of them) shows the value of a secret property,
-// whatever error text it quotes; every line carries runner=Name.
-func runnerLogger(props map[string]string) *slog.Logger {
-	return slog.New(kafkaclient.RedactHandler(slog.Default().Handler(), props)).With("runner", Name)
+// runnerLogger is the logger of a run whose client properties are props
+// (--kafka_property, then the Kafka reads' own): slog.Default's handler
+// through kafkaclient.RedactHandler, so that no line of the runner, its
+// stage loops, heads and embedded WatermarkManager (execute hands it to
+// each of them) shows the value of a secret property, whatever error text
+// it quotes; every line carries runner=Name.
+func runnerLogger(props ...map[string]string) *slog.Logger {
+	return slog.New(kafkaclient.RedactHandler(slog.Default().Handler(), props...)).With("runner", Name)
 }
 
 // stageSpec is the Fn API view of stage s: its fused transforms, fed by the
@@ -159,8 +160,12 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 // nothing exists on the cluster yet), take an instance slot and start the
 // producers and the harness in the background, create the topics
 // (setupTopics), record the plan, and run this instance's share (run).
-func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult, error) {
+func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineResult, err error) {
 	log := runnerLogger(o.KafkaProperties)
+	// The Kafka reads' own properties, once the plan is checked: their
+	// secrets are hidden too (Execute hides --kafka_property's).
+	var readProps []map[string]string
+	defer func() { err = kafkaclient.RedactError(err, readProps...) }()
 	tl := newTimeline()
 	tl.mark("process start to Execute")
 	if err := o.Validate(); err != nil {
@@ -181,6 +186,8 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineRes
 	if err != nil {
 		return nil, err
 	}
+	readProps = cp.properties
+	log = runnerLogger(append([]map[string]string{o.KafkaProperties}, readProps...)...)
 	tl.mark("plan")
 	inst, err := claimInstance(o.StateDir, pl.ApplicationID)
 	if err != nil {
