@@ -51,7 +51,7 @@ const EventWriteTimeout = 30 * time.Second
 // registerPage serves GET / (the page), its assets, GET /state and GET
 // /events on mux. At most maxStreams GET /events streams run at once (a
 // semaphore: 503 beyond); each ends when its request's context does, which
-// Server.Stop cancels (httpServer's BaseContext).
+// Server.Stop cancels (newHTTPServer's BaseContext).
 func registerPage(mux *http.ServeMux, t *Tracker, info func() Info, maxStreams int) {
 	streams := make(chan struct{}, maxStreams)
 	sub, _ := fs.Sub(pageFS, "page")

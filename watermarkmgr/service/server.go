@@ -182,9 +182,10 @@ func addr(l net.Listener) string {
 }
 
 // Stop stops serving and reading, and returns the consumer's error if it
-// failed (nil after a clean stop). Open GET /events streams end at once
-// (their requests' context is cancelled); a request still being answered
-// gets up to httpShutdownWait to finish before its connection is closed.
+// failed (nil after a clean stop). It cancels the context of every open
+// HTTP request first, so GET /events streams end at once; a request still
+// being answered then gets up to httpShutdownWait to finish before its
+// connection is closed.
 func (s *Server) Stop() error {
 	s.cancel()
 	if s.grpcSrv != nil {
