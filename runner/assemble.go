@@ -101,7 +101,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	}
 	var process step.ProcessFunc
 	if e.fs != nil {
-		process = processFunc(j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+		process = processFunc(j.log, j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
 	}
 	keys, err := keyOf(comps, j.pl, s)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -45,14 +44,15 @@ const metadataAttempt = 500 * time.Millisecond
 // PLAINTEXT or SSL listener is reported as a failed SASL handshake naming the
 // likely cause, a TLS client against a PLAINTEXT listener as a failed TLS
 // handshake. No error or log line of checkBrokers contains the value of a
-// secret property (secretProperty: sasl.password and the like).
+// secret property (kafkaclient.SecretProperty: sasl.password and the
+// like): every one goes through kafkaclient.Redact.
 func checkBrokers(ctx context.Context, bootstrap string, props map[string]string) error {
-	log := slog.Default().With("runner", Name)
+	log := runnerLogger(props)
 	start := time.Now()
 	cm := kafkaclient.LeanProducerConfig(bootstrap, props)
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
-		return errors.New(redact(fmt.Sprintf("kafkastreams: Kafka client for %s: %v", bootstrap, err), props))
+		return errors.New(kafkaclient.Redact(fmt.Sprintf("kafkastreams: Kafka client for %s: %v", bootstrap, err), props))
 	}
 	// Closed after the goroutines below are done with p (every return
 	// waits for the metadata goroutine's answer), in the background.
@@ -84,11 +84,11 @@ func checkBrokers(ctx context.Context, bootstrap string, props map[string]string
 				continue // "1/1 brokers are down": the transport error said why
 			}
 			mu.Lock()
-			last = redact(ke.Error(), props)
+			last = kafkaclient.Redact(ke.Error(), props)
 			mu.Unlock()
 			if !warned {
 				warned = true
-				log.Warn(fmt.Sprintf("kafkastreams: no broker at %s answers yet: retrying for up to %s", bootstrap, brokerCheckTimeout), "err", redact(ke.Error(), props))
+				log.Warn(fmt.Sprintf("kafkastreams: no broker at %s answers yet: retrying for up to %s", bootstrap, brokerCheckTimeout), "err", kafkaclient.Redact(ke.Error(), props))
 			}
 		}
 	}()
@@ -199,52 +199,5 @@ func securityFailure(ke kafka.Error, bootstrap string, props map[string]string) 
 	if strings.Contains(detail, "Request not valid in current SASL state") {
 		msg += ": the listener does not expect SASL (a PLAINTEXT or SSL listener?): check security.protocol against the broker's listeners"
 	}
-	return errors.New(redact(msg, props))
-}
-
-// secretProperty reports whether the Kafka client property key holds a
-// secret whose value must never be printed: passwords, client secrets, the
-// OAUTHBEARER config and private keys.
-func secretProperty(key string) bool {
-	k := strings.ToLower(key)
-	switch {
-	case strings.Contains(k, "password"), strings.Contains(k, "secret"):
-		return true
-	case k == "sasl.oauthbearer.config", k == "ssl.key.pem", k == "ssl_key":
-		return true
-	}
-	return false
-}
-
-// redact replaces in s every value of a secret property of props
-// (secretProperty) by "***".
-func redact(s string, props map[string]string) string {
-	for k, v := range props {
-		if v != "" && secretProperty(k) {
-			s = strings.ReplaceAll(s, v, "***")
-		}
-	}
-	return s
-}
-
-// redactedError is err with the values of secret properties replaced in its
-// text (redact); errors.Is and errors.As still see err.
-type redactedError struct {
-	err  error
-	text string
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// redactError returns err, or, when its text holds the value of a secret
-// property of props, err with that value replaced (redactedError).
-func redactError(err error, props map[string]string) error {
-	if err == nil {
-		return nil
-	}
-	if text := redact(err.Error(), props); text != err.Error() {
-		return &redactedError{err: err, text: text}
-	}
-	return err
+	return errors.New(kafkaclient.Redact(msg, props))
 }

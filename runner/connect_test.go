@@ -1,15 +1,20 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
 // saslProps are a SASL PLAIN client's settings with a password that must
@@ -105,30 +110,43 @@ func TestSecurityFailure(t *testing.T) {
 	}
 }
 
-// TestRedact: every secret property's value is hidden from error texts and
-// from the --kafka_property flag's String; other values are kept.
+// TestRedact (issue 23): the runner's --kafka_property flag's String and
+// every line of the runner's logger (runnerLogger, what execute hands to
+// every part of the runner) hide each secret property's value, librdkafka
+// 2.11's sasl.oauthbearer.assertion.private.key.passphrase and
+// …private.key.pem included, and keep the other values.
 func TestRedact(t *testing.T) {
 	props := properties{
-		"sasl.password":                  "pw1",
-		"ssl.key.password":               "pw2",
-		"sasl.oauthbearer.client.secret": "cs3",
-		"sasl.oauthbearer.config":        "principal=admin token=tk4",
-		"sasl.username":                  "alice",
+		"sasl.password":                                     "pw1",
+		"ssl.key.password":                                  "pw2",
+		"sasl.oauthbearer.client.secret":                    "cs3",
+		"sasl.oauthbearer.config":                           "principal=admin token=tk4",
+		"sasl.oauthbearer.assertion.private.key.passphrase": "pp5",
+		"sasl.oauthbearer.assertion.private.key.pem":        "-----BEGIN PRIVATE KEY-----pem6",
+		"sasl.username":                                     "alice",
 	}
-	text := "pw1 pw2 cs3 principal=admin token=tk4 alice"
-	if got, want := redact(text, props), "*** *** *** *** alice"; got != want {
-		t.Errorf("redact = %q, want %q", got, want)
+	const secrets = "pw1 pw2 cs3 tk4 pp5 pem6"
+	leaks := func(s string) []string {
+		var out []string
+		for _, v := range strings.Fields(secrets) {
+			if strings.Contains(s, v) {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
-	if s := props.String(); strings.ContainsAny(s, "1234") || !strings.Contains(s, "sasl.username=alice") {
-		t.Errorf("the flag's String shows a secret or hides the user: %s", s)
+	if s := props.String(); len(leaks(s)) > 0 || !strings.Contains(s, "sasl.username=alice") {
+		t.Errorf("the flag's String shows %v or hides the user: %s", leaks(s), s)
 	}
-	base := context.DeadlineExceeded
-	err := redactError(fmt.Errorf("login pw1: %w", base), props)
-	if err.Error() != "login ***: context deadline exceeded" || !errors.Is(err, base) {
-		t.Errorf("redactError = %q (errors.Is %v)", err, errors.Is(err, base))
-	}
-	if plain := fmt.Errorf("no secret: %w", base); redactError(plain, props) != plain {
-		t.Error("redactError wrapped an error without a secret")
+
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	text := "config " + fmt.Sprint(map[string]string(props))
+	runnerLogger(props).Warn("kafkastreams: "+text, "err", errors.New(text), "config", text)
+	if out := buf.String(); len(leaks(out)) > 0 || strings.Count(out, "alice") != 3 || !strings.Contains(out, "runner="+Name) {
+		t.Errorf("the runner's log line shows %v, or not the user three times, or no runner:\n%s", leaks(out), out)
 	}
 }
 
@@ -156,4 +174,26 @@ func TestCheckBrokersNothingListens(t *testing.T) {
 		t.Errorf("the error prints the password: %v", err)
 	}
 	t.Logf("%v", err)
+}
+
+// TestReadPropertiesRedacted (issue 23): a kafkaio.Read's own client
+// properties (WithProperty: its stage consumer takes them) are in the
+// checked plan's properties, so the run's logger (runnerLogger, rebuilt
+// with them once the plan is checked) hides their secrets too.
+func TestReadPropertiesRedacted(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Read(s, "in", kafkaio.WithProperty("sasl.password", "read-secret-7"), kafkaio.WithProperty("client.rack", "r1"))
+	pipe, pl := planOf(t, p)
+	cp, err := checkStages(&checkEnv{comps: pipe.GetComponents(), pl: pl, o: DefaultOptions(), log: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	runnerLogger(append([]map[string]string{nil}, cp.properties...)...).Warn("kafkastreams: consumer error: password read-secret-7 refused (rack r1)")
+	if out := buf.String(); strings.Contains(out, "read-secret-7") || !strings.Contains(out, "r1") {
+		t.Errorf("the Read's password is shown, or its rack hidden:\n%s", out)
+	}
 }

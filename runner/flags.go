@@ -77,7 +77,10 @@ type Options struct {
 	StateDir string
 	// WatermarksAddr is where this instance serves GET /watermarks,
 	// /healthz and /metrics (--watermarks_addr). Default 127.0.0.1:0 (a
-	// free port, logged); empty disables.
+	// free port, logged); empty disables. On a loopback address only
+	// requests for localhost, a loopback address or this address's host
+	// are answered (403 otherwise: DNS rebinding); on another address or
+	// the wildcard, any (watermarkmgr/service's hostGuard).
 	WatermarksAddr string
 	// DefaultIdleness is the idleness of Kafka sources that set none
 	// (--default_idleness; kafkaio.WithIdleness): a source partition
@@ -320,16 +323,9 @@ func (o Options) Validate() error {
 // properties collects repeated key=value flags.
 type properties map[string]string
 
-func (p properties) String() string {
-	var kv []string
-	for k, v := range p {
-		if secretProperty(k) {
-			v = "***"
-		}
-		kv = append(kv, k+"="+v)
-	}
-	return strings.Join(kv, ",")
-}
+// String is the settings as kafkaclient.FormatProperties prints them: a
+// secret's value reads "***".
+func (p properties) String() string { return kafkaclient.FormatProperties(p) }
 
 // Get returns the settings (flag.Getter), for runner/kafkaio's clients
 // built outside the runner (ReadPattern's topic listing).

@@ -81,7 +81,7 @@ func (ks *kafkaSourceStage) needs() stageNeeds {
 	if t := ks.c.DeadLetterTopic; t != "" {
 		users[t] = fmt.Sprintf("the dead-letter topic of the Kafka read %q", ks.s.HeadUniqueName)
 	}
-	return stageNeeds{users: users}
+	return stageNeeds{users: users, properties: ks.c.Properties}
 }
 
 // build builds the head (newKafkaSourceHead: a bounded read asks the

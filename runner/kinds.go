@@ -102,6 +102,11 @@ type stageNeeds struct {
 	// jobClock says the job runs on its job clock
 	// (step.Config.JobClock): every stage's loop gets it.
 	jobClock bool
+	// properties are client properties the stage's clients take besides
+	// --kafka_property (a kafkaio.Read's WithProperty settings): the
+	// values of their secrets are redacted from the run's log lines and
+	// errors too (execute's runnerLogger).
+	properties map[string]string
 }
 
 // checkedPlan is a plan whose every stage its kind has checked: the
@@ -116,6 +121,8 @@ type checkedPlan struct {
 	// records are what the plan transaction writes, by input topic.
 	records  map[string][][]byte
 	jobClock bool
+	// properties are the stages' stageNeeds.properties.
+	properties []map[string]string
 }
 
 // checkStages checks every stage of e.pl with its kind, in plan order,
@@ -145,6 +152,9 @@ func checkStages(e *checkEnv) (*checkedPlan, error) {
 			cp.records[s.InputTopic] = n.records
 		}
 		cp.jobClock = cp.jobClock || n.jobClock
+		if len(n.properties) > 0 {
+			cp.properties = append(cp.properties, n.properties)
+		}
 		for _, k := range s.KafkaSinks {
 			cp.users[k.Topic] = fmt.Sprintf("a Kafka write (stage %s)", s.Name)
 		}

@@ -108,18 +108,29 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	res, err := execute(ctx, p, o)
 	// No error says a password (librdkafka's never do, but an error quoting a
 	// client's configuration would).
-	err = redactError(err, o.KafkaProperties)
+	err = kafkaclient.RedactError(err, o.KafkaProperties)
+	log := runnerLogger(o.KafkaProperties)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		// Stopped (SIGINT, SIGTERM, the caller's cancel): the tasks move to
 		// the other instances; nothing failed.
-		slog.Default().Info("kafkastreams: the instance stopped", "runner", Name, "cause", context.Cause(ctx))
+		log.Info("kafkastreams: the instance stopped", "cause", context.Cause(ctx))
 	case err != nil:
 		// Beam's log package turns the standard logger into INFO lines, so a
 		// caller's log.Fatal(err) would look harmless: say it at ERROR too.
-		slog.Default().Error("kafkastreams: the job failed", "runner", Name, "err", err)
+		log.Error("kafkastreams: the job failed", "err", err)
 	}
 	return res, err
+}
+
+// runnerLogger is the logger of a run whose client properties are props
+// (--kafka_property, then the Kafka reads' own): slog.Default's handler
+// through kafkaclient.RedactHandler, so that no line of the runner, its
+// stage loops, heads and embedded WatermarkManager (execute hands it to
+// each of them) shows the value of a secret property, whatever error text
+// it quotes; every line carries runner=Name.
+func runnerLogger(props ...map[string]string) *slog.Logger {
+	return slog.New(kafkaclient.RedactHandler(slog.Default().Handler(), props...)).With("runner", Name)
 }
 
 // stageSpec is the Fn API view of stage s: its fused transforms, fed by the
@@ -149,8 +160,12 @@ func stageSpec(s *plan.Stage) fnapi.StageSpec {
 // nothing exists on the cluster yet), take an instance slot and start the
 // producers and the harness in the background, create the topics
 // (setupTopics), record the plan, and run this instance's share (run).
-func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult, error) {
-	log := slog.Default().With("runner", Name)
+func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineResult, err error) {
+	log := runnerLogger(o.KafkaProperties)
+	// The Kafka reads' own properties, once the plan is checked: their
+	// secrets are hidden too (Execute hides --kafka_property's).
+	var readProps []map[string]string
+	defer func() { err = kafkaclient.RedactError(err, readProps...) }()
 	tl := newTimeline()
 	tl.mark("process start to Execute")
 	if err := o.Validate(); err != nil {
@@ -171,6 +186,8 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineRes
 	if err != nil {
 		return nil, err
 	}
+	readProps = cp.properties
+	log = runnerLogger(append([]map[string]string{o.KafkaProperties}, readProps...)...)
 	tl.mark("plan")
 	inst, err := claimInstance(o.StateDir, pl.ApplicationID)
 	if err != nil {
@@ -231,8 +248,9 @@ const finalizeTimeout = 30 * time.Second
 // dropping them would lose data. When the head's output PCollection also leaves the
 // stage (it feeds a fused ParDo and a GroupByKey, say), the bundle's input
 // elements are that output as they are. The bundle's timers go back to the
-// head through the step (step.Head.Results).
-func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
+// head through the step (step.Head.Results). A failed finalization is
+// logged on log (the run's: runnerLogger).
+func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
 	drainFS := bo.drain
 	name := st.Name
 	headOut := false
@@ -287,7 +305,7 @@ func processFunc(srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOp
 				fctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
 				defer cancel()
 				if err := srv.FinalizeBundle(fctx, finalize); err != nil {
-					slog.Warn("kafkastreams: bundle finalization failed (its output is committed)", "stage", name, "err", err)
+					log.Warn("kafkastreams: bundle finalization failed (its output is committed)", "stage", name, "err", err)
 				}
 			}
 		}}

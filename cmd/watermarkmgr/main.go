@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,7 +20,9 @@ import (
 // properties collects repeated --kafka_property key=value flags.
 type properties map[string]string
 
-func (p properties) String() string { return fmt.Sprint(map[string]string(p)) }
+// String is the settings as kafkaclient.FormatProperties prints them: a
+// secret property's value reads "***".
+func (p properties) String() string { return kafkaclient.FormatProperties(p) }
 
 func (p properties) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -31,27 +34,42 @@ func (p properties) Set(s string) error {
 }
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, slog.Default().Handler()))
+}
+
+// run is the command with its arguments args (without the program's name),
+// writing usage to stderr and its log lines to h through
+// kafkaclient.RedactHandler with the --kafka_property settings (no line
+// shows a secret property's value, whatever error it quotes). It serves
+// until ctx is done and returns the exit status: 0 after a clean stop, 1
+// when the service cannot start or stops with an error, 2 for bad flags.
+func run(ctx context.Context, args []string, stderr io.Writer, h slog.Handler) int {
 	props := properties{}
+	fs := flag.NewFlagSet("watermarkmgr", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
-		bootstrap = flag.String("bootstrap_servers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS)")
-		appID     = flag.String("application_id", "", "the kafkastreams application whose watermarks to serve (required unless --report_topic is set)")
-		topic     = flag.String("report_topic", "", "report topic to read (default <application_id>-watermarks)")
-		httpAddr  = flag.String("http_addr", "127.0.0.1:8089", "HTTP listen address for /watermarks, /healthz, /metrics; empty disables")
-		grpcAddr  = flag.String("grpc_addr", "127.0.0.1:8090", "gRPC listen address for kafkastreams.v1.WatermarkService; empty disables")
-		stuck     = flag.Duration("watermark_stuck_threshold", service.DefaultStuckAfter, "how long a stage's watermark may stay put before the page and GET /watermarks/explain explain it as stuck")
+		bootstrap = fs.String("bootstrap_servers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "Kafka bootstrap.servers (default $KAFKA_BOOTSTRAP_SERVERS)")
+		appID     = fs.String("application_id", "", "the kafkastreams application whose watermarks to serve (required unless --report_topic is set)")
+		topic     = fs.String("report_topic", "", "report topic to read (default <application_id>-watermarks)")
+		httpAddr  = fs.String("http_addr", "127.0.0.1:8089", "HTTP listen address for /watermarks, /healthz, /metrics; empty disables. On a loopback address only requests for localhost, a loopback address or this address's host are served (DNS rebinding); on another address or the wildcard, any")
+		grpcAddr  = fs.String("grpc_addr", "127.0.0.1:8090", "gRPC listen address for kafkastreams.v1.WatermarkService; empty disables")
+		stuck     = fs.Duration("watermark_stuck_threshold", service.DefaultStuckAfter, "how long a stage's watermark may stay put before the page and GET /watermarks/explain explain it as stuck")
 	)
-	flag.Var(props, "kafka_property", "extra librdkafka property key=value (repeatable), e.g. security.protocol=SASL_SSL")
-	flag.Parse()
+	fs.Var(props, "kafka_property", "extra librdkafka property key=value (repeatable), e.g. security.protocol=SASL_SSL; the values of secret ones (kafkaclient.SecretProperty: sasl.password, …) are never printed")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(kafkaclient.RedactHandler(h, props))
 	if *topic == "" && *appID != "" {
 		*topic = kafkaclient.ReportTopic(*appID)
 	}
 	if *bootstrap == "" || *topic == "" {
-		fmt.Fprintln(os.Stderr, "watermarkmgr: --bootstrap_servers and --application_id (or --report_topic) are required")
-		flag.Usage()
-		os.Exit(2)
+		fmt.Fprintln(stderr, "watermarkmgr: --bootstrap_servers and --application_id (or --report_topic) are required")
+		fs.Usage()
+		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	metricsTopic := ""
 	if *appID != "" {
 		metricsTopic = kafkaclient.MetricsTopic(*appID) // the page's counts
@@ -61,24 +79,26 @@ func main() {
 		HTTPAddr:     *httpAddr,
 		GRPCAddr:     *grpcAddr,
 		MetricsTopic: metricsTopic,
+		Logger:       log,
 	})
 	if err != nil {
-		slog.Error("watermarkmgr: cannot start", "err", err)
-		os.Exit(1)
+		log.Error("watermarkmgr: cannot start", "err", err)
+		return 1
 	}
-	slog.Info("watermarkmgr: serving", "topic", *topic, "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr())
+	log.Info("watermarkmgr: serving", "topic", *topic, "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "bootstrap_servers", *bootstrap, "kafka_properties", props.String())
 	srv.SetInfo(service.Info{Application: *appID, StuckAfter: *stuck})
 	if srv.HTTPAddr() != "" {
-		slog.Info("watermarkmgr: try: curl -s http://" + srv.HTTPAddr() + "/watermarks, or open the live page: http://" + srv.HTTPAddr() + "/")
+		log.Info("watermarkmgr: try: curl -s http://" + srv.HTTPAddr() + "/watermarks, or open the live page: http://" + srv.HTTPAddr() + "/")
 	}
 	if *appID != "" {
-		go watchPlan(ctx, srv, *bootstrap, props, *appID, *stuck)
+		go watchPlan(ctx, log, srv, *bootstrap, props, *appID, *stuck)
 	}
 	<-ctx.Done()
 	if err := srv.Stop(); err != nil {
-		slog.Error("watermarkmgr: stopped with an error", "err", err)
-		os.Exit(1)
+		log.Error("watermarkmgr: stopped with an error", "err", err)
+		return 1
 	}
+	return 0
 }
 
 // planRetry is how often watchPlan asks the plan topic again while it holds
@@ -90,15 +110,15 @@ const planRetry = time.Second
 // watchPlan reads the application's plan (the stage graph) from its plan
 // topic, asking again every planRetry until there is one, and gives it to
 // the service's page and explanations.
-func watchPlan(ctx context.Context, srv *service.Server, bootstrap string, props map[string]string, appID string, stuck time.Duration) {
+func watchPlan(ctx context.Context, log *slog.Logger, srv *service.Server, bootstrap string, props map[string]string, appID string, stuck time.Duration) {
 	for {
 		pl, err := plantopic.ReadNew(ctx, bootstrap, props, appID, appID+"-plan-watermarkmgr")
 		switch {
 		case err != nil:
-			slog.Warn("watermarkmgr: cannot read the plan yet; the page shows no stage graph until it can", "err", err)
+			log.Warn("watermarkmgr: cannot read the plan yet; the page shows no stage graph until it can", "err", err)
 		case pl != nil:
 			srv.SetInfo(service.Info{Application: appID, Stages: plantopic.StageInfos(pl), StuckAfter: stuck})
-			slog.Info("watermarkmgr: read the application's plan", "stages", len(pl.Stages))
+			log.Info("watermarkmgr: read the application's plan", "stages", len(pl.Stages))
 			return
 		}
 		select {

@@ -31,6 +31,12 @@
 //     package of its own that imports no Kafka client, for the pure commit
 //     step (stage/step/output.go) that partitions a sink's records.
 //   - LeanProducerChannels and InitTransactions (producer.go).
+//   - Redaction (redact.go): SecretProperty (which librdkafka properties
+//     hold secrets) and Redact, the one function every error, log line and
+//     printed property map that may hold a client's configuration goes
+//     through (RedactError, RedactHandler for a slog.Logger,
+//     FormatProperties for a --kafka_property flag), in the runner and in
+//     cmd/watermarkmgr alike.
 //
 // # Reading to the end
 //

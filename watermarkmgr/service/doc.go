@@ -13,6 +13,13 @@
 // plan's stages that the runner and cmd/watermarkmgr fill from the plan,
 // runner/plantopic.StageInfos) and the serving instance's own tasks.
 //
+// Its HTTP server (httpserver.go, Config.HTTPAddr) has read, write and idle
+// timeouts, refuses a request naming another host when it listens on a
+// loopback address (hostGuard: DNS rebinding), serves at most
+// MaxEventStreams GET /events streams, and Stop ends them first. What it
+// says (log lines, Start's error, GET /healthz) goes through
+// stage/kafkaclient's Redact: no secret client property is shown.
+//
 // It may import watermarkmgr and watermarkmgr/explain (the pure cores),
 // proto/kafkastreams/v1, stage/kafkaclient (the leaf Kafka package: topic
 // names, reader configurations), confluent-kafka-go, gRPC, the

@@ -186,7 +186,13 @@ func NewHTTPHandler(t *Tracker, health Health, reg *prometheus.Registry) http.Ha
 //     where it is (watermarkmgr/explain);
 //   - GET /: the live page (page/index.html, embedded), with GET /state
 //     (PageState as JSON) and GET /events (server-sent events: a "state"
-//     event a second and on every change, at most four a second).
+//     event a second and on every change, at most four a second; at most
+//     MaxEventStreams at once, 503 with Retry-After beyond; each ends with
+//     its request's context).
+//
+// It checks no Host header and sets no timeout: Server (Config.HTTPAddr)
+// serves it with both; a caller serving it on its own listener must add
+// them.
 func NewHTTPHandlerWith(t *Tracker, health Health, reg *prometheus.Registry, info func() Info) http.Handler {
 	if info == nil {
 		info = func() Info { return Info{} }
@@ -234,7 +240,7 @@ func NewHTTPHandlerWith(t *Tracker, health Health, reg *prometheus.Registry, inf
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(body)
 	})
-	registerPage(mux, t, info)
+	registerPage(mux, t, info, MaxEventStreams)
 	return mux
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -30,9 +31,29 @@ func pageState(t *Tracker, info func() Info) PageState {
 	return BuildPageState(t.Stages(), i, local, app, t.Started(), t.Now())
 }
 
+// MaxEventStreams is how many GET /events streams one handler serves at
+// once. Each costs a marshalled PageState up to four times a second
+// (minEventGap); the next client is refused with 503 and a Retry-After of
+// eventRetryAfter until one ends.
+const MaxEventStreams = 8
+
+// eventRetryAfter is the Retry-After of a GET /events refused because
+// MaxEventStreams are open, in whole seconds.
+const eventRetryAfter = 5
+
+// EventWriteTimeout bounds the writing of one GET /events state: the
+// handler moves the connection's write deadline (http.Server.WriteTimeout,
+// which would end the stream once it passed) to this long after each
+// event, so a stream lives as long as its client reads, and a client that
+// stops reading is dropped after this long.
+const EventWriteTimeout = 30 * time.Second
+
 // registerPage serves GET / (the page), its assets, GET /state and GET
-// /events on mux.
-func registerPage(mux *http.ServeMux, t *Tracker, info func() Info) {
+// /events on mux. At most maxStreams GET /events streams run at once (a
+// semaphore: 503 beyond); each ends when its request's context does, which
+// Server.Stop cancels (newHTTPServer's BaseContext).
+func registerPage(mux *http.ServeMux, t *Tracker, info func() Info, maxStreams int) {
+	streams := make(chan struct{}, maxStreams)
 	sub, _ := fs.Sub(pageFS, "page")
 	files := http.FileServerFS(sub)
 	mux.Handle("GET /page/", http.StripPrefix("/page/", files))
@@ -55,6 +76,15 @@ func registerPage(mux *http.ServeMux, t *Tracker, info func() Info) {
 			http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 			return
 		}
+		select {
+		case streams <- struct{}{}:
+			defer func() { <-streams }()
+		default:
+			w.Header().Set("Retry-After", strconv.Itoa(eventRetryAfter))
+			http.Error(w, fmt.Sprintf("watermarkmgr/service: %d live pages are open on this server already (GET /events streams): close one or try again", maxStreams), http.StatusServiceUnavailable)
+			return
+		}
+		rc := http.NewResponseController(w)
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		tick := time.NewTicker(EventInterval)
@@ -73,6 +103,8 @@ func registerPage(mux *http.ServeMux, t *Tracker, info func() Info) {
 			if err != nil {
 				return
 			}
+			// Not supported (a ResponseRecorder): there is no deadline to move.
+			_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
 			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
 				return
 			}

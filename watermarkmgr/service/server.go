@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Config configures a Server.
@@ -50,6 +51,7 @@ type Server struct {
 
 	httpLis, grpcLis net.Listener
 	httpSrv          *http.Server
+	endStreams       context.CancelFunc // ends every open request (newHTTPServer)
 	grpcSrv          *grpc.Server
 	cancel           context.CancelFunc
 	wg               sync.WaitGroup
@@ -78,10 +80,22 @@ func (s *Server) infoWithCounts() Info {
 // Start opens the listeners and starts reading the report topic. It returns
 // an error naming the address if a listener cannot be opened (e.g. the port
 // is in use). Stop releases everything.
+//
+// No secret property of cfg.Consumer.Properties (kafkaclient.SecretProperty)
+// is shown by what the service says: its log lines go through
+// kafkaclient.RedactHandler, and its errors, Start's and the one GET
+// /healthz serves, through kafkaclient.RedactError.
+//
+// The HTTP server (newHTTPServer) has read, write and idle timeouts,
+// refuses requests for other hosts when it listens on a loopback address
+// (hostGuard), serves at most MaxEventStreams GET /events streams, and
+// Stop ends those streams.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	props := cfg.Consumer.Properties
+	cfg.Logger = slog.New(kafkaclient.RedactHandler(cfg.Logger.Handler(), props))
 	cfg.Consumer.Logger = cfg.Logger
 	s := &Server{Tracker: NewTracker(nil), Registry: prometheus.NewRegistry()}
 	if cfg.MetricsTopic != "" {
@@ -89,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	c, err := NewConsumer(cfg.Consumer, s.Tracker)
 	if err != nil {
-		return nil, err
+		return nil, kafkaclient.RedactError(err, props)
 	}
 	s.Consumer = c
 	if cfg.HTTPAddr != "" {
@@ -103,7 +117,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				Name: "kafkastreams_watermark_undecodable_records_total",
 				Help: "Records on the report topic that did not decode as a WatermarkReport and were skipped.",
 			}, func() float64 { return float64(c.Undecodable()) }))
-		s.httpSrv = &http.Server{Handler: NewHTTPHandlerWith(s.Tracker, c.Health, reg, s.infoWithCounts), ReadHeaderTimeout: 10 * time.Second}
+		health := func() error { return kafkaclient.RedactError(c.Health(), props) }
+		s.setHTTP(NewHTTPHandlerWith(s.Tracker, health, reg, s.infoWithCounts), cfg.HTTPAddr)
 	}
 	if cfg.GRPCAddr != "" {
 		if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -132,16 +147,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}()
 	}
 	if s.httpSrv != nil {
-		go func() {
-			if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cfg.Logger.Error("watermarkmgr: HTTP server stopped", "err", err)
-			}
-		}()
+		go s.serveHTTP(cfg.Logger)
 	}
 	if s.grpcSrv != nil {
 		go func() { _ = s.grpcSrv.Serve(s.grpcLis) }()
 	}
 	return s, nil
+}
+
+// setHTTP makes the HTTP server of h on s.httpLis (newHTTPServer),
+// configured the address Config.HTTPAddr asked for.
+func (s *Server) setHTTP(h http.Handler, configured string) {
+	s.httpSrv, s.endStreams = newHTTPServer(h, s.httpLis, configured)
+}
+
+// serveHTTP serves s.httpSrv on s.httpLis until Stop.
+func (s *Server) serveHTTP(log *slog.Logger) {
+	if err := s.httpSrv.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("watermarkmgr: HTTP server stopped", "err", err)
+	}
 }
 
 // HTTPAddr is the HTTP listener's address ("" if disabled).
@@ -158,17 +182,27 @@ func addr(l net.Listener) string {
 }
 
 // Stop stops serving and reading, and returns the consumer's error if it
-// failed (nil after a clean stop).
+// failed (nil after a clean stop). It cancels the context of every open
+// HTTP request first, so GET /events streams end at once; a request still
+// being answered then gets up to httpShutdownWait to finish before its
+// connection is closed.
 func (s *Server) Stop() error {
 	s.cancel()
 	if s.grpcSrv != nil {
 		s.grpcSrv.Stop()
 	}
 	if s.httpSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.httpSrv.Shutdown(ctx)
+		s.endStreams()
+		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownWait)
+		if s.httpSrv.Shutdown(ctx) != nil {
+			_ = s.httpSrv.Close()
+		}
 		cancel()
 	}
 	s.wg.Wait()
 	return s.runErr
 }
+
+// httpShutdownWait bounds how long Stop waits for HTTP requests being
+// answered (never an event stream: Stop ends those first).
+const httpShutdownWait = 2 * time.Second

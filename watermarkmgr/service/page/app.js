@@ -181,6 +181,11 @@ function connect() {
     $("conn").textContent = "live"; $("conn").className = "conn";
     render(JSON.parse(e.data));
   });
-  es.onerror = () => { $("conn").textContent = "disconnected: retrying"; $("conn").className = "conn off"; };
+  es.onerror = () => {
+    $("conn").textContent = "disconnected: retrying"; $("conn").className = "conn off";
+    // A refusal (503: the server's GET /events streams are all taken) closes
+    // the EventSource for good; the browser retries only a lost connection.
+    if (es.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+  };
 }
 connect();
