@@ -529,6 +529,9 @@ func init() {
 	register.Emitter3[beam.EventTime, []byte, []byte]()
 	register.DoFn3x1[beam.EventTime, []byte, []byte, error](&writeFn{})
 	register.DoFn2x1[beam.EventTime, []byte, error](&writeValuesFn{})
+	register.DoFn4x1[context.Context, beam.EventTime, []byte, func(beam.EventTime, KafkaRecord), error](&readRecordsFn{})
+	register.Emitter2[beam.EventTime, KafkaRecord]()
+	register.DoFn2x1[beam.EventTime, KafkaRecord, error](&writeRecordsFn{})
 }
 
 // SourceConfig returns the Config of a Read's DoFn (plan.NativeDoFn of its
@@ -538,6 +541,10 @@ func SourceConfig(fn any) (c Config, ok bool) {
 	case *readFn:
 		return r.Config, true
 	case *unboundedReadFn:
+		return r.Config, true
+	case *readRecordsFn:
+		return r.Config, true
+	case *unboundedReadRecordsFn:
 		return r.Config, true
 	}
 	return Config{}, false
@@ -550,6 +557,8 @@ func SinkConfig(fn any) (c Config, ok bool) {
 	case *writeFn:
 		return w.Config, true
 	case *writeValuesFn:
+		return w.Config, true
+	case *writeRecordsFn:
 		return w.Config, true
 	}
 	return Config{}, false
