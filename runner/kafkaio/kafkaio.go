@@ -7,7 +7,10 @@
 //	kafkaio.Write(s, "totals", kvs)           // KV<[]byte, []byte> → plain records
 //
 // ReadTopics and ReadPattern read several topics: one Read per topic,
-// flattened.
+// flattened. ReadRecords and WriteRecords carry whole records
+// (KafkaRecord: a null key or value kept apart from an empty one, headers,
+// where the record was read), which KV<[]byte, []byte> cannot: Beam's
+// bytes coder reads nil as empty.
 //
 // On the kafkastreams runner a Read is a source stage that consumes the
 // topic itself (no copy into an internal topic): one task per partition,
