@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sort"
 	"time"
 
@@ -214,7 +215,8 @@ type eventTimeWaiter interface {
 }
 
 // newKafkaSourceHead builds the head of Kafka source stage s: elements
-// KV<[]byte, []byte> in the global window at the record's timestamp,
+// KV<[]byte, []byte> (kafkaio.Read) or kafkaio.KafkaRecord
+// (kafkaio.ReadRecords) in the global window at the record's timestamp,
 // encoded with the coder of the stage's head output.
 func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.Stage, c kafkaio.Config, defaultIdleness time.Duration, bootstrap string, props map[string]string, log *slog.Logger, bad func(p int32, n int), groupMin func(map[int32]bool) (mtime.Time, bool)) (*sourcehead.Head, error) {
 	col := comps.GetPcollections()[s.HeadOutput]
@@ -224,6 +226,12 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		return nil, fmt.Errorf("kafkastreams: stage %s: coder of %s: %w", s.Name, s.HeadOutput, err)
 	}
 	enc := exec.MakeElementEncoder(coder.NewW(ec, coder.NewGlobalWindow()))
+	// records: a kafkaio.ReadRecords, whose elements are whole records
+	// (kafkaio.KafkaRecord, its own coder); else a Read's KV<[]byte, []byte>.
+	records := ec.Kind != coder.KV
+	if records && (ec.T == nil || ec.T.Type() != reflect.TypeOf(kafkaio.KafkaRecord{})) {
+		return nil, fmt.Errorf("kafkastreams: stage %s: %s's elements are %v: want KV<[]byte, []byte> (kafkaio.Read) or kafkaio.KafkaRecord (kafkaio.ReadRecords)", s.Name, s.HeadOutput, ec)
+	}
 	st := strategyOf(c, defaultIdleness)
 	var ends map[int32]int64
 	if c.Bounded {
@@ -242,9 +250,13 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 		Topic:           s.InputTopic,
 		Strategy:        st,
 		Logger:          log,
-		Encode: func(key, value []byte, ts mtime.Time) ([]byte, error) {
+		Encode: func(r step.In, ts mtime.Time) ([]byte, error) {
 			var buf bytes.Buffer
-			err := enc.Encode(&exec.FullValue{Elm: key, Elm2: value, Timestamp: ts, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}, &buf)
+			fv := &exec.FullValue{Elm: r.Key, Elm2: r.Value, Timestamp: ts, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}
+			if records {
+				fv.Elm, fv.Elm2 = kafkaRecordOf(s.InputTopic, r), nil
+			}
+			err := enc.Encode(fv, &buf)
 			return buf.Bytes(), err
 		},
 	})
@@ -328,4 +340,17 @@ func alignmentGroup(heads map[string]stageHead, g string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// kafkaRecordOf is record r of topic as a kafkaio.ReadRecords element: its
+// null or empty key and value and its headers as they were read.
+func kafkaRecordOf(topic string, r step.In) kafkaio.KafkaRecord {
+	kr := kafkaio.KafkaRecord{Topic: topic, Partition: r.Task, Offset: r.Offset, LogAppendTime: r.LogAppendTime, Key: r.Key, Value: r.Value}
+	if r.Timestamp != 0 {
+		kr.Timestamp = time.UnixMilli(r.Timestamp)
+	}
+	for _, h := range r.Headers {
+		kr.Headers = append(kr.Headers, kafkaio.Header{Key: h.Key, Value: h.Value})
+	}
+	return kr
 }

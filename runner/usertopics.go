@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
@@ -62,8 +61,10 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 
 // sinkSpecs are stage s's Kafka sinks for its loop: the records' key,
 // value and event time decoded from the elements with the PCollection's
-// windowed value coder (KV<[]byte, []byte>, or []byte values without keys;
-// standard coders, the same on the wire).
+// windowed value coder (KV<[]byte, []byte>, or []byte values without keys:
+// standard coders, the same on the wire, whose bytes cannot tell null
+// from empty; or kafkaio.KafkaRecord of a WriteRecords, with its null key
+// or value and its headers).
 func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]int32) ([]step.Sink, error) {
 	var out []step.Sink
 	cu := graphx.NewCoderUnmarshaller(comps.GetCoders())
@@ -83,23 +84,29 @@ func sinkSpecs(comps *pipepb.Components, s *plan.Stage, partitions map[string]in
 			PCollection: k.PCollection,
 			Topic:       topic,
 			Partitions:  partitions[topic],
-			Decode: func(e []byte) ([]byte, []byte, mtime.Time, error) {
+			Decode: func(e []byte) (step.SinkRecord, error) {
 				fv, err := dec.Decode(bytes.NewReader(e))
 				if err != nil {
-					return nil, nil, 0, err
+					return step.SinkRecord{}, err
 				}
 				switch v := fv.Elm.(type) {
+				case kafkaio.KafkaRecord:
+					r := step.SinkRecord{Key: v.Key, Value: v.Value, EventTime: fv.Timestamp}
+					for _, h := range v.Headers {
+						r.Headers = append(r.Headers, step.Header{Key: h.Key, Value: h.Value})
+					}
+					return r, nil
 				case []byte:
 					if fv.Elm2 == nil {
-						return nil, v, fv.Timestamp, nil
+						return step.SinkRecord{Value: v, EventTime: fv.Timestamp}, nil
 					}
 					val, ok := fv.Elm2.([]byte)
 					if !ok {
-						return nil, nil, 0, fmt.Errorf("kafkaio.Write(%s): the value is a %T, want []byte", topic, fv.Elm2)
+						return step.SinkRecord{}, fmt.Errorf("kafkaio.Write(%s): the value is a %T, want []byte", topic, fv.Elm2)
 					}
-					return v, val, fv.Timestamp, nil
+					return step.SinkRecord{Key: v, Value: val, EventTime: fv.Timestamp}, nil
 				}
-				return nil, nil, 0, fmt.Errorf("kafkaio.Write(%s): the element is a %T, want KV<[]byte, []byte> or []byte", topic, fv.Elm)
+				return step.SinkRecord{}, fmt.Errorf("kafkaio.Write(%s): the element is a %T, want KV<[]byte, []byte>, []byte or kafkaio.KafkaRecord", topic, fv.Elm)
 			},
 		})
 	}

@@ -24,7 +24,8 @@ import (
 //
 //	uvarint topic (index into topics) | varint partition |
 //	uvarint len(key)+1 (0: nil key) | key | uvarint len(value)+1 | value |
-//	varint timestamp (Unix ns; 0: none)
+//	varint timestamp (Unix ns; 0: none) | uvarint header count |
+//	per header: uvarint len(key)+1 | key | uvarint len(value)+1 (0: nil) | value
 type spillFile struct {
 	dir    string
 	f      *os.File
@@ -66,6 +67,11 @@ func (s *spillFile) add(records []step.Record) error {
 			ts = r.Timestamp.UnixNano()
 		}
 		b = binary.AppendVarint(b, ts)
+		b = binary.AppendUvarint(b, uint64(len(r.Headers)))
+		for _, h := range r.Headers {
+			b = appendSpillBytes(b, []byte(h.Key))
+			b = appendSpillBytes(b, h.Value)
+		}
 		s.buf = b
 		if _, err := s.w.Write(b); err != nil {
 			return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
@@ -118,6 +124,23 @@ func (s *spillFile) replay(produce func(*step.Record) error) error {
 		}
 		if ts != 0 {
 			r.Timestamp = time.Unix(0, ts)
+		}
+		nh, err := binary.ReadUvarint(rd)
+		if err != nil {
+			return s.corrupt(i, err)
+		}
+		for j := uint64(0); j < nh; j++ {
+			// Headers are rare (a sink's): each read into new memory (a
+			// nil buffer), not a reused one.
+			hk, _, err := readSpillBytes(rd, nil)
+			if err != nil {
+				return s.corrupt(i, err)
+			}
+			hv, _, err := readSpillBytes(rd, nil)
+			if err != nil {
+				return s.corrupt(i, err)
+			}
+			r.Headers = append(r.Headers, step.Header{Key: string(hk), Value: hv})
 		}
 		if err := produce(&r); err != nil {
 			return err

@@ -11,8 +11,8 @@ import (
 )
 
 // TestSpillFileReplaysInOrder: records added over several spills come back
-// from replay in order, byte for byte (nil and empty keys told apart,
-// timestamps kept), reset empties the file for the next attempt, and
+// from replay in order, byte for byte (nil and empty keys and values told
+// apart, timestamps and headers kept), reset empties the file for the next attempt, and
 // close removes it.
 func TestSpillFileReplaysInOrder(t *testing.T) {
 	dir := t.TempDir()
@@ -28,6 +28,11 @@ func TestSpillFileReplaysInOrder(t *testing.T) {
 			case 2:
 				r.Key = []byte(fmt.Sprint("k", i))
 				r.Timestamp = time.UnixMilli(int64(1_700_000_000_000 + i))
+			case 3:
+				// A sink's tombstone with headers: a null header value,
+				// an empty key and value, and a plain one, in order.
+				r.Value = nil
+				r.Headers = []step.Header{{Key: "h", Value: nil}, {Key: "", Value: []byte{}}, {Key: "trace", Value: []byte(fmt.Sprint(i))}}
 			}
 			want = append(want, r)
 		}
@@ -42,7 +47,9 @@ func TestSpillFileReplaysInOrder(t *testing.T) {
 			if r.Key != nil {
 				c.Key = append([]byte{}, r.Key...)
 			}
-			c.Value = append([]byte{}, r.Value...)
+			if r.Value != nil {
+				c.Value = append([]byte{}, r.Value...)
+			}
 			got = append(got, c)
 			return nil
 		})

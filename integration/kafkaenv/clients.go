@@ -60,6 +60,12 @@ type Record struct {
 	Offset int64
 	// Key and Value of the record; nil is a null key or value.
 	Key, Value []byte
+	// Timestamp: for Produce, the record's CreateTime (zero: the
+	// producer's clock). Set on consumed records.
+	Timestamp time.Time
+	// Headers of the record, in order (a nil Value is a null header
+	// value).
+	Headers []kafka.Header
 }
 
 // CreateTopics creates topics with the cluster's default replication factor and returns once
@@ -176,6 +182,8 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
 			Key:            r.Key,
 			Value:          r.Value,
+			Timestamp:      r.Timestamp,
+			Headers:        r.Headers,
 		}
 		for {
 			err := p.Produce(msg, delivered)
@@ -282,6 +290,8 @@ func Consume(ctx context.Context, bootstrap, topic string, n int, isolation Isol
 				Offset:    int64(ev.TopicPartition.Offset),
 				Key:       ev.Key,
 				Value:     ev.Value,
+				Timestamp: ev.Timestamp,
+				Headers:   ev.Headers,
 			})
 		case kafka.PartitionEOF:
 			if e, ok := pending[ev.Partition]; ok && kafkaclient.ReachedEnd(ev, e) {

@@ -92,7 +92,7 @@ func (b *badRecords) add(ctx context.Context, c Config, m *kafka.Message, err er
 			return werr
 		}
 	}
-	return b.dlq.produce(m.Key, m.Value, 0)
+	return b.dlq.produceHeaders(m.Key, m.Value, kafkaRecordOfMessage(m).Headers, 0)
 }
 
 // flush waits until the dead-letter records written so far are
@@ -139,6 +139,12 @@ func eventTime(stamp TimestampFunc, m *kafka.Message) (ts mtime.Time, err error)
 // Beam counter kafkaio/bad_records, logged once per DoFn instance, and
 // written to DeadLetterTopic if there is one, at least once).
 func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte, emit func(beam.EventTime, []byte, []byte)) error {
+	return f.read(ctx, func(ts mtime.Time, m *kafka.Message) { emit(beam.EventTime(ts), m.Key, m.Value) })
+}
+
+// read is ProcessElement's work: it calls emit for every record to emit,
+// with its event time.
+func (f *readFn) read(ctx context.Context, emit func(mtime.Time, *kafka.Message)) error {
 	c := f.Config
 	if !c.Bounded {
 		return fmt.Errorf("kafkaio.Read(%s): an unbounded read is unboundedReadFn, not readFn", c.Topics[0])
@@ -186,7 +192,7 @@ func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte,
 			if err != nil {
 				return f.bad.add(ctx, c, m, err)
 			}
-			emit(beam.EventTime(ts), m.Key, m.Value)
+			emit(ts, m)
 			return nil
 		})
 		_ = cons.Close()
@@ -199,6 +205,17 @@ func (f *readFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte,
 
 // Teardown closes the dead-letter producer.
 func (f *readFn) Teardown() { f.bad.close() }
+
+// readRecordsFn is a bounded ReadRecords: readFn's read, each record
+// emitted whole (KafkaRecord).
+type readRecordsFn struct {
+	readFn
+}
+
+// ProcessElement reads as readFn's does.
+func (f *readRecordsFn) ProcessElement(ctx context.Context, _ beam.EventTime, _ []byte, emit func(beam.EventTime, KafkaRecord)) error {
+	return f.read(ctx, func(ts mtime.Time, m *kafka.Message) { emit(beam.EventTime(ts), kafkaRecordOfMessage(m)) })
+}
 
 // writeFn is a Write of KV<[]byte, []byte>. On the kafkastreams runner the
 // plan recognises it (plan.NativeSink) and the stage producing its input
@@ -251,6 +268,31 @@ func (f *writeValuesFn) ProcessElement(ts beam.EventTime, value []byte) error {
 func (f *writeValuesFn) FinishBundle() error { return f.w.flush() }
 func (f *writeValuesFn) Teardown()           { f.w.close() }
 
+// writeRecordsFn is a WriteRecords: KafkaRecord elements, with their null
+// keys and values and their headers.
+type writeRecordsFn struct {
+	Config Config `json:"config"`
+	w      *writer
+}
+
+var _ plan.NativeSink = (*writeRecordsFn)(nil)
+
+// KafkaSinkTopic implements plan.NativeSink.
+func (f *writeRecordsFn) KafkaSinkTopic() string { return f.Config.Topics[0] }
+
+func (f *writeRecordsFn) Setup() error {
+	var err error
+	f.w, err = newWriter(f.Config)
+	return err
+}
+
+func (f *writeRecordsFn) ProcessElement(ts beam.EventTime, r KafkaRecord) error {
+	return f.w.produceHeaders(r.Key, r.Value, r.Headers, mtime.Time(ts))
+}
+
+func (f *writeRecordsFn) FinishBundle() error { return f.w.flush() }
+func (f *writeRecordsFn) Teardown()           { f.w.close() }
+
 // writer is the idempotent producer of a Write on a runner other than
 // kafkastreams (at least once across bundle retries: only the kafkastreams
 // runner writes exactly once). Its delivery reports are read by a
@@ -297,12 +339,21 @@ func newWriter(c Config) (*writer, error) {
 	return w, nil
 }
 
+// produce writes a record without headers (produceHeaders).
 func (w *writer) produce(key, value []byte, ts mtime.Time) error {
+	return w.produceHeaders(key, value, nil, ts)
+}
+
+// produceHeaders writes a record: key nil is a null key, placed by the
+// producer's partitioner (as a Java producer places one), any other key
+// (empty too) in the Java client's partition for it; value nil is a
+// tombstone; ts is the record's timestamp when Kafka can hold it.
+func (w *writer) produceHeaders(key, value []byte, headers []Header, ts mtime.Time) error {
 	part := kafka.PartitionAny
 	if key != nil {
 		part = javapartition.ForKey(key, w.partitions)
 	}
-	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value}
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value, Headers: kafkaHeaders(headers)}
 	if ts > 0 && ts <= mtime.MaxTimestamp { // 0 means "now" to librdkafka
 		m.Timestamp = ts.ToTime()
 	}

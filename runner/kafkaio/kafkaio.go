@@ -7,7 +7,10 @@
 //	kafkaio.Write(s, "totals", kvs)           // KV<[]byte, []byte> → plain records
 //
 // ReadTopics and ReadPattern read several topics: one Read per topic,
-// flattened.
+// flattened. ReadRecords and WriteRecords carry whole records
+// (KafkaRecord: a null key or value kept apart from an empty one, headers,
+// where the record was read), which KV<[]byte, []byte> cannot: Beam's
+// bytes coder reads nil as empty.
 //
 // On the kafkastreams runner a Read is a source stage that consumes the
 // topic itself (no copy into an internal topic): one task per partition,
@@ -529,6 +532,9 @@ func init() {
 	register.Emitter3[beam.EventTime, []byte, []byte]()
 	register.DoFn3x1[beam.EventTime, []byte, []byte, error](&writeFn{})
 	register.DoFn2x1[beam.EventTime, []byte, error](&writeValuesFn{})
+	register.DoFn4x1[context.Context, beam.EventTime, []byte, func(beam.EventTime, KafkaRecord), error](&readRecordsFn{})
+	register.Emitter2[beam.EventTime, KafkaRecord]()
+	register.DoFn2x1[beam.EventTime, KafkaRecord, error](&writeRecordsFn{})
 }
 
 // SourceConfig returns the Config of a Read's DoFn (plan.NativeDoFn of its
@@ -538,6 +544,10 @@ func SourceConfig(fn any) (c Config, ok bool) {
 	case *readFn:
 		return r.Config, true
 	case *unboundedReadFn:
+		return r.Config, true
+	case *readRecordsFn:
+		return r.Config, true
+	case *unboundedReadRecordsFn:
 		return r.Config, true
 	}
 	return Config{}, false
@@ -550,6 +560,8 @@ func SinkConfig(fn any) (c Config, ok bool) {
 	case *writeFn:
 		return w.Config, true
 	case *writeValuesFn:
+		return w.Config, true
+	case *writeRecordsFn:
 		return w.Config, true
 	}
 	return Config{}, false

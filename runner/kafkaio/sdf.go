@@ -481,6 +481,24 @@ func (f *unboundedReadFn) consumer(p int32, start int64) (*partitionConsumer, er
 // ProcessElement reads its restriction's partition for up to callBudget
 // and checkpoints (see unboundedReadFn).
 func (f *unboundedReadFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, _ []byte, emit func(beam.EventTime, []byte, []byte)) (sdf.ProcessContinuation, error) {
+	return f.read(ctx, we, rt, func(ts mtime.Time, m *kafka.Message) { emit(beam.EventTime(ts), m.Key, m.Value) })
+}
+
+// unboundedReadRecordsFn is an unbounded ReadRecords: unboundedReadFn's
+// restrictions, watermark estimators and reads, each record emitted whole
+// (KafkaRecord).
+type unboundedReadRecordsFn struct {
+	unboundedReadFn
+}
+
+// ProcessElement reads as unboundedReadFn's does.
+func (f *unboundedReadRecordsFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, _ []byte, emit func(beam.EventTime, KafkaRecord)) (sdf.ProcessContinuation, error) {
+	return f.read(ctx, we, rt, func(ts mtime.Time, m *kafka.Message) { emit(beam.EventTime(ts), kafkaRecordOfMessage(m)) })
+}
+
+// read is ProcessElement's work: it calls emit for every record to emit,
+// with its event time.
+func (f *unboundedReadFn) read(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, emit func(mtime.Time, *kafka.Message)) (sdf.ProcessContinuation, error) {
 	c := f.Config
 	topic := c.Topics[0]
 	r := rt.GetRestriction().(Restriction)
@@ -522,7 +540,7 @@ poll:
 				continue
 			}
 			we.observe(ts, time.Now())
-			emit(beam.EventTime(ts), e.Key, e.Value)
+			emit(ts, e)
 		case kafka.PartitionEOF:
 			pc.eof = int64(e.Offset)
 			if pc.eof >= pc.next {
@@ -559,4 +577,5 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf((*Restriction)(nil)).Elem(), encodeRestriction, decodeRestriction)
 	beam.RegisterCoder(reflect.TypeOf((*WatermarkState)(nil)).Elem(), encodeWatermarkState, decodeWatermarkState)
 	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, []byte, []byte), sdf.ProcessContinuation, error](&unboundedReadFn{})
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, KafkaRecord), sdf.ProcessContinuation, error](&unboundedReadRecordsFn{})
 }

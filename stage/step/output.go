@@ -139,14 +139,15 @@ func (a *attempt) appendSinks(b *Bundle) error {
 // appendSinkElements appends elements es of sink k's PCollection.
 func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
 	for _, e := range es {
-		key, value, ts, err := k.Decode(e)
+		sr, err := k.Decode(e)
 		if err != nil {
 			return fmt.Errorf("stage %s: an element of %s for topic %s: %w", a.s.spec.Name, k.PCollection, k.Topic, err)
 		}
-		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: key, Value: value}
-		if key != nil {
-			r.Partition = javapartition.ForKey(key, k.Partitions)
+		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: sr.Key, Value: sr.Value, Headers: sr.Headers}
+		if sr.Key != nil {
+			r.Partition = javapartition.ForKey(sr.Key, k.Partitions)
 		}
+		ts := sr.EventTime
 		if ts > 0 && ts <= mtime.MaxTimestamp {
 			r.Timestamp = ts.ToTime()
 		}

@@ -57,9 +57,19 @@ type Sink struct {
 	// partitioner would put it; a record without a key to AnyPartition.
 	Partitions int32
 	// Decode turns an element (encoded with the PCollection's wire coder)
-	// into the record's key (nil: none) and value, and its event time
-	// (the record's timestamp). Required.
-	Decode func(element []byte) (key, value []byte, eventTime mtime.Time, err error)
+	// into the record to write (Key nil: a null key; Value nil: a
+	// tombstone) and its event time (the record's timestamp). Required.
+	Decode func(element []byte) (SinkRecord, error)
+}
+
+// SinkRecord is what a Sink writes of one element: Key (nil: Kafka's
+// null, which the producer's partitioner places; otherwise the Java
+// client's partition for it, empty too), Value (nil: a tombstone), Headers
+// in order, and EventTime, the record's timestamp when Kafka can hold it.
+type SinkRecord struct {
+	Key, Value []byte
+	Headers    []Header
+	EventTime  mtime.Time
 }
 
 // Output is one PCollection a stage writes, to one or more topics.
@@ -151,14 +161,17 @@ type Bundle struct {
 }
 
 // Record is one Kafka record for a transaction: its topic, partition (>= 0;
-// AnyPartition lets the producer's partitioner choose), key, value and
-// timestamp (zero: the producer's clock, Kafka's CreateTime now).
+// AnyPartition lets the producer's partitioner choose), key and value (nil
+// is Kafka's null, kept apart from empty), timestamp (zero: the
+// producer's clock, Kafka's CreateTime now) and headers (a sink's, in
+// order).
 type Record struct {
 	Topic     string
 	Partition int32
 	Key       []byte
 	Value     []byte
 	Timestamp time.Time
+	Headers   []Header
 }
 
 // ProcessFunc runs one bundle of the stage's fused SDK transforms over the

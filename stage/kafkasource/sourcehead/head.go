@@ -22,10 +22,12 @@ type HeadConfig struct {
 	// Strategy is the source's watermark strategy (seed 002). Required
 	// (validated).
 	Strategy kafkasource.Strategy
-	// Encode makes the stage's element of one record: KV<key, value> at
-	// event time ts, in the global window, encoded with the head output's
-	// wire coder. Required.
-	Encode func(key, value []byte, ts mtime.Time) ([]byte, error)
+	// Encode makes the stage's element of record r of partition r.Task
+	// at event time ts (its Kafka timestamp, or Timestamp's): KV<key,
+	// value>, or the whole record (kafkaio.ReadRecords), in the global
+	// window, encoded with the head output's wire coder. A nil key or
+	// value in r is Kafka's null, an empty one empty. Required.
+	Encode func(r step.In, ts mtime.Time) ([]byte, error)
 	// Clock is the wall clock of idleness and of the far-future check.
 	// Default time.Now.
 	Clock func() time.Time
@@ -318,7 +320,7 @@ func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	if part == nil {
 		return step.Work{}, fmt.Errorf("kafkasource: stage %s: a record of partition %d, which is not assigned", h.cfg.Stage, p)
 	}
-	e, err := h.cfg.Encode(r.Key, r.Value, ts)
+	e, err := h.cfg.Encode(r, ts)
 	if err != nil {
 		return step.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
 	}

@@ -18,7 +18,7 @@ func headAt(t *testing.T, now *time.Time) *Head {
 	h, err := NewHead(HeadConfig{
 		Stage: "s0", Topic: "in",
 		Strategy: kafkasource.Strategy{Idleness: 2 * time.Second},
-		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Encode:   func(step.In, mtime.Time) ([]byte, error) { return []byte("e"), nil },
 		Clock:    func() time.Time { return *now },
 	})
 	if err != nil {
@@ -175,7 +175,7 @@ func TestHeadAlignmentAwaitsFirstRecord(t *testing.T) {
 			h, err := NewHead(HeadConfig{
 				Stage: "s0", Topic: "in",
 				Strategy: kafkasource.Strategy{Idleness: 2 * time.Second, AlignmentGroup: "g", MaxDrift: time.Minute},
-				Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+				Encode:   func(step.In, mtime.Time) ([]byte, error) { return []byte("e"), nil },
 				Clock:    func() time.Time { return now },
 				GroupMin: func(map[int32]bool) (mtime.Time, bool) { return 0, false },
 			})
@@ -217,7 +217,7 @@ func TestHeadLimitedDelay(t *testing.T) {
 	h, err := NewHead(HeadConfig{
 		Stage: "s0", Topic: "in",
 		Strategy: kafkasource.Strategy{Kind: kafkasource.LimitedDelay, MaxOutOfOrderness: 2 * time.Second},
-		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Encode:   func(step.In, mtime.Time) ([]byte, error) { return []byte("e"), nil },
 		Clock:    func() time.Time { return now },
 	})
 	if err != nil {
@@ -366,7 +366,7 @@ func TestHeadBoundedAddedPartitionIsDone(t *testing.T) {
 	h, err := NewHead(HeadConfig{
 		Stage: "s0", Topic: "in",
 		Strategy: kafkasource.Strategy{Idleness: 2 * time.Second},
-		Encode:   func(_, _ []byte, _ mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Encode:   func(step.In, mtime.Time) ([]byte, error) { return []byte("e"), nil },
 		Clock:    func() time.Time { return now },
 		Ends:     map[int32]int64{0: 1},
 	})
