@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +45,8 @@ type Options struct {
 	// CommitInterval is how long a transaction collects records
 	// (--commit_interval), like Kafka Streams' commit.interval.ms. Default
 	// 100 ms; positive and below the stages' transaction timeout
-	// (kafkaclient.TransactionTimeout, 10 s), or every transaction would be
+	// (transaction.timeout.ms from KafkaProperties, else
+	// kafkaclient.TransactionTimeout, 10 s), or every transaction would be
 	// aborted by the broker before it commits.
 	CommitInterval time.Duration
 	// MaxBundleSize bounds the records of one bundle and one transaction
@@ -253,7 +255,8 @@ func (o *Options) resolve(log *slog.Logger) {
 // InternalTopicPartitions must fit a Kafka partition count (an int32), and
 // the settings must agree with each other and with KafkaProperties:
 //
-//	CommitInterval < kafkaclient.TransactionTimeout (the broker aborts a longer transaction)
+//	CommitInterval < transaction.timeout.ms (kafkaclient.TransactionTimeoutOf: the broker aborts a longer transaction)
+//	no property the runner sets itself (kafkaclient.OwnedProperty: group.id, isolation.level, …)
 //	heartbeat.interval.ms < session.timeout.ms (librdkafka refuses the consumer)
 //	max.poll.interval.ms ≥ session.timeout.ms (librdkafka refuses the consumer)
 //
@@ -279,11 +282,20 @@ func (o Options) Validate() error {
 	if v := o.InternalTopicPartitions; v > math.MaxInt32 {
 		bad("internal_topic_partitions", strconv.Itoa(v), fmt.Sprintf("must be at most %d (a Kafka partition count is an int32)", math.MaxInt32))
 	}
+	for _, k := range slices.Sorted(maps.Keys(o.KafkaProperties)) {
+		if why, owned := kafkaclient.OwnedProperty(k); owned {
+			bad("kafka_property", k+"="+kafkaclient.Redact(o.KafkaProperties[k], o.KafkaProperties), "the runner sets it itself: "+why)
+		}
+	}
+	txnTimeout, err := kafkaclient.TransactionTimeoutOf(o.KafkaProperties)
+	if err != nil {
+		bad("kafka_property", "transaction.timeout.ms="+o.KafkaProperties["transaction.timeout.ms"], "must be a positive whole number of milliseconds")
+	}
 	switch v := o.CommitInterval; {
 	case v <= 0:
 		bad("commit_interval", v.String(), "must be positive")
-	case v >= kafkaclient.TransactionTimeout:
-		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v): the broker aborts a transaction open that long", kafkaclient.TransactionTimeout))
+	case err == nil && v >= txnTimeout:
+		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v: %s): the broker aborts a transaction open that long", txnTimeout, txnTimeoutSource(o.KafkaProperties)))
 	}
 	positiveInt("max_bundle_size", o.MaxBundleSize)
 	if v := o.WatermarkStuckThreshold; v <= 0 {
@@ -318,6 +330,14 @@ func (o Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// txnTimeoutSource says where the transaction timeout comes from.
+func txnTimeoutSource(props map[string]string) string {
+	if _, ok := props["transaction.timeout.ms"]; ok {
+		return "from --kafka_property"
+	}
+	return "the runner's default, kafkaclient.TransactionTimeout; set --kafka_property=transaction.timeout.ms=<ms> for a longer one"
 }
 
 // properties collects repeated key=value flags.

@@ -25,7 +25,27 @@ func TestValidate(t *testing.T) {
 		{"commit_interval=250ms", func(o *Options) { o.CommitInterval = 250 * time.Millisecond }, ""},
 		{"commit_interval=1ns", func(o *Options) { o.CommitInterval = 1 }, ""},
 		{"commit_interval=9.999s", func(o *Options) { o.CommitInterval = 9999 * time.Millisecond }, ""},
-		{"commit_interval=10s", func(o *Options) { o.CommitInterval = 10 * time.Second }, "kafkastreams: --commit_interval=10s: must be below the stages' transaction timeout (transaction.timeout.ms, 10s): the broker aborts a transaction open that long"},
+		{"commit_interval=10s", func(o *Options) { o.CommitInterval = 10 * time.Second }, "kafkastreams: --commit_interval=10s: must be below the stages' transaction timeout (transaction.timeout.ms, 10s: the runner's default, kafkaclient.TransactionTimeout; set --kafka_property=transaction.timeout.ms=<ms> for a longer one): the broker aborts a transaction open that long"},
+		// A user's transaction.timeout.ms is the one the commit interval
+		// is checked against (it was overridden by 10 s, quietly, and a
+		// 30 s interval refused against the 10 s).
+		{"commit_interval=30s under transaction.timeout.ms=60000", func(o *Options) {
+			o.CommitInterval = 30 * time.Second
+			o.KafkaProperties = map[string]string{"transaction.timeout.ms": "60000"}
+		}, ""},
+		{"commit_interval=6s under transaction.timeout.ms=5000", func(o *Options) {
+			o.CommitInterval = 6 * time.Second
+			o.KafkaProperties = map[string]string{"transaction.timeout.ms": "5000"}
+		}, "kafkastreams: --commit_interval=6s: must be below the stages' transaction timeout (transaction.timeout.ms, 5s: from --kafka_property): the broker aborts a transaction open that long"},
+		{"transaction.timeout.ms=10s", func(o *Options) { o.KafkaProperties = map[string]string{"transaction.timeout.ms": "10s"} },
+			"kafkastreams: --kafka_property=transaction.timeout.ms=10s: must be a positive whole number of milliseconds"},
+		// Properties the runner sets itself are refused, not overridden
+		// quietly, each naming what to use instead.
+		{"group.id", func(o *Options) { o.KafkaProperties = map[string]string{"group.id": "mine"} },
+			"kafkastreams: --kafka_property=group.id=mine: the runner sets it itself: each stage's consumer group is <application_id>.<stage>: set --application_id"},
+		{"isolation.level", func(o *Options) { o.KafkaProperties = map[string]string{"Isolation.Level": "read_uncommitted"} },
+			"kafkastreams: --kafka_property=Isolation.Level=read_uncommitted: the runner sets it itself: every stage reads read_committed (exactly once); a Kafka source reads uncommitted records with kafkaio.WithReadUncommitted"},
+		{"linger.ms=20 (a tuning the producers keep)", func(o *Options) { o.KafkaProperties = map[string]string{"linger.ms": "20"} }, ""},
 		{"watermark_stuck_threshold=0", func(o *Options) { o.WatermarkStuckThreshold = 0 }, "kafkastreams: --watermark_stuck_threshold=0s: must be positive"},
 		{"watermark_stuck_threshold=5s", func(o *Options) { o.WatermarkStuckThreshold = 5 * time.Second }, ""},
 		{"max_bundle_size=0", func(o *Options) { o.MaxBundleSize = 0 }, "kafkastreams: --max_bundle_size=0: must be positive"},

@@ -155,7 +155,7 @@ func (l *Loop) startAt(c *kafka.Consumer, committed, assigned []kafka.TopicParti
 // transaction that sent offsets for the partition is still open, which is
 // what a SIGKILLed previous owner leaves, the broker answers
 // UNSTABLE_OFFSET_COMMIT and librdkafka asks again, until the broker aborts
-// that transaction transaction.timeout.ms (10 s here) after it began,
+// that transaction transaction.timeout.ms (10 s unless --kafka_property sets it) after it began,
 // checked every transaction.abort.timed.out.transaction.cleanup.interval.ms
 // (10 s by default): up to about 20 s, longer on a slow broker.
 const committedTimeout = 2 * time.Minute

@@ -77,7 +77,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -85,6 +87,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Watermark strategy kinds (seed 002), as Config.Watermark.Kind says them.
@@ -138,8 +141,10 @@ type Config struct {
 	// bootstrap.servers); empty: the runner's.
 	BootstrapServers string `json:"bootstrapServers,omitempty"`
 	// Properties are extra client properties (librdkafka names, e.g.
-	// security.protocol); the runner's own settings (group.id,
-	// isolation.level, transactional.id, …) win. Never logged.
+	// security.protocol, fetch.min.bytes). One the runner sets itself
+	// (group.id, isolation.level, enable.auto.commit, …:
+	// kafkaclient.OwnedProperty) is refused by Validate, naming what to
+	// use instead (WithReadUncommitted, WithStart, …). Never logged.
 	Properties map[string]string `json:"properties,omitempty"`
 	// Start is where a partition without a committed offset starts:
 	// Earliest (default), Latest or AtTimestamp. A restarted job resumes at
@@ -375,6 +380,11 @@ func (c Config) Validate() error {
 	for _, t := range c.Topics {
 		if strings.TrimSpace(t) == "" {
 			return fmt.Errorf("%w: empty topic name", ErrConfig)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Properties)) {
+		if why, owned := kafkaclient.OwnedProperty(k); owned {
+			return fmt.Errorf("%w: WithProperty(%q, …): the runner sets it itself: %s", ErrConfig, k, why)
 		}
 	}
 	switch c.Start {

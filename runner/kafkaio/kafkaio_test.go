@@ -80,3 +80,17 @@ func TestReadTopicsIsOneReadPerTopic(t *testing.T) {
 		t.Errorf("reads of %v, want [x y z]", got)
 	}
 }
+
+// TestPropertyTheRunnerOwnsRefused: WithProperty of a property the runner
+// sets itself (its value was overridden quietly) is refused, naming the
+// option to use instead.
+func TestPropertyTheRunnerOwnsRefused(t *testing.T) {
+	c := newConfig([]string{"t"}, []Option{WithProperty("isolation.level", "read_uncommitted")})
+	err := c.Validate()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `WithProperty("isolation.level", …)`) || !strings.Contains(err.Error(), "WithReadUncommitted") {
+		t.Fatalf("Validate = %v, want an ErrConfig naming isolation.level and WithReadUncommitted", err)
+	}
+	if err := newConfig([]string{"t"}, []Option{WithProperty("fetch.min.bytes", "1000")}).Validate(); err != nil {
+		t.Fatalf("a tuning property: %v", err)
+	}
+}

@@ -1,6 +1,9 @@
 package kafkaclient
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -23,24 +26,47 @@ func Base(bootstrap string, props ...map[string]string) kafka.ConfigMap {
 	return cm
 }
 
-// TransactionTimeout is every stage producer's transaction.timeout.ms: the
-// broker aborts a transaction open longer. A killed instance's open
-// transaction blocks read_committed readers of its output partitions until
-// the broker aborts it at this timeout, so it is short, as Kafka Streams
-// keeps it under exactly-once (10 s). A commit interval must be below it
+// TransactionTimeout is every stage producer's transaction.timeout.ms
+// unless the user's properties set one (TransactionTimeoutOf): the broker
+// aborts a transaction open longer. A killed instance's open transaction
+// blocks read_committed readers of its output partitions until the broker
+// aborts it at this timeout, so it is short, as Kafka Streams keeps it
+// under exactly-once (10 s). A commit interval must be below it
 // (runner.Options.Validate).
 const TransactionTimeout = 10 * time.Second
 
+// TransactionTimeoutOf is the stage producers' transaction timeout under
+// the user's properties props: their transaction.timeout.ms (whole
+// milliseconds, positive), else TransactionTimeout. The error names the
+// property and its value.
+func TransactionTimeoutOf(props map[string]string) (time.Duration, error) {
+	v, ok := props["transaction.timeout.ms"]
+	if !ok {
+		return TransactionTimeout, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("transaction.timeout.ms=%s: must be a positive whole number of milliseconds", v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
 // TransactionalProducerConfig is the configuration of a stage's
 // transactional producer: Base(bootstrap, props) (props are the user's,
-// stage.Config.Properties), then the loop's own settings, which win:
-// transactional.id txnID, linger.ms 5, transaction.timeout.ms
-// TransactionTimeout, go.delivery.reports false and LeanProducerChannels.
+// stage.Config.Properties), then the loop's own settings: transactional.id
+// txnID, go.delivery.reports false and LeanProducerChannels, which win
+// (a user's value for one of them is refused earlier: OwnedProperty), and
+// linger.ms 5 and transaction.timeout.ms TransactionTimeout unless props
+// set them (a user's tuning is kept, not overridden quietly).
 func TransactionalProducerConfig(bootstrap string, props map[string]string, txnID string) kafka.ConfigMap {
 	pc := Base(bootstrap, props)
 	pc["transactional.id"] = txnID
-	pc["linger.ms"] = 5
-	pc["transaction.timeout.ms"] = int(TransactionTimeout.Milliseconds())
+	if _, ok := props["linger.ms"]; !ok {
+		pc["linger.ms"] = 5
+	}
+	if _, ok := props["transaction.timeout.ms"]; !ok {
+		pc["transaction.timeout.ms"] = int(TransactionTimeout.Milliseconds())
+	}
 	pc["go.delivery.reports"] = false
 	LeanProducerChannels(pc)
 	return pc
@@ -104,4 +130,37 @@ func AssignedReaderConfig(bootstrap string, props map[string]string, group strin
 	cc["enable.auto.commit"] = false
 	cc["isolation.level"] = "read_committed"
 	return cc
+}
+
+// ownedProperties are the client properties the runner sets itself on
+// every client that uses them, with why: a user's value would be
+// overridden, or would break the runner's guarantees, so it is refused
+// (OwnedProperty) rather than dropped quietly (Kafka Streams logs and
+// ignores a user's enable.auto.commit the same way, but goes on).
+var ownedProperties = map[string]string{
+	"bootstrap.servers":               "set --bootstrap_servers (or kafkaio.WithBootstrapServers for a Read on another cluster)",
+	"group.id":                        "each stage's consumer group is <application_id>.<stage>: set --application_id",
+	"group.instance.id":               "static membership takes its id from the instance slot: set --static_membership",
+	"transactional.id":                "each stage's producer has the transactional.id <application_id>.<stage>.<task or instance>, which fences a zombie (KIP-447)",
+	"enable.auto.commit":              "offsets are committed in the stages' transactions (KIP-447), never by the consumer",
+	"enable.auto.offset.store":        "offsets are committed in the stages' transactions (KIP-447), never by the consumer",
+	"isolation.level":                 "every stage reads read_committed (exactly once); a Kafka source reads uncommitted records with kafkaio.WithReadUncommitted",
+	"auto.offset.reset":               "a Kafka source starts where kafkaio.WithStart or WithStartAt says; internal topics are read from their start",
+	"enable.idempotence":              "the stages' producers are transactional, hence idempotent",
+	"enable.partition.eof":            "the stage loops need end-of-partition events (idleness, bounded reads)",
+	"partition.assignment.strategy":   "the stage loops handle the cooperative-sticky protocol's incremental assignments only",
+	"statistics.interval.ms":          "the stage loops read each task's consumer lag from the statistics events",
+	"go.delivery.reports":             "the runner reads its producers' delivery reports, or not, itself",
+	"go.events.channel.enable":        "the runner polls its clients itself",
+	"go.application.rebalance.enable": "the stage loops handle rebalances themselves",
+	"go.logs.channel.enable":          "the runner routes librdkafka's logs itself",
+}
+
+// OwnedProperty reports whether the client property key is one the runner
+// sets itself (ownedProperties), and why a user may not set it: the text
+// says what to use instead. Matching ignores case and surrounding spaces,
+// as librdkafka's property names are lower case.
+func OwnedProperty(key string) (why string, owned bool) {
+	why, owned = ownedProperties[strings.ToLower(strings.TrimSpace(key))]
+	return why, owned
 }
