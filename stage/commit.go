@@ -181,6 +181,9 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	if err == nil {
 		return nil
 	}
+	if tl := commitTooLarge(err); tl != err {
+		return tl // it did not commit: the broker refused a record
+	}
 	if !errors.Is(l.classify(ctx, "commit", err), ErrFenced) && !txnRequiresAbort(err) {
 		// The transaction may have committed (a timeout, a coordinator
 		// that went away after writing the commit): the abort and rewind
@@ -258,6 +261,9 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		}
 		l.topicNames[t] = topic
 	}
+	if err := l.checkSize(*topic, r.Key, r.Value); err != nil {
+		return err
+	}
 	for {
 		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 		var ke kafka.Error
@@ -265,7 +271,11 @@ func (l *Loop) produceRecord(r *step.Record) error {
 			l.producer.Flush(100)
 			continue
 		}
-		if err != nil {
+		if err := produceTooLarge(err, *topic, r.Key, r.Value); err != nil {
+			var tl *tooLarge
+			if errors.As(err, &tl) {
+				return err
+			}
 			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
 		}
 		return nil

@@ -1,0 +1,65 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/step"
+)
+
+// TestRecordTooLargeIsPermanent (issue 23): a record too large for its
+// topic, refused by the loop's own check, by librdkafka (Produce's
+// MSG_SIZE_TOO_LARGE) or by the broker at commit (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE), becomes one error naming the input record it
+// came from, which Run does not restart the clients for; before, it was a
+// Kafka error like any other: retried, then five client restarts.
+func TestRecordTooLargeIsPermanent(t *testing.T) {
+	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}, MaxMessageBytes: map[string]int{"out": 100}}, log: slog.Default()}
+	if err := l.checkSize("out", []byte("k"), make([]byte, 30)); err != nil {
+		t.Errorf("a batch of %d bytes for a limit of 100: %v", 61+1+37, err)
+	}
+	if err := l.checkSize("elsewhere", nil, make([]byte, 1000)); err != nil {
+		t.Errorf("a topic of unknown limit: %v", err)
+	}
+	sized := l.checkSize("out", []byte("k"), make([]byte, 40))
+	if sized == nil || !strings.Contains(sized.Error(), "a record of 109 bytes (key 1, value 40) for topic out is larger than the topic's max.message.bytes 100") {
+		t.Errorf("a batch of 109 bytes for a limit of 100: %v", sized)
+	}
+	l.compresses = true
+	if err := l.checkSize("out", []byte("k"), make([]byte, 40)); err != nil {
+		t.Errorf("a compressing producer: %v", err)
+	}
+
+	local := produceTooLarge(kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false), "out", []byte("k"), make([]byte, 9))
+	broker := commitTooLarge(fmt.Errorf("commit: %w", kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)))
+	list := commitTooLarge(kafka.NewError(kafka.ErrRecordListTooLarge, "Broker: Message batch larger than configured server segment size", false))
+	topic := kafka.NewError(kafka.ErrTopicAuthorizationFailed, "Broker: Topic authorization failed", false)
+	if err := commitTooLarge(topic); err != topic {
+		t.Errorf("commitTooLarge(%v) = %v, want it as it is", topic, err)
+	}
+	if err := produceTooLarge(topic, "out", nil, nil); err != topic {
+		t.Errorf("produceTooLarge(%v) = %v, want it as it is", topic, err)
+	}
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 3, Offset: 17}}
+	for _, err := range []error{sized, local, broker, list} {
+		var tl *tooLarge
+		if !errors.As(err, &tl) {
+			t.Fatalf("%v is no *tooLarge", err)
+		}
+		done, ferr := l.tooLargeFound(tl, []*kafka.Message{msg}, nil)
+		if !done || !errors.Is(ferr, ErrRecordTooLarge) {
+			t.Fatalf("tooLargeFound(%v, one record) = %v, %v, want done and ErrRecordTooLarge", err, done, ferr)
+		}
+		if !strings.Contains(ferr.Error(), "input topic in, partition 3, offset 17") {
+			t.Errorf("the error does not name the input record in[3]@17: %v", ferr)
+		}
+		if restartable(ferr) {
+			t.Errorf("restartable(%v): a restart of the clients makes the same record again", ferr)
+		}
+	}
+}
