@@ -78,7 +78,7 @@ func produceTooLarge(err error, topic string, key, value []byte) error {
 func commitTooLarge(err error) error {
 	var ke kafka.Error
 	if errors.As(err, &ke) && (ke.Code() == kafka.ErrMsgSizeTooLarge || ke.Code() == kafka.ErrRecordListTooLarge) {
-		return &tooLarge{what: "the broker refused a record of the attempt as too large for its topic (its max.message.bytes)", err: err}
+		return &tooLarge{what: "the broker refused a batch of the attempt's records as larger than its topic's max.message.bytes (a record too large, or records librdkafka batched together up to batch.size: set --kafka_property batch.size at most the topic's limit)", err: err}
 	}
 	return err
 }
@@ -100,8 +100,15 @@ func (l *Loop) tooLargeFound(tl *tooLarge, batch []*kafka.Message, wake []int32)
 		return true, fmt.Errorf("%w: stage %s: %s: made by the timers of task %v (no input record in the attempt)", ErrRecordTooLarge, l.cfg.Spec.Name, tl.what, wake)
 	case 1:
 		m := batch[0]
-		return true, fmt.Errorf("%w: stage %s: %s: made from the record at input topic %s, partition %d, offset %d%s",
-			ErrRecordTooLarge, l.cfg.Spec.Name, tl.Error(), l.cfg.Spec.InputTopic, m.TopicPartition.Partition, int64(m.TopicPartition.Offset), timers)
+		what := "the record"
+		if !l.cfg.Spec.RawInput && isReports(m.Value) {
+			// A GroupByKey's pane (or a timer) the upstream watermark
+			// made due: a pane holds every value of its key and window,
+			// so it can be larger than any record the stage read.
+			what = "the watermark reports (a pane or a timer they made due)"
+		}
+		return true, fmt.Errorf("%w: stage %s: %s: made from %s at input topic %s, partition %d, offset %d%s",
+			ErrRecordTooLarge, l.cfg.Spec.Name, tl.Error(), what, l.cfg.Spec.InputTopic, m.TopicPartition.Partition, int64(m.TopicPartition.Offset), timers)
 	}
 	if l.isolate == nil {
 		l.isolate = map[int32]int64{}

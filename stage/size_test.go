@@ -9,6 +9,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -61,5 +63,22 @@ func TestRecordTooLargeIsPermanent(t *testing.T) {
 		if restartable(ferr) {
 			t.Errorf("restartable(%v): a restart of the clients makes the same record again", ferr)
 		}
+	}
+
+	// On an internal topic, a record too large made when watermark
+	// reports arrived (a GroupByKey's pane of every value of its key and
+	// window) names them as what made it.
+	var tl *tooLarge
+	errors.As(sized, &tl)
+	reports := &kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 1, Offset: 9},
+		Value: envelope.EncodeReports([]*pb.WatermarkReport{{Stage: "s0", SourcePartition: 1}})}
+	element := &kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 1, Offset: 8}, Value: envelope.EncodeElement([]byte("x"))}
+	_, ferr := l.tooLargeFound(tl, []*kafka.Message{reports}, nil)
+	if !strings.Contains(ferr.Error(), "made from the watermark reports (a pane or a timer they made due) at input topic in, partition 1, offset 9") {
+		t.Errorf("a pane fired by reports: %v", ferr)
+	}
+	_, ferr = l.tooLargeFound(tl, []*kafka.Message{element}, []int32{2})
+	if !strings.Contains(ferr.Error(), "made from the record at input topic in, partition 1, offset 8 (or from a timer of task [2], due in the same attempt)") {
+		t.Errorf("an element with a timer due: %v", ferr)
 	}
 }
