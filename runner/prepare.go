@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
@@ -147,5 +148,28 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	for t, n := range userLimits {
 		limits[t] = n
 	}
+	warnSmallSinks(pl, props, limits)
 	return users, limits, nil
+}
+
+// warnSmallSinks logs, once per topic, each Kafka sink of pl whose
+// max.message.bytes (limits) is below the producers' batch.size
+// (librdkafka's default 1 000 000, or props'): librdkafka batches a
+// partition's records up to batch.size whatever the topic takes, and the
+// broker refuses a larger batch whole (MESSAGE_TOO_LARGE), which fails
+// the stage (stage.ErrRecordTooLarge) though each record fits.
+func warnSmallSinks(pl *plan.Plan, props map[string]string, limits map[string]int) {
+	batch := 1_000_000
+	if n, err := strconv.Atoi(props["batch.size"]); err == nil {
+		batch = n
+	}
+	seen := map[string]bool{}
+	for _, s := range pl.Stages {
+		for _, k := range s.KafkaSinks {
+			if n, ok := limits[k.Topic]; ok && n < batch && !seen[k.Topic] {
+				seen[k.Topic] = true
+				slog.Default().With("runner", Name).Warn("kafkastreams: a Kafka sink's max.message.bytes is below the producers' batch.size: a batch of records that fit one by one can be refused whole, failing the stage; set --kafka_property batch.size at most the topic's limit", "topic", k.Topic, "max_message_bytes", n, "batch_size", batch)
+			}
+		}
+	}
 }
