@@ -165,6 +165,9 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
 	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
+		if tl := l.refusedForSize(tctx, offsets, gm); tl != nil {
+			return tl
+		}
 		return l.classify(ctx, "send offsets", err)
 	}
 	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })

@@ -1,8 +1,10 @@
 package stage
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -141,4 +143,32 @@ func (l *Loop) isolated() {
 		l.isolate = nil
 		l.log.Info("stage: the records of the attempt that made a record too large were taken one at a time and none made it again: reading on in batches")
 	}
+}
+
+// refusedForSize is called when SendOffsetsToTransaction failed: it
+// returns a *tooLarge if the broker refused a record of the transaction
+// for its size, else nil. The refusal arrives with the record's delivery,
+// in the background: when it lands while the offsets are being sent,
+// librdkafka fails that call with a state error (ERR__STATE, "Erroneous
+// state") that does not say why (TestRecordSizeSinkLimitLoweredFailsOnce
+// saw it). So it waits for the outstanding deliveries (Flush, bounded by
+// ctx) and sends the offsets again: in a transaction a failed delivery
+// made abortable, librdkafka answers with that delivery's error
+// (MSG_SIZE_TOO_LARGE); otherwise the offsets are sent again into a
+// transaction that is aborted anyway. Failure paths only: a commit that
+// goes well never waits here.
+func (l *Loop) refusedForSize(ctx context.Context, offsets []kafka.TopicPartition, gm *kafka.ConsumerGroupMetadata) error {
+	if d, ok := ctx.Deadline(); ok {
+		for l.producer.Len() > 0 && time.Now().Before(d) {
+			l.producer.Flush(100)
+		}
+	}
+	err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(ctx, offsets, gm) })
+	if err == nil {
+		return nil
+	}
+	if tl := commitTooLarge(err); tl != err {
+		return tl
+	}
+	return nil
 }
