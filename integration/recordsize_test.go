@@ -19,6 +19,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
@@ -143,8 +144,9 @@ func sizeDigest(key, value []byte) string {
 // Envelopes a few bytes larger than the record; a pane of three large
 // values goes to the SDK as one element), a DoFn that emits every value
 // as its own record and a kafkaio.Write to a topic whose
-// max.message.bytes is twice as large: the sink holds every input record
-// once, and the changelog holds the six large values. Before the fix the
+// max.message.bytes is twice as large, one record per transaction: the
+// sink holds every input record once, and the changelog holds the six
+// large values. Before the fix the
 // source stage could not produce the Envelope (librdkafka's
 // message.max.bytes 1 000 000, then the internal topic's broker default),
 // restarted its clients five times and failed the job.
@@ -203,7 +205,10 @@ func TestRecordSizeLargestRecordsCrossEveryStage(t *testing.T) {
 	kvs := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
 	kafkaio.Write(s, out, beam.ParDo(s, sizeUngroup, beam.GroupByKey(s, kvs)))
 	start := time.Now()
-	runApp(t, ctx, bs, app, p)
+	// One record per transaction: each value reaches the changelog in an
+	// attempt of its own, before the one that fires its pane (a value put
+	// and deleted in one attempt never reaches the changelog).
+	runApp(t, ctx, bs, app, p, func(o *runner.Options) { o.MaxBundleSize = 1 })
 	t.Logf("the job ran in %v", time.Since(start).Round(time.Millisecond))
 
 	got, err := kafkaenv.Consume(ctx, bs, out, -1, kafkaenv.ReadCommitted, time.Minute)
@@ -248,6 +253,9 @@ func TestRecordSizeLargestRecordsCrossEveryStage(t *testing.T) {
 	}
 	if changelog == "" {
 		t.Fatalf("no changelog topic of application %s: the GroupByKey stored nothing?", app)
+	}
+	if n := topicMaxMessageBytes(t, ctx, bs, changelog); n != 64<<20 {
+		t.Errorf("changelog %s: max.message.bytes %d, want the runner's 64 MiB", changelog, n)
 	}
 	cl, err := kafkaenv.Consume(ctx, bs, changelog, -1, kafkaenv.ReadCommitted, time.Minute)
 	if err != nil {
@@ -379,6 +387,119 @@ func TestRecordSizeTooLargeForSinkFailsOnce(t *testing.T) {
 	}
 	if took > time.Minute {
 		t.Errorf("the job took %v to fail, want under a minute", took)
+	}
+	got := readValues(t, bs, out, -1, 30*time.Second)
+	if w := "small-0|small-1|small-2|small-3|small-4"; strings.Join(got, "|") != w {
+		t.Errorf("%s holds %q, want the records before the large one, each once: %q", out, got, w)
+	}
+}
+
+// setMaxMessageBytes sets topic's max.message.bytes to n and waits (up to
+// 30 s) until the broker describes it so.
+func setMaxMessageBytes(t *testing.T, ctx context.Context, bs, topic string, n int) {
+	t.Helper()
+	ad, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ad.Close()
+	res, err := ad.IncrementalAlterConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: topic, Config: []kafka.ConfigEntry{{
+		Name: "max.message.bytes", Value: strconv.Itoa(n), IncrementalOperation: kafka.AlterConfigOpTypeSet}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("set max.message.bytes of %s: %v", topic, r.Error)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); topicMaxMessageBytes(t, ctx, bs, topic) != n; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's max.message.bytes is not %d 30 s after it was set", topic, n)
+		}
+	}
+}
+
+// TestRecordSizeSinkLimitLoweredFailsOnce (issue 23, record size): the
+// same as TestRecordSizeTooLargeForSinkFailsOnce, but the sink's
+// max.message.bytes is lowered to 10 000 while the job runs, after the
+// runner read it: the stage's own check lets the record of 20 000 bytes
+// through and the broker refuses it at the commit (librdkafka's
+// MESSAGE_TOO_LARGE, "current transaction must be aborted"). The job
+// still ends with one error naming the input record (topic, partition
+// 0, offset 5) and the sink, without restarting its clients, and the sink
+// holds the records before it once. It aborts at most two attempts: the
+// batch holding the record, and the next transaction, which librdkafka
+// may fail once after failed deliveries ("skipped sequence numbers",
+// OUT_OF_ORDER_SEQUENCE_NUMBER: seen in each of three runs). The refusal can land while the offsets are sent,
+// which then fail with a bare state error (seen: "Erroneous state"): the
+// loop's refusedForSize finds the cause.
+func TestRecordSizeSinkLimitLoweredFailsOnce(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(i int) kafkaenv.Record {
+		v := []byte(fmt.Sprintf("small-%d", i))
+		if i == 5 {
+			v = bytes.Repeat([]byte{'x'}, 20_000)
+		}
+		return kafkaenv.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: v}
+	}
+	if err := produceSized(ctx, bs, in, rec(0), rec(1)); err != nil {
+		t.Fatal(err)
+	}
+
+	counter := newLogCounter(slog.Default().Handler(), "restarting the stage's Kafka clients", "transaction aborted, rewinding")
+	prev := slog.Default()
+	slog.SetDefault(slog.New(counter))
+	defer slog.SetDefault(prev)
+
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1)))
+	jctx, jcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer jcancel()
+	done := startJob(jctx, bs, app, p)
+	if got := readValues(t, bs, out, 2, time.Minute); strings.Join(got, "|") != "small-0|small-1" {
+		jcancel()
+		<-done
+		t.Fatalf("%s holds %q, want small-0 and small-1", out, got)
+	}
+	setMaxMessageBytes(t, ctx, bs, out, 10_000)
+	start := time.Now()
+	if err := produceSized(ctx, bs, in, rec(2), rec(3), rec(4), rec(5), rec(6), rec(7)); err != nil {
+		t.Fatal(err)
+	}
+	var jobErr error
+	select {
+	case jobErr = <-done:
+	case <-time.After(100 * time.Second):
+		t.Fatal("the job did not end within 100 s of the large record")
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	restarts, aborts := counter.counts[0].Load(), counter.counts[1].Load()
+	t.Logf("the job ended %v after the large record was written: %v (client restarts %d, aborted attempts %d)", took, jobErr, restarts, aborts)
+	if jobErr == nil || jctx.Err() != nil {
+		t.Fatalf("the job ended with %v (its context: %v), want an error of its own", jobErr, jctx.Err())
+	}
+	for _, w := range []string{
+		fmt.Sprintf("input topic %s, partition 0, offset 5", in),
+		out,
+		"max.message.bytes",
+	} {
+		if !strings.Contains(jobErr.Error(), w) {
+			t.Errorf("the job's error does not say %q: %v", w, jobErr)
+		}
+	}
+	if restarts != 0 {
+		t.Errorf("the stage restarted its Kafka clients %d times, want none", restarts)
+	}
+	if aborts > 2 {
+		t.Errorf("the stage aborted %d attempts, want at most 2 (the batch holding the record, and the transaction after it)", aborts)
 	}
 	got := readValues(t, bs, out, -1, 30*time.Second)
 	if w := "small-0|small-1|small-2|small-3|small-4"; strings.Join(got, "|") != w {
