@@ -237,6 +237,10 @@ type Loop struct {
 	// compresses says Config.Properties set a compression.type: the
 	// size check (checkSize) is left to the broker.
 	compresses bool
+	// fitsAll is the smallest max.message.bytes of Config.MaxMessageBytes
+	// (0: none): checkSize looks up the topic of a record only when its
+	// key and value could exceed it.
+	fitsAll int
 	// spilled holds the records the attempt's Decide spilled
 	// (StepConfig.Spill) until its transaction produces them; nil until
 	// the first spill.
@@ -303,6 +307,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		head:  cfg.Head,
 		tasks: map[int32]*step.Task{},
 	}
+	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
 	for _, k := range []string{"compression.type", "compression.codec"} {
 		if v := cfg.Properties[k]; v != "" && v != "none" {
 			l.compresses = true

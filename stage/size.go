@@ -51,14 +51,36 @@ func (e *tooLarge) Error() string {
 // fits, if the limit is unknown, or if the producer compresses (a
 // compressed batch may fit where the record alone does not).
 func (l *Loop) checkSize(topic string, key, value []byte) error {
+	if len(key)+len(value)+batchOverhead <= l.fitsAll || l.compresses {
+		return nil // every record the runner writes: no map lookup
+	}
 	limit := l.cfg.MaxMessageBytes[topic]
-	if limit <= 0 || l.compresses {
+	if limit <= 0 {
 		return nil
 	}
 	if n := kafkaclient.BatchOfOneBytes(len(key), len(value), nil); n > limit {
 		return &tooLarge{what: fmt.Sprintf("a record of %d bytes (key %d, value %d) for topic %s is larger than the topic's max.message.bytes %d", n, len(key), len(value), topic, limit)}
 	}
 	return nil
+}
+
+// batchOverhead bounds what a batch of one record without headers adds
+// to its key and value (kafkaclient.BatchOfOneBytes: 61 bytes of header,
+// at most 5 bytes for each of the record's length, key length and value
+// length, 4 more): a record whose key and value are at most
+// Loop.fitsAll − batchOverhead bytes fits every topic of
+// Config.MaxMessageBytes.
+const batchOverhead = 61 + 5 + 3 + 5 + 5 + 1
+
+// fitsAll is the smallest limit of limits (0 if none is positive).
+func fitsAll(limits map[string]int) int {
+	m := 0
+	for _, n := range limits {
+		if n > 0 && (m == 0 || n < m) {
+			m = n
+		}
+	}
+	return m
 }
 
 // produceTooLarge turns librdkafka's refusal of a record for its size
@@ -117,7 +139,7 @@ func (l *Loop) tooLargeFound(tl *tooLarge, batch []*kafka.Message, wake []int32)
 	}
 	for _, m := range batch {
 		p, o := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
-		if o > l.isolate[p] {
+		if last, ok := l.isolate[p]; !ok || o > last {
 			l.isolate[p] = o
 		}
 	}

@@ -21,7 +21,8 @@ import (
 // came from, which Run does not restart the clients for; before, it was a
 // Kafka error like any other: retried, then five client restarts.
 func TestRecordTooLargeIsPermanent(t *testing.T) {
-	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}, MaxMessageBytes: map[string]int{"out": 100}}, log: slog.Default()}
+	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}, MaxMessageBytes: map[string]int{"out": 100, "big": 1 << 20}}, log: slog.Default()}
+	l.fitsAll = fitsAll(l.cfg.MaxMessageBytes)
 	if err := l.checkSize("out", []byte("k"), make([]byte, 30)); err != nil {
 		t.Errorf("a batch of %d bytes for a limit of 100: %v", 61+1+37, err)
 	}
@@ -80,5 +81,37 @@ func TestRecordTooLargeIsPermanent(t *testing.T) {
 	_, ferr = l.tooLargeFound(tl, []*kafka.Message{element}, []int32{2})
 	if !strings.Contains(ferr.Error(), "made from the record at input topic in, partition 1, offset 8 (or from a timer of task [2], due in the same attempt)") {
 		t.Errorf("an element with a timer due: %v", ferr)
+	}
+}
+
+// TestRecordTooLargeTakesRecordsOneAtATime: a record too large made by an
+// attempt of several input records makes the loop take the batch's
+// records one at a time (Loop.isolate holds each partition's last offset,
+// offset 0 included) and read on in batches once every partition is
+// past them.
+func TestRecordTooLargeTakesRecordsOneAtATime(t *testing.T) {
+	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}}, log: slog.Default(), tasks: map[int32]*step.Task{}}
+	batch := []*kafka.Message{
+		{TopicPartition: kafka.TopicPartition{Partition: 0, Offset: 0}},
+		{TopicPartition: kafka.TopicPartition{Partition: 1, Offset: 7}},
+		{TopicPartition: kafka.TopicPartition{Partition: 1, Offset: 8}},
+	}
+	done, err := l.tooLargeFound(&tooLarge{what: "too large"}, batch, nil)
+	if done || err != nil {
+		t.Fatalf("tooLargeFound(three records) = %v, %v, want not done (no task to rewind here)", done, err)
+	}
+	if want := map[int32]int64{0: 0, 1: 8}; fmt.Sprint(l.isolate) != fmt.Sprint(want) {
+		t.Fatalf("isolate %v, want %v", l.isolate, want)
+	}
+	l.tasks[0], l.tasks[1] = &step.Task{}, &step.Task{}
+	l.next = map[int32]int64{0: 1, 1: 8}
+	l.isolated()
+	if fmt.Sprint(l.isolate) != fmt.Sprint(map[int32]int64{1: 8}) {
+		t.Fatalf("partition 0 past its offset 0, 1 not past 8: isolate %v, want map[1:8]", l.isolate)
+	}
+	l.next[1] = 9
+	l.isolated()
+	if l.isolate != nil {
+		t.Fatalf("every partition past the batch: isolate %v, want nil (batches again)", l.isolate)
 	}
 }
