@@ -49,12 +49,14 @@ const InternalTopicMaxMessageBytes = 64 << 20
 // records.
 const ProducerMessageMaxBytes = InternalTopicMaxMessageBytes + 64<<10
 
-// minReceiveMessageMaxBytes is what FitLargestRecord gives a consumer's
-// receive.message.max.bytes at least: a fetch response returns its first
-// record batch whatever fetch.max.bytes says (KIP-74), so one answer can
-// be a batch of InternalTopicMaxMessageBytes and its framing;
-// librdkafka's default is 100 000 000.
-const minReceiveMessageMaxBytes = InternalTopicMaxMessageBytes + 64<<10
+// minReceiveMessageMaxBytes is what FitLargestFetch gives a consumer's
+// receive.message.max.bytes at least: librdkafka's default, 100 000 000,
+// which is more than a fetch answer holding one batch of
+// InternalTopicMaxMessageBytes and its framing (a fetch returns its first
+// record batch whatever fetch.max.bytes says, KIP-74) and than the
+// broker's default socket.request.max.bytes, so also the largest batch a
+// user's topic can hold on a broker left at its defaults.
+const minReceiveMessageMaxBytes = 100_000_000
 
 // FitLargestRecord sets cm's producer settings for the largest record an
 // internal topic holds: message.max.bytes ProducerMessageMaxBytes, unless
@@ -68,16 +70,21 @@ func FitLargestRecord(cm kafka.ConfigMap) {
 // FitLargestFetch sets cm's consumer settings so that a fetch answer
 // holding the largest batch an internal topic takes is received:
 // receive.message.max.bytes at least minReceiveMessageMaxBytes and at
-// least fetch.max.bytes + 512 (librdkafka refuses a configuration with
-// less: the answer's framing), the larger of the user's and these. cm is
-// changed in place. fetch.max.bytes (default 52 428 800) and
-// max.partition.fetch.bytes (default 1 048 576) are left alone: the
+// least the fetch.max.bytes librdkafka will use + 512 (it refuses a
+// configuration with less: the answer's framing; unset, fetch.max.bytes
+// is raised to a user's message.max.bytes), the larger of the user's and
+// these. cm is changed in place. fetch.max.bytes (default 52 428 800)
+// and max.partition.fetch.bytes (default 1 048 576) are left alone: the
 // broker returns a larger first batch anyway, and raising them would let
 // every fetch hold that much.
 func FitLargestFetch(cm kafka.ConfigMap) {
 	want := minReceiveMessageMaxBytes
-	if f := intSetting(cm, "fetch.max.bytes"); f+512 > want {
-		want = f + 512
+	fetch := intSetting(cm, "fetch.max.bytes")
+	if _, set := cm["fetch.max.bytes"]; !set {
+		fetch = max(fetch, intSetting(cm, "message.max.bytes"))
+	}
+	if fetch+512 > want {
+		want = fetch + 512
 	}
 	if intSetting(cm, "receive.message.max.bytes") < want {
 		cm["receive.message.max.bytes"] = want

@@ -69,6 +69,8 @@ func TestFitLargestRecord(t *testing.T) {
 		"group, user fetch":  GroupConsumerConfig("127.0.0.1:1", props, "g", 0, nil),
 		"end, user fetch":    EndReaderConfig(Base("127.0.0.1:1", props), "g"),
 		"assigned, user big": AssignedReaderConfig("127.0.0.1:1", map[string]string{"receive.message.max.bytes": "900000000"}, "g"),
+		// librdkafka raises an unset fetch.max.bytes to message.max.bytes.
+		"group, user max": GroupConsumerConfig("127.0.0.1:1", map[string]string{"message.max.bytes": "500000000"}, "g", 0, nil),
 	} {
 		want := minReceiveMessageMaxBytes
 		if strings.Contains(name, "user fetch") {
@@ -76,6 +78,9 @@ func TestFitLargestRecord(t *testing.T) {
 		}
 		if strings.Contains(name, "user big") {
 			want = 900_000_000
+		}
+		if strings.Contains(name, "user max") {
+			want = 500_000_512
 		}
 		if got := intSetting(cm, "receive.message.max.bytes"); got != want {
 			t.Errorf("%s consumer: receive.message.max.bytes %d, want %d", name, got, want)
