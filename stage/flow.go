@@ -60,11 +60,11 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	// what is queued (Poll without waiting) and stops at the first empty
 	// answer.
 	ending := false
-	max := l.cfg.MaxBatchRecords
+	most := l.cfg.MaxBatchRecords
 	if l.isolate != nil {
-		max = 1 // finding the record that made one too large (tooLargeFound)
+		most = 1 // finding the record that made one too large (tooLargeFound)
 	}
-	for len(batch) < max && ctx.Err() == nil {
+	for len(batch) < most && ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break

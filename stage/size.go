@@ -90,7 +90,7 @@ func fitsAll(limits map[string]int) int {
 func produceTooLarge(err error, topic string, key, value []byte) error {
 	var ke kafka.Error
 	if errors.As(err, &ke) && ke.Code() == kafka.ErrMsgSizeTooLarge {
-		return &tooLarge{what: fmt.Sprintf("a record of %d bytes (key %d, value %d) for topic %s is larger than the producer's message.max.bytes %d", len(key)+len(value), len(key), len(value), topic, kafkaclient.ProducerMessageMaxBytes), err: err}
+		return &tooLarge{what: fmt.Sprintf("a record of %d bytes (key %d, value %d) for topic %s is larger than the producer's message.max.bytes (kafkaclient.ProducerMessageMaxBytes, or --kafka_property message.max.bytes if larger)", len(key)+len(value), len(key), len(value), topic), err: err}
 	}
 	return err
 }
