@@ -131,6 +131,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		CommitInterval:   j.o.CommitInterval,
 		SpillDir:         j.inst.Stores,
 		MaxBatchRecords:  j.o.MaxBundleSize,
+		MaxMessageBytes:  j.limits,
 		Logger:           j.log,
 		Producer:         j.producers[s.Name],
 		Observer:         observer,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
@@ -82,7 +83,8 @@ func startProducers(ctx context.Context, o Options, pl *plan.Plan, instanceID st
 // setupTopics checks the brokers, reads the partition counts of the
 // users' topics (cp.users; userTopics) and creates the application's
 // topics (createTopics), and sets planProducer.empty. It returns the
-// users' topics' partition counts.
+// users' topics' partition counts and the max.message.bytes of the
+// internal and the users' topics the broker described, by topic.
 //
 // The broker check runs beside the users' topics and the topics: on a
 // cluster that answers, its client's connection and metadata request
@@ -92,7 +94,7 @@ func startProducers(ctx context.Context, o Options, pl *plan.Plan, instanceID st
 // The timeline marks the three steps in the order they end. An error
 // saying the brokers could not be reached names the bootstrap servers and
 // where they came from.
-func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp *checkedPlan, planProducer *planProducer) (map[string]int32, error) {
+func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp *checkedPlan, planProducer *planProducer) (map[string]int32, map[string]int, error) {
 	bootstrap, props := o.BootstrapServers, o.KafkaProperties
 	brokerErr := func(err error) error {
 		if unreachable(err) {
@@ -104,13 +106,14 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	defer tcancel()
 	var (
 		users                    map[string]int32
+		userLimits, limits       map[string]int
 		usersErr, topicsErr      error
 		initialised, planCreated bool
 	)
 	topicsDone := make(chan struct{})
 	go func() {
 		defer close(topicsDone)
-		if users, usersErr = userTopics(tctx, bootstrap, props, cp.users); usersErr != nil {
+		if users, userLimits, usersErr = userTopics(tctx, bootstrap, props, cp.users); usersErr != nil {
 			return
 		}
 		tl.mark("users' topics")
@@ -118,26 +121,55 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 		// after the plan producer's InitTransactions is read by no first
 		// attempt (planProducer.empty).
 		initialised = planProducer.initialised()
-		if planCreated, topicsErr = createTopics(tctx, bootstrap, props, pl, cp); topicsErr == nil {
+		if planCreated, limits, topicsErr = createTopics(tctx, bootstrap, props, pl, cp); topicsErr == nil {
 			tl.mark("topics")
 		}
 	}()
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
 		tcancel()
 		<-topicsDone
-		return nil, brokerErr(err)
+		return nil, nil, brokerErr(err)
 	}
 	tl.mark("brokers")
 	<-topicsDone
 	if usersErr != nil {
 		if unreachable(usersErr) {
-			return nil, brokerErr(usersErr)
+			return nil, nil, brokerErr(usersErr)
 		}
-		return nil, usersErr
+		return nil, nil, usersErr
 	}
 	if topicsErr != nil {
-		return nil, brokerErr(topicsErr)
+		return nil, nil, brokerErr(topicsErr)
 	}
 	planProducer.empty = initialised && planCreated
-	return users, nil
+	if limits == nil {
+		limits = map[string]int{}
+	}
+	for t, n := range userLimits {
+		limits[t] = n
+	}
+	warnSmallSinks(pl, props, limits)
+	return users, limits, nil
+}
+
+// warnSmallSinks logs, once per topic, each Kafka sink of pl whose
+// max.message.bytes (limits) is below the producers' batch.size
+// (librdkafka's default 1 000 000, or props'): librdkafka batches a
+// partition's records up to batch.size whatever the topic takes, and the
+// broker refuses a larger batch whole (MESSAGE_TOO_LARGE), which fails
+// the stage (stage.ErrRecordTooLarge) though each record fits.
+func warnSmallSinks(pl *plan.Plan, props map[string]string, limits map[string]int) {
+	batch := 1_000_000
+	if n, err := strconv.Atoi(props["batch.size"]); err == nil {
+		batch = n
+	}
+	seen := map[string]bool{}
+	for _, s := range pl.Stages {
+		for _, k := range s.KafkaSinks {
+			if n, ok := limits[k.Topic]; ok && n < batch && !seen[k.Topic] {
+				seen[k.Topic] = true
+				slog.Default().With("runner", Name).Warn("kafkastreams: a Kafka sink's max.message.bytes is below the producers' batch.size: a batch of records that fit one by one can be refused whole, failing the stage; set --kafka_property batch.size at most the topic's limit", "topic", k.Topic, "max_message_bytes", n, "batch_size", batch)
+			}
+		}
+	}
 }

@@ -25,8 +25,8 @@ import (
 )
 
 // job is what execute hands run: the checked plan, the instance's slot,
-// its started producers and harness, and the users' topics' partition
-// counts.
+// its started producers and harness, the users' topics' partition
+// counts, and the max.message.bytes of the topics the stages write.
 type job struct {
 	log       *slog.Logger
 	tl        *timeline
@@ -39,6 +39,10 @@ type job struct {
 	pl        *plan.Plan
 	checked   *checkedPlan
 	users     map[string]int32
+	// limits are the max.message.bytes of the internal topics and the
+	// users' topics, by topic, as the broker said them
+	// (stage.Config.MaxMessageBytes).
+	limits map[string]int
 }
 
 // run is this instance's share of the application once the topics exist

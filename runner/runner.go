@@ -215,7 +215,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	harness := startHarness(ctx, srv)
 	defer harness.stop()
 	tl.mark("instance slot, producers started")
-	users, err := setupTopics(ctx, tl, o, pl, cp, planProducer)
+	users, limits, err := setupTopics(ctx, tl, o, pl, cp, planProducer)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", kafkaclient.PlanTopic(appID))
 	}
-	res, err := run(ctx, &job{log: log, tl: tl, srv: srv, harness: harness, inst: inst, producers: producers, o: o, pipe: pipe, pl: pl, checked: cp, users: users})
+	res, err := run(ctx, &job{log: log, tl: tl, srv: srv, harness: harness, inst: inst, producers: producers, o: o, pipe: pipe, pl: pl, checked: cp, users: users, limits: limits})
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)

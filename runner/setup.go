@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,16 +21,21 @@ import (
 
 // createTopics creates every topic of the plan, the report topic, the plan
 // topic and the state changelog topics (compacted, cp.changelogs), the
-// metrics topic and the control topic. A topic that exists
+// metrics topic and the control topic, each with max.message.bytes
+// kafkaclient.InternalTopicMaxMessageBytes. A topic that exists
 // already must have the planned partition count;
-// otherwise the error names the topic and both counts. planCreated says
-// this call created the plan topic (its CreateTopics answered no error for
-// it, not TOPIC_ALREADY_EXISTS): it was empty then.
-func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, cp *checkedPlan) (planCreated bool, err error) {
+// otherwise the error names the topic and both counts; its
+// max.message.bytes, if lower, is raised (IncrementalAlterConfigs; a
+// refusal, an ACL's, is logged and the topic keeps its limit).
+// planCreated says this call created the plan topic (its CreateTopics
+// answered no error for it, not TOPIC_ALREADY_EXISTS): it was empty then.
+// limits are the topics' max.message.bytes as the broker says them, by
+// topic (maxMessageBytes), for the loops' size check.
+func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, cp *checkedPlan) (planCreated bool, limits map[string]int, err error) {
 	cm := kafkaclient.Base(bootstrap, props)
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
-		return false, fmt.Errorf("kafkastreams: admin client: %w", err)
+		return false, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
 	defer closeLater(admin.Close)
 	want := p.Topics()
@@ -62,9 +69,12 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	}
 	var first, rest []kafka.TopicSpecification
 	for _, n := range names {
-		s := kafka.TopicSpecification{Topic: n, NumPartitions: int(want[n]), ReplicationFactor: -1}
+		// Every record a user's topic holds crosses every stage in an
+		// Envelope a few bytes larger (kafkaclient.InternalTopicMaxMessageBytes).
+		s := kafka.TopicSpecification{Topic: n, NumPartitions: int(want[n]), ReplicationFactor: -1,
+			Config: map[string]string{"max.message.bytes": strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)}}
 		if compacted[n] {
-			s.Config = map[string]string{"cleanup.policy": "compact"}
+			s.Config["cleanup.policy"] = "compact"
 		}
 		if early[n] {
 			first = append(first, s)
@@ -81,7 +91,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		}
 		r, err := admin.CreateTopics(cctx, specs)
 		if err != nil {
-			return false, fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
+			return false, nil, fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
 		}
 		res = append(res, r...)
 	}
@@ -93,11 +103,11 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		case kafka.ErrTopicAlreadyExists:
 			existing = append(existing, r.Topic)
 		default:
-			return false, fmt.Errorf("kafkastreams: create topic %s: %w", r.Topic, r.Error)
+			return false, nil, fmt.Errorf("kafkastreams: create topic %s: %w", r.Topic, r.Error)
 		}
 	}
 	if len(existing) == 0 {
-		return planCreated, nil
+		return planCreated, internalLimits(cctx, admin, names, nil), nil
 	}
 	// A topic another instance created a moment ago (CreateTopics said it
 	// exists) may not be in the metadata the describe is answered from yet
@@ -106,7 +116,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	for {
 		md, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(existing))
 		if err != nil {
-			return false, fmt.Errorf("kafkastreams: describe topics: %w", err)
+			return false, nil, fmt.Errorf("kafkastreams: describe topics: %w", err)
 		}
 		unknown := ""
 		for _, d := range md.TopicDescriptions {
@@ -115,21 +125,63 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 				continue
 			}
 			if d.Error.Code() != kafka.ErrNoError {
-				return false, fmt.Errorf("kafkastreams: describe topic %s: %w", d.Name, d.Error)
+				return false, nil, fmt.Errorf("kafkastreams: describe topic %s: %w", d.Name, d.Error)
 			}
 			if int32(len(d.Partitions)) != want[d.Name] {
-				return false, fmt.Errorf("kafkastreams: topic %s exists with %d partitions, the plan needs %d: delete it or use another --application_id", d.Name, len(d.Partitions), want[d.Name])
+				return false, nil, fmt.Errorf("kafkastreams: topic %s exists with %d partitions, the plan needs %d: delete it or use another --application_id", d.Name, len(d.Partitions), want[d.Name])
 			}
 		}
 		if unknown == "" {
-			return planCreated, nil
+			return planCreated, internalLimits(cctx, admin, names, existing), nil
 		}
 		select {
 		case <-cctx.Done():
-			return false, fmt.Errorf("kafkastreams: topic %s exists (CreateTopics says) but is still unknown to the broker's metadata: %w", unknown, cctx.Err())
+			return false, nil, fmt.Errorf("kafkastreams: topic %s exists (CreateTopics says) but is still unknown to the broker's metadata: %w", unknown, cctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// internalLimits returns the max.message.bytes of the internal topics
+// names (maxMessageBytes) after raising it to
+// kafkaclient.InternalTopicMaxMessageBytes on those of existing (topics
+// that were there before createTopics, made by an earlier version of the
+// runner with the broker's default) that have less. A raise the broker
+// refuses (no ALTER_CONFIGS permission) is logged: the topic keeps its
+// limit, which the loops check records against. A describe the broker
+// refuses is logged too, and the limits are then unknown (empty: the
+// broker alone checks).
+func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string) map[string]int {
+	log := slog.Default().With("runner", Name)
+	limits, err := maxMessageBytes(ctx, admin, names)
+	if err != nil {
+		log.Warn("kafkastreams: could not read the max.message.bytes of the internal topics: a record too large for one is refused by the broker, not before", "err", err)
+		return map[string]int{}
+	}
+	var raise []kafka.ConfigResource
+	for _, t := range existing {
+		if n, ok := limits[t]; ok && n < kafkaclient.InternalTopicMaxMessageBytes {
+			raise = append(raise, kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t, Config: []kafka.ConfigEntry{{
+				Name: "max.message.bytes", Value: strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes), IncrementalOperation: kafka.AlterConfigOpTypeSet}}})
+		}
+	}
+	if len(raise) == 0 {
+		return limits
+	}
+	res, err := admin.IncrementalAlterConfigs(ctx, raise)
+	if err != nil {
+		log.Warn("kafkastreams: could not raise the max.message.bytes of internal topics made before: a record larger than theirs fails its stage", "topics", len(raise), "err", err)
+		return limits
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			log.Warn("kafkastreams: could not raise the max.message.bytes of an internal topic made before: a record larger than its limit fails its stage", "topic", r.Name, "max_message_bytes", limits[r.Name], "err", r.Error)
+			continue
+		}
+		log.Info("kafkastreams: raised the max.message.bytes of an internal topic made before", "topic", r.Name, "from", limits[r.Name], "to", kafkaclient.InternalTopicMaxMessageBytes)
+		limits[r.Name] = kafkaclient.InternalTopicMaxMessageBytes
+	}
+	return limits
 }
 
 // recordPlan makes the plan the application's plan, or checks it against the

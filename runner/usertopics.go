@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
@@ -23,15 +24,18 @@ import (
 // their dead-letter topics and the Kafka sinks). A topic that does not
 // exist, or that this client may not describe (an ACL), is an error naming
 // it and what reads or writes it: the runner never creates users' topics.
-func userTopics(ctx context.Context, bootstrap string, props map[string]string, users map[string]string) (map[string]int32, error) {
-	out := map[string]int32{}
+// limits are their max.message.bytes (maxMessageBytes: the sinks' and
+// dead-letter topics' are what the stages check their records against;
+// none, with a warning, if the broker would not say them).
+func userTopics(ctx context.Context, bootstrap string, props map[string]string, users map[string]string) (out map[string]int32, limits map[string]int, err error) {
+	out = map[string]int32{}
 	if len(users) == 0 {
-		return out, nil
+		return out, map[string]int{}, nil
 	}
 	cm := kafkaclient.Base(bootstrap, props)
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
-		return nil, fmt.Errorf("kafkastreams: admin client: %w", err)
+		return nil, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
 	defer closeLater(admin.Close)
 	names := make([]string, 0, len(users))
@@ -42,21 +46,27 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 	defer cancel()
 	res, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(names))
 	if err != nil {
-		return nil, fmt.Errorf("kafkastreams: describe users' topics %v: %w", names, err)
+		return nil, nil, fmt.Errorf("kafkastreams: describe users' topics %v: %w", names, err)
 	}
 	for _, d := range res.TopicDescriptions {
 		switch d.Error.Code() {
 		case kafka.ErrNoError:
 			out[d.Name] = int32(len(d.Partitions))
 		case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
-			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s, does not exist (the runner does not create users' topics)", d.Name, users[d.Name])
+			return nil, nil, fmt.Errorf("kafkastreams: topic %q, used by %s, does not exist (the runner does not create users' topics)", d.Name, users[d.Name])
 		case kafka.ErrTopicAuthorizationFailed:
-			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s: not authorized (an ACL denies this client): %v", d.Name, users[d.Name], d.Error)
+			return nil, nil, fmt.Errorf("kafkastreams: topic %q, used by %s: not authorized (an ACL denies this client): %v", d.Name, users[d.Name], d.Error)
 		default:
-			return nil, fmt.Errorf("kafkastreams: topic %q, used by %s: %v", d.Name, users[d.Name], d.Error)
+			return nil, nil, fmt.Errorf("kafkastreams: topic %q, used by %s: %v", d.Name, users[d.Name], d.Error)
 		}
 	}
-	return out, nil
+	if limits, err = maxMessageBytes(cctx, admin, names); err != nil {
+		// No DESCRIBE_CONFIGS permission, say: the broker alone checks
+		// the records' sizes.
+		slog.Default().With("runner", Name).Warn("kafkastreams: could not read the max.message.bytes of the users' topics: a record too large for a sink is refused by the broker, not before", "err", err)
+		limits = map[string]int{}
+	}
+	return out, limits, nil
 }
 
 // sinkSpecs are stage s's Kafka sinks for its loop: the records' key,

@@ -61,9 +61,9 @@ func (l *Loop) Close() {
 // restartable says whether err, which ended run, is one a restart of the
 // stage's Kafka clients can get past: ErrFenced, or any error from the
 // Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState or
-// an error of the SDK or the head.
+// an error of the SDK or the head, nor ErrRecordTooLarge.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {
@@ -96,6 +96,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	l.side.paused = map[int32]time.Time{}
 	l.aligned = map[int32]bool{}
 	l.woken = nil
+	l.isolate = nil
 	l.rebalanceErr = nil
 	select {
 	case <-ctx.Done():

@@ -165,6 +165,9 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
 	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
+		if tl := l.refusedForSize(tctx, offsets, gm); tl != nil {
+			return tl
+		}
 		return l.classify(ctx, "send offsets", err)
 	}
 	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
@@ -180,6 +183,9 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	}
 	if err == nil {
 		return nil
+	}
+	if tl := commitTooLarge(err); tl != err {
+		return tl // it did not commit: the broker refused a record
 	}
 	if !errors.Is(l.classify(ctx, "commit", err), ErrFenced) && !txnRequiresAbort(err) {
 		// The transaction may have committed (a timeout, a coordinator
@@ -258,6 +264,9 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		}
 		l.topicNames[t] = topic
 	}
+	if err := l.checkSize(*topic, r.Key, r.Value); err != nil {
+		return err
+	}
 	for {
 		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaHeaders(r.Headers)}, nil)
 		var ke kafka.Error
@@ -265,7 +274,11 @@ func (l *Loop) produceRecord(r *step.Record) error {
 			l.producer.Flush(100)
 			continue
 		}
-		if err != nil {
+		if err := produceTooLarge(err, *topic, r.Key, r.Value); err != nil {
+			var tl *tooLarge
+			if errors.As(err, &tl) {
+				return err
+			}
 			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
 		}
 		return nil

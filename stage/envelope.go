@@ -23,3 +23,10 @@ func reportsEndOfTime(v []byte) bool {
 	}
 	return false
 }
+
+// isReports reports whether v, an internal topic's record value, is an
+// Envelope of watermark reports (not an element).
+func isReports(v []byte) bool {
+	e, rs, err := envelope.Decode(v)
+	return err == nil && e == nil && len(rs) > 0
+}

@@ -38,7 +38,9 @@ func (l *Loop) applyDrain() {
 // end of an input is what the stages downstream wait for, and waiting out
 // the interval with nothing more to come cost every stage of a bounded
 // job a commit interval at its end (7 stages, 0.1 s each). Records of
-// partitions revoked meanwhile are dropped.
+// partitions revoked meanwhile are dropped. While the loop looks for the
+// input record that made a record too large (Loop.isolate) a batch is
+// one record.
 func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	if err := l.resumeHeld(); err != nil {
 		return nil, err
@@ -58,7 +60,11 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	// what is queued (Poll without waiting) and stops at the first empty
 	// answer.
 	ending := false
-	for len(batch) < l.cfg.MaxBatchRecords && ctx.Err() == nil {
+	most := l.cfg.MaxBatchRecords
+	if l.isolate != nil {
+		most = 1 // finding the record that made one too large (tooLargeFound)
+	}
+	for len(batch) < most && ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break

@@ -81,6 +81,17 @@ type Config struct {
 	// Observer is told of commits, aborts and rebalances (metrics); its
 	// nil fields are skipped.
 	Observer Observer
+	// MaxMessageBytes is the max.message.bytes of topics the stage writes,
+	// by topic name, as the broker said it (the runner's: its internal
+	// topics and the users' sink and dead-letter topics). A record larger
+	// than its topic's limit as a batch of its own
+	// (kafkaclient.BatchOfOneBytes) is never produced: the attempt fails
+	// and the stage with ErrRecordTooLarge, naming the input record it
+	// was made from. A topic not in the map is left to librdkafka's
+	// message.max.bytes and the broker; so is every topic when
+	// Properties set a compression.type (a compressed batch may fit where
+	// the record does not).
+	MaxMessageBytes map[string]int
 	// CommitRecords, if set, returns records to add to every transaction
 	// the loop commits, after the step's records (the runner's: the
 	// transaction's counts for the application's metrics topic). It is
@@ -217,6 +228,19 @@ type Loop struct {
 	// abortsUncommitted counts the attempts aborted since the last commit
 	// (TxnSummary.AbortsBefore).
 	abortsUncommitted uint64
+	// isolate holds, while the loop looks for the input record that made
+	// a record too large for its topic (tooLargeFound), the last offset of
+	// the failed batch of each of its partitions: until every such
+	// partition is past it, poll takes one record per attempt. Nil
+	// otherwise.
+	isolate map[int32]int64
+	// compresses says Config.Properties set a compression.type: the
+	// size check (checkSize) is left to the broker.
+	compresses bool
+	// fitsAll is the smallest max.message.bytes of Config.MaxMessageBytes
+	// (0: none): checkSize looks up the topic of a record only when its
+	// key and value could exceed it.
+	fitsAll int
 	// spilled holds the records the attempt's Decide spilled
 	// (StepConfig.Spill) until its transaction produces them; nil until
 	// the first spill.
@@ -283,6 +307,12 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		head:  cfg.Head,
 		tasks: map[int32]*step.Task{},
 	}
+	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
+	for _, k := range []string{"compression.type", "compression.codec"} {
+		if v := cfg.Properties[k]; v != "" && v != "none" {
+			l.compresses = true
+		}
+	}
 	if cfg.Producer != nil && cfg.Producer.txnID != l.txnID {
 		cfg.Producer.Close()
 		return nil, fmt.Errorf("stage %s: Config.Producer has transactional.id %s, the stage's is %s", cfg.Spec.Name, cfg.Producer.txnID, l.txnID)
@@ -334,8 +364,9 @@ func unixNanos(n int64) time.Time {
 // clients join it (InitTransactions aborts the open transaction) and get
 // tasks assigned, each restored from its committed offset and checkpoint.
 // Exactly once holds as for any restart. After maxRestarts restarts within
-// restartWindow the error is returned. Run closes the clients before
-// returning.
+// restartWindow the error is returned. A record too large for its topic
+// (ErrRecordTooLarge) is returned at once, once the input record it was
+// made from is found. Run closes the clients before returning.
 //
 // The goroutine runs under the pprof label stage=<name> (runtime/pprof.Do):
 // a CPU profile of an instance splits by stage with -tagfocus=stage=….
@@ -424,11 +455,20 @@ func (l *Loop) run(ctx context.Context) error {
 		if err == nil {
 			err = l.holdBlocked(blocked)
 		}
+		var tl *tooLarge
 		switch {
 		case err == nil:
 			attempts = 0
+			l.isolated()
 		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState):
 			return err
+		case errors.As(err, &tl):
+			// Aborted already. Not retried as it is: the same records
+			// make the same record again.
+			done, ferr := l.tooLargeFound(tl, batch, wake)
+			if done || ferr != nil {
+				return ferr
+			}
 		default:
 			attempts++
 			l.stats.aborts.Add(1)

@@ -54,10 +54,12 @@ func TransactionTimeoutOf(props map[string]string) (time.Duration, error) {
 // TransactionalProducerConfig is the configuration of a stage's
 // transactional producer: Base(bootstrap, props) (props are the user's,
 // stage.Config.Properties), then the loop's own settings: transactional.id
-// txnID, go.delivery.reports false and LeanProducerChannels, which win
-// (a user's value for one of them is refused earlier: OwnedProperty), and
-// linger.ms 5 and transaction.timeout.ms TransactionTimeout unless props
-// set them (a user's tuning is kept, not overridden quietly).
+// txnID, go.delivery.reports false, LeanProducerChannels and
+// FitLargestRecord (message.max.bytes ProducerMessageMaxBytes, or the
+// user's if larger), which win (a user's value for one of the first ones
+// is refused earlier: OwnedProperty), and linger.ms 5 and
+// transaction.timeout.ms TransactionTimeout unless props set them (a
+// user's tuning is kept, not overridden quietly).
 func TransactionalProducerConfig(bootstrap string, props map[string]string, txnID string) kafka.ConfigMap {
 	pc := Base(bootstrap, props)
 	pc["transactional.id"] = txnID
@@ -69,28 +71,35 @@ func TransactionalProducerConfig(bootstrap string, props map[string]string, txnI
 	}
 	pc["go.delivery.reports"] = false
 	LeanProducerChannels(pc)
+	FitLargestRecord(pc)
 	return pc
 }
 
 // LeanProducerConfig is Base(bootstrap, props) for a producer whose
 // delivery reports nobody reads (go.delivery.reports false) with
-// LeanProducerChannels: the runner's broker check and, with a
-// transactional.id added, its plan producer.
+// LeanProducerChannels and FitLargestRecord: the runner's broker check
+// and, with a transactional.id added, its plan producer (a plan, or a
+// TestStream's segment records, can be larger than librdkafka's default
+// 1 000 000 bytes).
 func LeanProducerConfig(bootstrap string, props ...map[string]string) kafka.ConfigMap {
 	cm := Base(bootstrap, props...)
 	cm["go.delivery.reports"] = false
 	LeanProducerChannels(cm)
+	FitLargestRecord(cm)
 	return cm
 }
 
 // IdempotentProducerConfig is Base(bootstrap, props) for an idempotent
 // producer (enable.idempotence true; at least once, in order per
-// partition) with LeanProducerChannels and delivery reports on (the
-// library's default): a drain request, a kafkaio.Write on another runner.
+// partition) with LeanProducerChannels, FitLargestRecord (the topic's
+// max.message.bytes decides, not librdkafka's default 1 000 000) and
+// delivery reports on (the library's default): a drain request, a
+// kafkaio.Write on another runner.
 func IdempotentProducerConfig(bootstrap string, props ...map[string]string) kafka.ConfigMap {
 	cm := Base(bootstrap, props...)
 	cm["enable.idempotence"] = true
 	LeanProducerChannels(cm)
+	FitLargestRecord(cm)
 	return cm
 }
 
@@ -101,7 +110,8 @@ func IdempotentProducerConfig(bootstrap string, props ...map[string]string) kafk
 // (offsets are committed in the stage's transactions),
 // auto.offset.reset earliest and statistics.interval.ms statsInterval (in
 // whole milliseconds: statistics events give each task's consumer lag),
-// and last overrides (stage.Config.Consumer), which win over all of them.
+// then overrides (stage.Config.Consumer), which win over all of them, and
+// last FitLargestFetch (an internal topic's largest batch is received).
 func GroupConsumerConfig(bootstrap string, props map[string]string, group string, statsInterval time.Duration, overrides map[string]string) kafka.ConfigMap {
 	cc := Base(bootstrap, props)
 	cc["group.id"] = group
@@ -114,21 +124,23 @@ func GroupConsumerConfig(bootstrap string, props map[string]string, group string
 	for k, v := range overrides {
 		cc[k] = v
 	}
+	FitLargestFetch(cc)
 	return cc
 }
 
 // AssignedReaderConfig is the configuration of a read_committed reader that
 // assigns itself partitions and never joins its group nor commits:
 // Base(bootstrap, props), then group.id group (librdkafka wants one),
-// enable.auto.commit false and isolation.level read_committed. The side
-// inputs' reader and the WatermarkManager service's readers of the report
-// and metrics topics use it; a reader that must stop at the log end uses
-// EndReaderConfig instead.
+// enable.auto.commit false, isolation.level read_committed and
+// FitLargestFetch. The side inputs' reader and the WatermarkManager
+// service's readers of the report and metrics topics use it; a reader
+// that must stop at the log end uses EndReaderConfig instead.
 func AssignedReaderConfig(bootstrap string, props map[string]string, group string) kafka.ConfigMap {
 	cc := Base(bootstrap, props)
 	cc["group.id"] = group
 	cc["enable.auto.commit"] = false
 	cc["isolation.level"] = "read_committed"
+	FitLargestFetch(cc)
 	return cc
 }
 

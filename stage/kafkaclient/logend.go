@@ -114,7 +114,8 @@ func ReachedEnd(eof kafka.PartitionEOF, end int64) bool {
 // events, no offset commits, group.id group (librdkafka wants one; ReadToEnd
 // never joins it), and fetch.wait.max.ms 20, since the EOF comes with a
 // fetch that returns no records and the broker would hold that fetch the
-// default 500 ms.
+// default 500 ms; and FitLargestFetch (a changelog's or the plan topic's
+// largest batch is received).
 func EndReaderConfig(base kafka.ConfigMap, group string) kafka.ConfigMap {
 	cm := kafka.ConfigMap{}
 	for k, v := range base {
@@ -125,6 +126,7 @@ func EndReaderConfig(base kafka.ConfigMap, group string) kafka.ConfigMap {
 	cm["isolation.level"] = "read_committed"
 	cm["enable.partition.eof"] = true
 	cm["fetch.wait.max.ms"] = 20
+	FitLargestFetch(cm)
 	return cm
 }
 

@@ -1,0 +1,59 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// maxMessageBytes returns the max.message.bytes of each of topics as the
+// broker answers DescribeConfigs through admin (the topic's own, or the
+// broker's message.max.bytes it defaults to), by topic: the largest record
+// batch each takes (issue 23: stage.Config.MaxMessageBytes). A topic the
+// answer leaves out, or whose entry is not a number, is left out; an error
+// of the request or of a topic names it. A topic created a moment ago can
+// be unknown to the broker answering (UNKNOWN_TOPIC_OR_PARTITION: seen
+// when createTopics asked at once): asked again every 100 ms until ctx
+// ends.
+func maxMessageBytes(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]int, error) {
+	out := map[string]int{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	rs := make([]kafka.ConfigResource, len(topics))
+	for i, t := range topics {
+		rs[i] = kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t}
+	}
+	for {
+		res, err := admin.DescribeConfigs(ctx, rs)
+		if err != nil {
+			return nil, fmt.Errorf("kafkastreams: describe the configs of topics %v: %w", topics, err)
+		}
+		var unknown error
+		for _, r := range res {
+			if r.Error.Code() == kafka.ErrUnknownTopicOrPart {
+				unknown = fmt.Errorf("kafkastreams: describe the configs of topic %s: %w", r.Name, r.Error)
+				continue
+			}
+			if r.Error.Code() != kafka.ErrNoError {
+				return nil, fmt.Errorf("kafkastreams: describe the configs of topic %s: %w", r.Name, r.Error)
+			}
+			if e, ok := r.Config["max.message.bytes"]; ok {
+				if n, err := strconv.Atoi(e.Value); err == nil {
+					out[r.Name] = n
+				}
+			}
+		}
+		if unknown == nil {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", unknown, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
