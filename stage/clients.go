@@ -60,10 +60,10 @@ func (l *Loop) Close() {
 
 // restartable says whether err, which ended run, is one a restart of the
 // stage's Kafka clients can get past: ErrFenced, or any error from the
-// Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState or
-// an error of the SDK or the head, nor ErrRecordTooLarge.
+// Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState,
+// ErrRecordTooLarge, ErrTopicGone or an error of the SDK or the head.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {

@@ -211,6 +211,9 @@ type Loop struct {
 	// that watchPartitions has read (0: none yet); written by that
 	// goroutine, read by the loop's.
 	seenPartitions atomic.Int32
+	// topicGone is the ErrTopicGone error watchTopics found (nil: none);
+	// written by that goroutine, read by the loop's (checkTopics).
+	topicGone atomic.Pointer[error]
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
 	// logEnd is askLogEnds' state (logends.go): its admin client (nil
@@ -415,17 +418,22 @@ func (l *Loop) run(ctx context.Context) error {
 	if err := l.consumer.SubscribeTopics([]string{l.cfg.Spec.InputTopic}, l.rebalance); err != nil {
 		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Spec.Name, l.cfg.Spec.InputTopic, err)
 	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// Before the consumer is closed (reopen, Close): the watchers use it.
+	defer wg.Wait()
+	defer stop()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.watchTopics(wctx, l.consumer)
+	}()
 	if l.cfg.Spec.GrowingInput {
-		wctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			l.watchPartitions(wctx, l.consumer)
 		}()
-		// Before the consumer is closed (reopen, Close): the watcher uses it.
-		defer wg.Wait()
-		defer stop()
 	}
 	attempts := 0
 	for ctx.Err() == nil {
@@ -448,7 +456,14 @@ func (l *Loop) run(ctx context.Context) error {
 		}
 		wake := l.wakeTasks(batch)
 		if len(batch) == 0 && len(wake) == 0 {
+			if err := l.checkTopics(); err != nil {
+				return err
+			}
 			continue
+		}
+		// Before the attempt: nothing is committed past a topic gone.
+		if err := l.checkTopics(); err != nil {
+			return err
 		}
 		var blocked map[int32]int64
 		blocked, err = l.commit(ctx, batch, wake)

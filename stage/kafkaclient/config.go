@@ -54,15 +54,19 @@ func TransactionTimeoutOf(props map[string]string) (time.Duration, error) {
 // TransactionalProducerConfig is the configuration of a stage's
 // transactional producer: Base(bootstrap, props) (props are the user's,
 // stage.Config.Properties), then the loop's own settings: transactional.id
-// txnID, go.delivery.reports false, LeanProducerChannels and
-// FitLargestRecord (message.max.bytes ProducerMessageMaxBytes, or the
-// user's if larger), which win (a user's value for one of the first ones
-// is refused earlier: OwnedProperty), and linger.ms 5 and
-// transaction.timeout.ms TransactionTimeout unless props set them (a
-// user's tuning is kept, not overridden quietly).
+// txnID, allow.auto.create.topics false, go.delivery.reports false,
+// LeanProducerChannels and FitLargestRecord (message.max.bytes
+// ProducerMessageMaxBytes, or the user's if larger), which win (a user's
+// value for one of the first ones is refused earlier: OwnedProperty), and
+// linger.ms 5 and transaction.timeout.ms TransactionTimeout unless props
+// set them (a user's tuning is kept, not overridden quietly).
 func TransactionalProducerConfig(bootstrap string, props map[string]string, txnID string) kafka.ConfigMap {
 	pc := Base(bootstrap, props)
 	pc["transactional.id"] = txnID
+	// A deleted output or sink topic is an error (stage.ErrTopicGone), not
+	// a new topic with the broker's default partitions, created by the
+	// first record written to it.
+	pc["allow.auto.create.topics"] = false
 	if _, ok := props["linger.ms"]; !ok {
 		pc["linger.ms"] = 5
 	}

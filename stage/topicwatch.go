@@ -1,0 +1,132 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ErrTopicGone: a topic the stage reads or writes was deleted while the
+// job ran, or deleted and created again (another topic id, KIP-516). Not
+// retryable: the stage stops with an error naming the topic, and nothing
+// is committed past it (the loop checks before every attempt, and its
+// producers never create a topic: allow.auto.create.topics false). Kafka
+// deletes a group's committed offsets of a deleted topic, so a consumer
+// of a topic created again under the same name would silently read it
+// from its start; a producer, with the broker's auto.create.topics.enable,
+// would write into a new topic with the broker's default partition count.
+var ErrTopicGone = errors.New("stage: a topic was deleted while the job ran")
+
+// TopicCheck is how often a stage loop asks the broker for the topic ids
+// of the topics it reads and writes (watchTopics): a deleted topic stops
+// the stage within about this long.
+const TopicCheck = time.Second
+
+// topicWatch decides, from successive answers, whether a topic is gone:
+// one seen with an id that is then missing twice in a row (a single
+// "unknown topic" may be a broker's stale metadata), or answered with
+// another id (ids never flap). A topic missing before it was ever seen is
+// not gone: an internal topic another instance created a moment ago may
+// not be in the metadata yet. Pure: watchTopics feeds it.
+type topicWatch struct {
+	ids     map[string]string
+	missing map[string]int
+}
+
+// observe takes one answer for topic: its id, or missing. It returns an
+// ErrTopicGone error once the topic is gone.
+func (w *topicWatch) observe(topic, id string, missing bool) error {
+	if w.ids == nil {
+		w.ids, w.missing = map[string]string{}, map[string]int{}
+	}
+	known, seen := w.ids[topic]
+	switch {
+	case !seen && !missing:
+		w.ids[topic] = id
+	case !seen:
+	case missing:
+		w.missing[topic]++
+		if w.missing[topic] >= 2 {
+			return fmt.Errorf("%w: topic %s (id %s) no longer exists", ErrTopicGone, topic, known)
+		}
+	case id != known:
+		return fmt.Errorf("%w: topic %s was deleted and created again (id %s, now %s): its records and committed offsets are not the ones the job read and wrote", ErrTopicGone, topic, known, id)
+	default:
+		delete(w.missing, topic)
+	}
+	return nil
+}
+
+// watchedTopics are the topics the loop reads and writes: its input topic,
+// its output topics and its sinks, sorted, each once.
+func (l *Loop) watchedTopics() []string {
+	ts := []string{l.cfg.Spec.InputTopic}
+	for _, o := range l.cfg.Spec.Outputs {
+		for _, t := range o.Topics {
+			ts = append(ts, t.Name)
+		}
+	}
+	for _, k := range l.cfg.Spec.Sinks {
+		ts = append(ts, k.Topic)
+	}
+	slices.Sort(ts)
+	return slices.Compact(ts)
+}
+
+// watchTopics asks for the ids of the loop's topics (watchedTopics) every
+// TopicCheck until ctx is done, through an admin client sharing c's
+// connections, and stores the first ErrTopicGone error in topicGone, which
+// the loop checks before each attempt. A failed request (a broker away) is
+// asked again at the next tick; a topic an answer has another error for
+// (authorization) is not judged. The caller stops it before c is closed.
+func (l *Loop) watchTopics(ctx context.Context, c *kafka.Consumer) {
+	admin, err := kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		l.log.Warn("stage: no admin client to watch the stage's topics: a deleted topic is not noticed", "err", err)
+		return
+	}
+	defer admin.Close()
+	topics := l.watchedTopics()
+	var w topicWatch
+	tick := time.NewTicker(TopicCheck)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, partitionCheckTimeout)
+		res, err := admin.DescribeTopics(rctx, kafka.NewTopicCollectionOfTopicNames(topics))
+		cancel()
+		if err == nil {
+			for _, d := range res.TopicDescriptions {
+				var gone error
+				switch d.Error.Code() {
+				case kafka.ErrNoError:
+					gone = w.observe(d.Name, d.TopicID.String(), false)
+				case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic, kafka.ErrUnknownTopicID:
+					gone = w.observe(d.Name, "", true)
+				}
+				if gone != nil {
+					l.topicGone.CompareAndSwap(nil, &gone)
+					l.log.Error("stage: a topic of the stage is gone: the stage stops", "err", gone)
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// checkTopics returns the error watchTopics stored, if any (wrapping
+// ErrTopicGone).
+func (l *Loop) checkTopics() error {
+	if p := l.topicGone.Load(); p != nil {
+		return *p // the runner names the stage
+	}
+	return nil
+}
