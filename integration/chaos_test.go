@@ -18,6 +18,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // This file is a chaos test of the runner's promise: any number of copies
@@ -265,7 +266,7 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 		read := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		var err error
-		ck.committed, ck.written, err = chaosProgress(t, ctx, b.BootstrapServers(), app, p.output, want)
+		ck.work, ck.committed, ck.written, err = chaosProgress(t, ctx, b.BootstrapServers(), app, p.output, want)
 		cancel()
 		if err != nil {
 			t.Fatalf("kill %d: the output right after it: %v", k+1, err)
@@ -356,18 +357,21 @@ type chaosKill struct {
 	k, victim int   // the kill's number (from 1) and the instance's
 	signalErr error // Signal's
 	died      bool  // the process died of the SIGKILL (its wait status)
-	// committed and written are how many of the checked output's total
-	// lines were committed (at least) and written at all (at most: so
-	// committed at most) right after the kill (chaosProgress).
-	committed, written, total int
+	// work is how many transactions of the job's stages that took
+	// elements in were committed (at least) right after the kill, from the
+	// metrics topic; committed and written are how many of the checked
+	// output's total lines were committed (at least) and written at all
+	// (at most: so committed at most) then (chaosProgress).
+	work, committed, written, total int
 }
 
 // landed: the signal killed a running instance before the job's output
 // was complete.
 func (k chaosKill) landed() bool { return k.signalErr == nil && k.died && k.written < k.total }
 
-// midStream: landed, with some of the output committed.
-func (k chaosKill) midStream() bool { return k.landed() && k.committed > 0 }
+// midStream: landed, with some of the job's work committed (a GroupByKey
+// job commits its state long before its first pane).
+func (k chaosKill) midStream() bool { return k.landed() && k.work > 0 }
 
 func (k chaosKill) String() string {
 	what := "landed mid-stream"
@@ -378,10 +382,10 @@ func (k chaosKill) String() string {
 		what = "did not land: the instance had exited by itself"
 	case k.written >= k.total:
 		what = "did not land: the output was complete"
-	case k.committed == 0:
-		what = "landed before any output was committed"
+	case k.work == 0:
+		what = "landed before any work was committed"
 	}
-	return fmt.Sprintf("%s; right after it the output had %d of %d lines committed, at most %d written", what, k.committed, k.total, k.written)
+	return fmt.Sprintf("%s; right after it %d transactions with elements were committed, the output had %d of %d lines committed, at most %d written", what, k.work, k.committed, k.total, k.written)
 }
 
 // chaosKillsLanded checks runChaos's kills: every planned kill landed (a
@@ -409,7 +413,7 @@ func chaosKillsLanded(planned int, kills []chaosKill) error {
 		return fmt.Errorf("%d of %d planned kills landed (%d made before no instance ran any more)%s", landed, planned, len(kills), strings.TrimSuffix(": "+strings.Join(missed, "; "), ": "))
 	}
 	if mid == 0 {
-		return fmt.Errorf("none of the %d kills came mid-stream (some of the output committed, not all)", landed)
+		return fmt.Errorf("none of the %d kills came mid-stream (some of the work committed, the output not complete)", landed)
 	}
 	return nil
 }
@@ -419,8 +423,8 @@ func chaosKillsLanded(planned int, kills []chaosKill) error {
 // mid-stream or before the end (issue 23: TestChaos passed with 0 kills
 // when no instance ran any more, and a kill whose signal failed counted).
 func TestChaosKillsLanded(t *testing.T) {
-	mid := chaosKill{k: 1, victim: 100, died: true, committed: 10, written: 20, total: 100}
-	early := chaosKill{k: 2, victim: 101, died: true, committed: 0, written: 0, total: 100}
+	mid := chaosKill{k: 1, victim: 100, died: true, work: 3, committed: 10, written: 20, total: 100}
+	early := chaosKill{k: 2, victim: 101, died: true, total: 100}
 	for _, c := range []struct {
 		name    string
 		planned int
@@ -474,15 +478,29 @@ func TestChaosSignalsLanded(t *testing.T) {
 	}
 }
 
-// chaosProgress reads a chaos job's checked topic ("<app>-s<N>-<output>")
-// right after a kill: how many of want's lines are committed, read
-// read_committed to each partition's first end (its last stable offset
-// then: a lower bound), and how many are written at all, read
-// read_uncommitted to its log end (an upper bound of what is committed).
-// Neither read waits for the killed instance's open transaction. Before
-// the topic exists, both are 0.
-func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, want map[string]int) (committed, written int, err error) {
+// chaosProgress reads how far a chaos job had got right after a kill:
+// work, its stages' committed transactions that took elements in (the
+// metrics topic's records, read read_committed to its first end); and of
+// its checked topic ("<app>-s<N>-<output>"), how many of want's lines are
+// committed, read read_committed to each partition's first end (its last
+// stable offset then: a lower bound), and how many are written at all,
+// read read_uncommitted to its log end (an upper bound of what is
+// committed). No read waits for the killed instance's open transaction.
+// Before a topic exists, its counts are 0.
+func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, want map[string]int) (work, committed, written int, err error) {
 	t.Helper()
+	metrics := kafkaclient.MetricsTopic(app)
+	if len(topicsWithPrefix(t, bs, metrics)) > 0 {
+		recs, err := readToFirstEOF(ctx, bs, metrics, kafkaenv.ReadCommitted)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, r := range recs {
+			if tr, ok := decodeTxnRecord(r.Offset, r.Value); ok && tr.elementsIn > 0 {
+				work++
+			}
+		}
+	}
 	topic := ""
 	for _, name := range topicsWithPrefix(t, bs, app+"-s") {
 		if strings.HasSuffix(name, "-"+output) {
@@ -490,7 +508,7 @@ func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, wa
 		}
 	}
 	if topic == "" {
-		return 0, 0, nil
+		return work, 0, 0, nil
 	}
 	for _, c := range []struct {
 		iso kafkaenv.Isolation
@@ -498,7 +516,7 @@ func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, wa
 	}{{kafkaenv.ReadCommitted, &committed}, {kafkaenv.ReadUncommitted, &written}} {
 		recs, err := readToFirstEOF(ctx, bs, topic, c.iso)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		for line := range decodeOutput(t, topic, recs) {
 			if want[line] > 0 {
@@ -506,7 +524,7 @@ func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, wa
 			}
 		}
 	}
-	return committed, written, nil
+	return work, committed, written, nil
 }
 
 // readToFirstEOF reads every partition of topic from its beginning to its

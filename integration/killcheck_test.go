@@ -96,6 +96,7 @@ func instanceID(t *testing.T, log string) string {
 type txnRecord struct {
 	offset          int64
 	stage, instance string
+	elementsIn      uint64
 }
 
 // decodeTxnRecord decodes a metrics-topic value; false if it is not a
@@ -113,7 +114,7 @@ func decodeTxnRecord(offset int64, value []byte) (txnRecord, bool) {
 		if err := proto.Unmarshal(mi.GetPayload(), &m); err != nil {
 			return txnRecord{}, false
 		}
-		return txnRecord{offset: offset, stage: m.GetStage(), instance: m.GetInstance()}, true
+		return txnRecord{offset: offset, stage: m.GetStage(), instance: m.GetInstance(), elementsIn: m.GetElementsIn()}, true
 	}
 	return txnRecord{}, false
 }
