@@ -81,7 +81,10 @@ func (c *chaosChild) running() bool {
 // starting a replacement; then it lets the job finish and checks the
 // output (each element, or each expected pane, exactly once,
 // read_committed) and every surviving instance's result (no error; the
-// application's counters equal the element count). Its last case,
+// application's counters equal the element count). Every planned kill
+// must have landed: the instance died of it while the output was not
+// complete, one kill at least mid-stream, with some of the job's work
+// committed (chaosKillsLanded). Its last case,
 // "unbounded", is runChaosUnbounded: the scenario job under load, with
 // SIGKILL, SIGTERM and starts for minutes, its output checked exactly.
 func TestChaos(t *testing.T) {

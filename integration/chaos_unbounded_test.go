@@ -71,8 +71,10 @@ type chaosEvent struct {
 // schedule (the timing of a loaded machine differs). At the end it stops
 // the load, ticks, waits for the job to catch up and checks the output
 // exactly (finish: every key's window once, its sum and running total);
-// each SIGTERM-ed instance must have stopped cleanly; an instance that
-// exits by itself fails the test. The summary lists the events with, per
+// each SIGTERM-ed instance must have stopped cleanly, each SIGKILLed one
+// died of it, and one SIGKILL and one SIGTERM at least must have come to
+// an instance holding tasks (chaosSignalsLanded); an instance that exits
+// by itself fails the test. The summary lists the events with, per
 // signal, signal → first and last commit of the instance's tasks (by
 // whichever instance took them), and per start, start → its first task.
 func runChaosUnbounded(t *testing.T, seed int64) {
