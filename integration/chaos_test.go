@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // This file is a chaos test of the runner's promise: any number of copies
@@ -47,6 +51,10 @@ type chaosPipeline struct {
 	// instance's result.
 	check    func(t *testing.T, ctx context.Context, app string)
 	counters func(r childResult) error
+	// output is the checked topic's name after "<app>-s<N>-", and want
+	// its lines, each once: how far the job had got at a kill.
+	output string
+	want   func() map[string]int
 }
 
 // chaosChild is one instance of a chaos run.
@@ -73,7 +81,10 @@ func (c *chaosChild) running() bool {
 // starting a replacement; then it lets the job finish and checks the
 // output (each element, or each expected pane, exactly once,
 // read_committed) and every surviving instance's result (no error; the
-// application's counters equal the element count). Its last case,
+// application's counters equal the element count). Every planned kill
+// must have landed: the instance died of it while the output was not
+// complete, one kill at least mid-stream, with some of the job's work
+// committed (chaosKillsLanded). Its last case,
 // "unbounded", is runChaosUnbounded: the scenario job under load, with
 // SIGKILL, SIGTERM and starts for minutes, its output checked exactly.
 func TestChaos(t *testing.T) {
@@ -100,6 +111,14 @@ func TestChaos(t *testing.T) {
 			check: func(t *testing.T, ctx context.Context, app string) {
 				checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), 40_000)
 			},
+			output: "Reshuffle_1",
+			want: func() map[string]int {
+				w := map[string]int{}
+				for i := 0; i < 40_000; i++ {
+					w["v"+strconv.Itoa(i)] = 1
+				}
+				return w
+			},
 			counters: func(r childResult) error {
 				if !r.ApplicationMetrics || r.Counters["tagged"] != 40_000 || r.Counters["finished"] != 40_000 {
 					return fmt.Errorf("counters tagged=%d finished=%d (application's: %v), want the application's, %d each",
@@ -114,6 +133,8 @@ func TestChaos(t *testing.T) {
 			check: func(t *testing.T, ctx context.Context, app string) {
 				checkPanes(t, outputStringsByName(t, ctx, b, app, "Reshuffle_1"), gbkExpected(20_000))
 			},
+			output: "Reshuffle_1",
+			want:   func() map[string]int { return gbkExpected(20_000) },
 			counters: func(r childResult) error {
 				if !r.ApplicationMetrics {
 					return fmt.Errorf("no application metrics")
@@ -138,13 +159,14 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	b := needBroker(t)
 	rng := rand.New(rand.NewSource(seed))
 	chaosRuns++
-	base := chaosRuns * 100  // instance numbers of this run: base, base+1, …
-	kills := 4 + rng.Intn(3) // 4-6
+	base := chaosRuns * 100    // instance numbers of this run: base, base+1, …
+	planned := 4 + rng.Intn(3) // 4-6
 	if s := os.Getenv("KAFKASTREAMS_CHAOS_KILLS"); s != "" {
-		kills, _ = strconv.Atoi(s)
+		planned, _ = strconv.Atoi(s)
 	}
+	want := p.want()
 	initial := 2 + rng.Intn(2) // 2-3 instances
-	t.Logf("%s: seed %d, %d elements, %d instances, %d kills planned", p.name, seed, p.n, initial, kills)
+	t.Logf("%s: seed %d, %d elements, %d instances, %d kills planned", p.name, seed, p.n, initial, planned)
 	app := uniqueName(t, "app")
 	start := time.Now()
 	since := func() string { return time.Since(start).Round(time.Millisecond).String() }
@@ -212,9 +234,11 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 		}
 	}
 
-	var schedule []string
-	done := 0
-	for k := 0; k < kills; k++ {
+	var (
+		schedule []string
+		kills    []chaosKill
+	)
+	for k := 0; k < planned; k++ {
 		wait := time.Duration(1000+rng.Intn(5001)) * time.Millisecond // 1-6 s
 		time.Sleep(wait)
 		var live []*chaosChild
@@ -224,7 +248,7 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 			}
 		}
 		if len(live) == 0 {
-			t.Logf("%s: kill %d: no instance runs any more (the job is done): %d of %d kills done", since(), k+1, done, kills)
+			t.Logf("%s: kill %d: no instance runs any more (the job is done)", since(), k+1)
 			break
 		}
 		// Draw the victim and the replacement's delay even when a
@@ -233,24 +257,51 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 		pick := rng.Intn(3)
 		delay := time.Duration(rng.Intn(1500)) * time.Millisecond
 		v := live[pick%len(live)]
-		if err := v.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Logf("%s: kill %d: instance %d: %v (it had exited)", since(), k+1, v.idx, err)
+		ck := chaosKill{k: k + 1, victim: v.idx, total: len(want)}
+		if ck.signalErr = v.cmd.Process.Signal(syscall.SIGKILL); ck.signalErr != nil {
+			t.Logf("%s: kill %d: instance %d: %v (it had exited)", since(), k+1, v.idx, ck.signalErr)
 		}
 		<-v.done
 		v.killed = true
-		done++
+		ck.died = killedBy(v.err, syscall.SIGKILL)
+		// How far the job had got: the read counts in the replacement's
+		// delay, so that the schedule stays the seed's.
+		read := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		var err error
+		ck.work, ck.committed, ck.written, err = chaosProgress(t, ctx, b.BootstrapServers(), app, p.output, want)
+		cancel()
+		if err != nil {
+			t.Fatalf("kill %d: the output right after it: %v", k+1, err)
+		}
+		kills = append(kills, ck)
 		slot := "before taking an instance slot"
 		if strings.Contains(v.log.String(), "kafkastreams: instance slot") {
 			slot = "with its slot"
 		}
-		line := fmt.Sprintf("kill %d at %s (+%v): instance %d (pid %d, up %v, %s, %d lines of log)",
-			k+1, since(), wait, v.idx, v.cmd.Process.Pid, time.Since(v.started).Round(time.Millisecond), slot, strings.Count(v.log.String(), "\n"))
+		line := fmt.Sprintf("kill %d at %s (+%v): instance %d (pid %d, up %v, %s, %d lines of log): %s",
+			k+1, since(), wait, v.idx, v.cmd.Process.Pid, time.Since(v.started).Round(time.Millisecond), slot, strings.Count(v.log.String(), "\n"), ck)
+		if !ck.died {
+			line += fmt.Sprintf(" (it exited with %v:\n%s)", v.err, tail(v.log.String(), 2000))
+		}
 		schedule = append(schedule, line)
 		t.Log(line)
-		time.Sleep(delay)
+		time.Sleep(delay - time.Since(read))
 		startOne()
 	}
-	t.Logf("%s: %d kills done; waiting for the job to finish", since(), done)
+	landed := 0
+	for _, k := range kills {
+		if k.landed() {
+			landed++
+		}
+	}
+	t.Logf("%s: %d of %d kills planned landed; waiting for the job to finish", since(), landed, planned)
+	// Every planned kill must have killed a running instance before the
+	// job's end, one at least mid-stream (issue 23: a kill that did not
+	// land counted, and a job done before the kills passed with none).
+	if err := chaosKillsLanded(planned, kills); err != nil {
+		t.Errorf("%v (seed %d)", err, seed)
+	}
 
 	deadline := time.After(5 * time.Minute)
 	// A job still running 90 s after the last kill is slow (these jobs
@@ -296,11 +347,236 @@ func runChaos(t *testing.T, p chaosPipeline, seed int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p.check(t, ctx, app)
-	t.Logf("%s: %d elements, %d instances started (%d initially), %d kills, %d survivors: %.1fs; schedule (seed %d):\n  %s",
-		p.name, p.n, len(children), initial, done, survivors, wall.Seconds(), seed, strings.Join(schedule, "\n  "))
+	t.Logf("%s: %d elements, %d instances started (%d initially), %d kills landed of %d planned, %d survivors: %.1fs; schedule (seed %d):\n  %s",
+		p.name, p.n, len(children), initial, landed, planned, survivors, wall.Seconds(), seed, strings.Join(schedule, "\n  "))
 	if t.Failed() {
 		t.Logf("FAILED with seed %d", seed)
 	}
+}
+
+// chaosKill is one kill of runChaos: whether it landed, and how far the
+// job had got.
+type chaosKill struct {
+	k, victim int   // the kill's number (from 1) and the instance's
+	signalErr error // Signal's
+	died      bool  // the process died of the SIGKILL (its wait status)
+	// work is how many transactions of the job's stages that took
+	// elements in were committed (at least) right after the kill, from the
+	// metrics topic; committed and written are how many of the checked
+	// output's total lines were committed (at least) and written at all
+	// (at most: so committed at most) then (chaosProgress).
+	work, committed, written, total int
+}
+
+// landed: the signal killed a running instance before the job's output
+// was complete.
+func (k chaosKill) landed() bool { return k.signalErr == nil && k.died && k.written < k.total }
+
+// midStream: landed, with some of the job's work committed (a GroupByKey
+// job commits its state long before its first pane).
+func (k chaosKill) midStream() bool { return k.landed() && k.work > 0 }
+
+func (k chaosKill) String() string {
+	what := "landed mid-stream"
+	switch {
+	case k.signalErr != nil:
+		what = fmt.Sprintf("did not land: the signal failed (%v)", k.signalErr)
+	case !k.died:
+		what = "did not land: the instance had exited by itself"
+	case k.written >= k.total:
+		what = "did not land: the output was complete"
+	case k.work == 0:
+		what = "landed before any work was committed"
+	}
+	return fmt.Sprintf("%s; right after it %d transactions with elements were committed, the output had %d of %d lines committed, at most %d written", what, k.work, k.committed, k.total, k.written)
+}
+
+// chaosKillsLanded checks runChaos's kills: every planned kill landed (a
+// kill that did not, or a job that ended before the schedule did, tested
+// less than the schedule says), at least one of them mid-stream, and at
+// least one was planned.
+func chaosKillsLanded(planned int, kills []chaosKill) error {
+	if planned < 1 {
+		return fmt.Errorf("no kill planned: the chaos tested nothing")
+	}
+	landed, mid := 0, 0
+	var missed []string
+	for _, k := range kills {
+		switch {
+		case k.midStream():
+			mid++
+			landed++
+		case k.landed():
+			landed++
+		default:
+			missed = append(missed, fmt.Sprintf("kill %d (instance %d): %s", k.k, k.victim, k))
+		}
+	}
+	if landed < planned {
+		return fmt.Errorf("%d of %d planned kills landed (%d made before no instance ran any more)%s", landed, planned, len(kills), strings.TrimSuffix(": "+strings.Join(missed, "; "), ": "))
+	}
+	if mid == 0 {
+		return fmt.Errorf("none of the %d kills came mid-stream (some of the work committed, the output not complete)", landed)
+	}
+	return nil
+}
+
+// TestChaosKillsLanded: runChaos's end check of its kills (no broker,
+// no chaos: it runs in make test) fails a run whose kills did not all land
+// mid-stream or before the end (issue 23: TestChaos passed with 0 kills
+// when no instance ran any more, and a kill whose signal failed counted).
+func TestChaosKillsLanded(t *testing.T) {
+	mid := chaosKill{k: 1, victim: 100, died: true, work: 3, committed: 10, written: 20, total: 100}
+	early := chaosKill{k: 2, victim: 101, died: true, total: 100}
+	for _, c := range []struct {
+		name    string
+		planned int
+		kills   []chaosKill
+		ok      bool
+	}{
+		{"every kill landed, one mid-stream", 2, []chaosKill{early, mid}, true},
+		{"no kill planned", 0, nil, false},
+		{"no instance ran when the kills were due (the job was done)", 5, nil, false},
+		{"the job ended after 1 of 2 kills", 2, []chaosKill{mid}, false},
+		{"a kill whose signal failed", 2, []chaosKill{mid, {k: 2, victim: 101, signalErr: os.ErrProcessDone, total: 100}}, false},
+		{"an instance that had exited by itself", 2, []chaosKill{mid, {k: 2, victim: 101, died: false, committed: 10, written: 20, total: 100}}, false},
+		{"a kill after the output was complete", 2, []chaosKill{mid, {k: 2, victim: 101, died: true, committed: 100, written: 100, total: 100}}, false},
+		{"no kill mid-stream", 2, []chaosKill{early, early}, false},
+	} {
+		err := chaosKillsLanded(c.planned, c.kills)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: chaosKillsLanded = %v, want ok %v", c.name, err, c.ok)
+		} else if err != nil {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// TestChaosSignalsLanded: the unbounded chaos's check of its signals
+// fails a chaos with no signal, a SIGKILL that did not kill, or signals
+// only to instances without tasks.
+func TestChaosSignalsLanded(t *testing.T) {
+	kid := &scKid{idx: 3, err: errors.New("exit status 1")}
+	task := []scTask{{stage: "s1-x", partition: 0}}
+	kill := chaosEvent{sig: syscall.SIGKILL, kid: kid, tasks: task, died: true}
+	term := chaosEvent{sig: syscall.SIGTERM, kid: kid, tasks: task}
+	start := chaosEvent{kid: kid}
+	for _, c := range []struct {
+		name   string
+		events []chaosEvent
+		ok     bool
+	}{
+		{"a SIGKILL and a SIGTERM to instances with tasks", []chaosEvent{start, kill, start, term}, true},
+		{"starts only", []chaosEvent{start, start}, false},
+		{"a SIGKILL to an instance that had exited", []chaosEvent{kill, term, {sig: syscall.SIGKILL, kid: kid, tasks: task}}, false},
+		{"signals only to instances without tasks", []chaosEvent{{sig: syscall.SIGKILL, kid: kid, died: true}, {sig: syscall.SIGTERM, kid: kid}}, false},
+		{"no SIGTERM", []chaosEvent{kill, kill}, false},
+	} {
+		err := chaosSignalsLanded(c.events)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: chaosSignalsLanded = %v, want ok %v", c.name, err, c.ok)
+		} else if err != nil {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// chaosProgress reads how far a chaos job had got right after a kill:
+// work, its stages' committed transactions that took elements in (the
+// metrics topic's records, read read_committed to its first end); and of
+// its checked topic ("<app>-s<N>-<output>"), how many of want's lines are
+// committed, read read_committed to each partition's first end (its last
+// stable offset then: a lower bound), and how many are written at all,
+// read read_uncommitted to its log end (an upper bound of what is
+// committed). No read waits for the killed instance's open transaction.
+// Before a topic exists, its counts are 0.
+func chaosProgress(t *testing.T, ctx context.Context, bs, app, output string, want map[string]int) (work, committed, written int, err error) {
+	t.Helper()
+	metrics := kafkaclient.MetricsTopic(app)
+	if len(topicsWithPrefix(t, bs, metrics)) > 0 {
+		recs, err := readToFirstEOF(ctx, bs, metrics, kafkaenv.ReadCommitted)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, r := range recs {
+			if tr, ok := decodeTxnRecord(r.Offset, r.Value); ok && tr.elementsIn > 0 {
+				work++
+			}
+		}
+	}
+	topic := ""
+	for _, name := range topicsWithPrefix(t, bs, app+"-s") {
+		if strings.HasSuffix(name, "-"+output) {
+			topic = name
+		}
+	}
+	if topic == "" {
+		return work, 0, 0, nil
+	}
+	for _, c := range []struct {
+		iso kafkaenv.Isolation
+		n   *int
+	}{{kafkaenv.ReadCommitted, &committed}, {kafkaenv.ReadUncommitted, &written}} {
+		recs, err := readToFirstEOF(ctx, bs, topic, c.iso)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for line := range decodeOutput(t, topic, recs) {
+			if want[line] > 0 {
+				*c.n++
+			}
+		}
+	}
+	return work, committed, written, nil
+}
+
+// readToFirstEOF reads every partition of topic from its beginning to its
+// first partition EOF: with ReadCommitted, its last stable offset then
+// (what is committed, but for transactions whose commit markers are not
+// written yet: never take it for everything committed); with
+// ReadUncommitted, its log end.
+func readToFirstEOF(ctx context.Context, bs, topic string, isolation kafkaenv.Isolation) ([]kafkaenv.Record, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": "kafkaenv-consume", "enable.auto.commit": false,
+		"isolation.level": string(isolation), "enable.partition.eof": true, "fetch.wait.max.ms": 20})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	var assign []kafka.TopicPartition
+	pending := map[int32]bool{}
+	for _, p := range md.Topics[topic].Partitions {
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.OffsetBeginning})
+		pending[p.ID] = true
+	}
+	if err := c.Assign(assign); err != nil {
+		return nil, err
+	}
+	var out []kafkaenv.Record
+	for len(pending) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read %s (%s): %d partitions not at their end: %w", topic, isolation, len(pending), err)
+		}
+		switch ev := c.Poll(100).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error != nil {
+				return nil, ev.TopicPartition.Error
+			}
+			if pending[ev.TopicPartition.Partition] {
+				out = append(out, kafkaenv.Record{Topic: topic, Partition: ev.TopicPartition.Partition, Offset: int64(ev.TopicPartition.Offset), Key: ev.Key, Value: ev.Value})
+			}
+		case kafka.PartitionEOF:
+			delete(pending, ev.Partition)
+		case kafka.Error:
+			if ev.IsFatal() {
+				return nil, ev
+			}
+		}
+	}
+	return out, nil
 }
 
 // diagnoseStuck, when a chaos job stopped moving, logs what the broker

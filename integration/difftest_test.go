@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,7 +41,9 @@ import (
 // A difference fails the test with the seed, the pipeline, the lines in
 // one output only, and a minimal pipeline that still differs (shrunk by
 // difftest.Shrink, at most KAFKASTREAMS_DIFFTEST_SHRINK_MINUTES, default
-// 10). Pipelines are made with difftest.DefaultOptions: also stateful
+// 10). A seed whose runs both observed nothing fails too (every sink left
+// out or empty: equal whatever the runners did; difftest.Observed).
+// Pipelines are made with difftest.DefaultOptions: also stateful
 // DoFns with side inputs, refused by this runner before issue 14
 // (KAFKASTREAMS_DIFFTEST_REFUSED=0 leaves them out).
 //
@@ -141,7 +144,10 @@ func difftestPlan(t *testing.T) ([]int64, time.Time) {
 }
 
 // difftestRun runs sp on both runners and returns the difference of their
-// observations; an error if either cannot run it.
+// observations; an error if either cannot run it, or, when they agree, if
+// either observed nothing (difftest.Observed: an error wrapping
+// difftest.ErrNothingObserved; the seed fails, as the comparison could
+// not have).
 func difftestRun(t *testing.T, sp difftest.Spec) ([]string, error) {
 	prismLines, err := difftestPrism(sp)
 	if err != nil {
@@ -160,7 +166,12 @@ func difftestRun(t *testing.T, sp difftest.Spec) ([]string, error) {
 		return nil, fmt.Errorf("kafkastreams' output: %w", err)
 	}
 	t.Logf("seed %d: %d lines observed on Prism, %d on kafkastreams", sp.Seed, len(a), len(b))
-	return difftest.Diff(a, b), nil
+	if d := difftest.Diff(a, b); len(d) > 0 {
+		return d, nil
+	}
+	// Equal, but two empty observations are equal whatever the runners
+	// did: a seed must observe lines (issue 23).
+	return nil, difftest.Observed(a, b)
 }
 
 var difftestRunID int
@@ -235,6 +246,9 @@ func difftestShrink(t *testing.T, sp difftest.Spec) (difftest.Spec, []string) {
 				continue // the SDK refuses this shrink (two windowing strategies flattened, …)
 			}
 			d, err := difftestRun(t, c)
+			if errors.Is(err, difftest.ErrNothingObserved) {
+				continue // equal and empty: not a smaller difference
+			}
 			if err != nil {
 				d = []string{"error: " + err.Error()}
 			}

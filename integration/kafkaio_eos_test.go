@@ -84,9 +84,9 @@ func kioEOSPipeline(in, out, counts string, slowMicros int) *beam.Pipeline {
 // process that writes every record, mapped, to B (kafkaio.Write from the
 // source stage) and per-key counts in 1-minute windows to C (from the
 // GroupByKey stage), 100 records per transaction. Once B holds 300
-// committed records, the child is SIGKILLed, at the first moment a
-// transaction with records in B is seen open (B's log end past its last
-// stable offset), and started again with the same --application_id and
+// committed records, the child is SIGKILLed with a transaction open that
+// has records in B (seen open, B's log end past its last stable offset,
+// and still open 500 ms after a SIGSTOP), and started again with the same --application_id and
 // --state_dir: it takes over the killed instance's transactional ids
 // (aborting what it left open), resumes from the committed offsets and
 // ends by itself (exit 0); its source stage reads what the killed one had
@@ -94,7 +94,8 @@ func kioEOSPipeline(in, out, counts string, slowMicros int) *beam.Pipeline {
 // exactly once, with its key and "B:"+value; C holds each window's count
 // exactly once, equal to a direct computation; and the application's
 // counter of mapped records is 3 000 (the killed instance's committed
-// bundles counted once, its open transaction's not at all). It guards the
+// bundles counted once, its open transaction's not at all); the open
+// transaction's first record in B is read read_uncommitted only. It guards the
 // sink's records being in the producing stage's transactions, the source
 // offsets committed in the same transactions, and the take-over's abort of
 // what the killed instance left open.
@@ -165,14 +166,41 @@ func TestKafkaSinkExactlyOnceAfterSIGKILL(t *testing.T) {
 			t.Fatalf("B holds %d committed records after %v, want %d before the kill:\n%s", len(recs), time.Since(start).Round(time.Second), atLeast, tail(first.log.String(), 4000))
 		}
 	}
-	// Kill while a transaction with records in B is open if possible:
-	// the first moment B's log end is past its last stable offset.
-	open := waitOpenTransaction(t, bs, out, 5*time.Second)
+	// Kill while a transaction with records in B is open (issue 23: it
+	// was killed whether one was or not): the first moment B's log end is
+	// past its last stable offset, the instance is stopped, and if after a
+	// pause (a commit sent before the stop has ended by then) that
+	// partition's last stable offset has not moved, the transaction is
+	// open and stays open: SIGKILL. Else it is continued and watched again.
+	probe := newOpenInTopic(t, bs, out)
+	var open string
+	for attempt := 1; ; attempt++ {
+		o, ok := probe.wait(5 * time.Second)
+		if !ok {
+			t.Fatalf("attempt %d: %s", attempt, o)
+		}
+		if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if probe.still() {
+			open = fmt.Sprintf("%s, still open 500 ms after SIGSTOP (attempt %d)", o, attempt)
+			break
+		}
+		if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if attempt >= 20 {
+			t.Fatalf("in %d attempts, no transaction with records in B stayed open while the instance was stopped", attempt)
+		}
+	}
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%v after the start: SIGKILL (%s)", time.Since(start).Round(time.Millisecond), open)
-	<-exited
+	if err := <-exited; !killedBy(err, syscall.SIGKILL) {
+		t.Fatalf("the first instance did not die of the SIGKILL: %v", err)
+	}
 	if _, err := os.Stat(first.out); err == nil {
 		t.Fatalf("the first instance finished before the kill: the kill tested nothing (slow the job)")
 	}
@@ -220,37 +248,92 @@ func TestKafkaSinkExactlyOnceAfterSIGKILL(t *testing.T) {
 		total += c
 	}
 	t.Logf("B read read_uncommitted: %d records (%d beyond the committed %d: the killed instance's aborted transactions)", total, total-n, n)
+	// The transaction open at the kill was aborted: its first record in B
+	// is read read_uncommitted, not read_committed.
+	at := map[kafkaenv.Isolation]bool{}
+	for _, iso := range []kafkaenv.Isolation{kafkaenv.ReadCommitted, kafkaenv.ReadUncommitted} {
+		recs, err := kafkaenv.Consume(ctx, bs, out, 0, iso, time.Minute)
+		if err != nil {
+			t.Fatalf("read %s (%s): %v", out, iso, err)
+		}
+		for _, r := range recs {
+			if r.Partition == probe.partition && r.Offset == probe.lso {
+				at[iso] = true
+			}
+		}
+	}
+	if at[kafkaenv.ReadCommitted] || !at[kafkaenv.ReadUncommitted] {
+		t.Errorf("B's partition %d offset %d, the first record of the transaction open at the kill: read_committed %v, read_uncommitted %v; want only read_uncommitted (aborted)", probe.partition, probe.lso, at[kafkaenv.ReadCommitted], at[kafkaenv.ReadUncommitted])
+	} else {
+		t.Logf("the transaction open at the kill was aborted: its first record in B (partition %d, offset %d) is read read_uncommitted only", probe.partition, probe.lso)
+	}
 }
 
-// waitOpenTransaction polls the log end and last stable offsets of topic's
-// partitions until one has records of an open transaction (end > last
-// stable offset) or timeout passes, and says which.
-func waitOpenTransaction(t *testing.T, bs, topic string, timeout time.Duration) string {
+// openInTopic watches a topic one instance writes for that instance's open
+// transaction: a partition whose log end is past its last stable offset.
+type openInTopic struct {
+	t     *testing.T
+	topic string
+	cs    [2]*kafka.Consumer // read_uncommitted, read_committed
+	parts []int32
+	// partition and lso are where wait last found an open transaction:
+	// its first record in the topic is at offset lso of partition.
+	partition int32
+	lso       int64
+}
+
+func newOpenInTopic(t *testing.T, bs, topic string) *openInTopic {
 	t.Helper()
-	var cs [2]*kafka.Consumer
+	o := &openInTopic{t: t, topic: topic}
 	for i, iso := range []string{"read_uncommitted", "read_committed"} {
 		c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": "kafkaenv-offsets", "isolation.level": iso})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		cs[i] = c
+		t.Cleanup(func() { _ = c.Close() })
+		o.cs[i] = c
 	}
-	md, err := cs[0].GetMetadata(&topic, false, 10000)
+	md, err := o.cs[0].GetMetadata(&topic, false, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range md.Topics[topic].Partitions {
+		o.parts = append(o.parts, p.ID)
+	}
+	return o
+}
+
+// offsets returns partition p's log end and last stable offset.
+func (o *openInTopic) offsets(p int32) (end, lso int64, err error) {
+	_, end, err = o.cs[0].QueryWatermarkOffsets(o.topic, p, 1000)
+	if err == nil {
+		_, lso, err = o.cs[1].QueryWatermarkOffsets(o.topic, p, 1000)
+	}
+	return end, lso, err
+}
+
+// wait polls the partitions' offsets until one has records of an open
+// transaction (end > last stable offset) or timeout passes, and says
+// which.
+func (o *openInTopic) wait(timeout time.Duration) (string, bool) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		for _, p := range md.Topics[topic].Partitions {
-			_, end, err1 := cs[0].QueryWatermarkOffsets(topic, p.ID, 1000)
-			_, lso, err2 := cs[1].QueryWatermarkOffsets(topic, p.ID, 1000)
-			if err1 == nil && err2 == nil && end > lso {
-				return fmt.Sprintf("a transaction open in B: partition %d end %d, last stable offset %d", p.ID, end, lso)
+		for _, p := range o.parts {
+			end, lso, err := o.offsets(p)
+			if err == nil && end > lso {
+				o.partition, o.lso = p, lso
+				return fmt.Sprintf("a transaction open in %s: partition %d end %d, last stable offset %d", o.topic, p, end, lso), true
 			}
 		}
 	}
-	return fmt.Sprintf("no open transaction in B seen within %v", timeout)
+	return fmt.Sprintf("no open transaction in %s seen within %v", o.topic, timeout), false
+}
+
+// still reports whether the transaction wait found is still open: its
+// partition's last stable offset has not moved.
+func (o *openInTopic) still() bool {
+	end, lso, err := o.offsets(o.partition)
+	return err == nil && lso == o.lso && end > lso
 }
 
 // kioRecordCounts reads topic to its end with isolation and counts its

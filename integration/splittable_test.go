@@ -166,7 +166,9 @@ func TestSIGKILLSplittableDoFn(t *testing.T) {
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = first.cmd.Wait()
+	if err := first.cmd.Wait(); !killedBy(err, syscall.SIGKILL) {
+		t.Fatalf("the instance did not die of the SIGKILL: %v", err)
+	}
 	out := app + "-s2-Reshuffle"
 	before := outputStrings(t, ctx, b, out)
 	if len(before) == 0 || len(before) >= n {

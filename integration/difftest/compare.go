@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -84,6 +85,31 @@ func Observe(sp Spec, lines []string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// ErrNothingObserved is Observed's error: a run of a seed observed no line
+// at all, so the comparison of the two runs could not fail.
+var ErrNothingObserved = errors.New("difftest: nothing observed")
+
+// Observed checks that each of two runs' observations (Observe's, Prism's
+// a and this runner's b) has at least one line: two empty observations are
+// equal whatever the runners did (every sink left out, or every element
+// dropped on both sides), so a seed that observes nothing on a side is not
+// a pass. The error wraps ErrNothingObserved and says which side was
+// empty. Generate makes no Spec whose sinks Observe all leaves out
+// (TestObservedGenerated).
+func Observed(a, b []string) error {
+	var empty []string
+	if len(a) == 0 {
+		empty = append(empty, "Prism")
+	}
+	if len(b) == 0 {
+		empty = append(empty, "kafkastreams")
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w on %s (%d lines on Prism, %d on kafkastreams): the comparison cannot fail", ErrNothingObserved, strings.Join(empty, " and "), len(a), len(b))
 }
 
 // Diff returns the lines of the multisets a and b (sorted) that are in
