@@ -10,6 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -268,7 +269,7 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		return err
 	}
 	for {
-		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaHeaders(r.Headers)}, nil)
+		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaclient.Headers(r.Headers)}, nil)
 		var ke kafka.Error
 		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
 			l.producer.Flush(100)
@@ -283,19 +284,6 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		}
 		return nil
 	}
-}
-
-// kafkaHeaders are hs as confluent-kafka-go's headers (nil for none; a nil
-// value stays a null header value).
-func kafkaHeaders(hs []step.Header) []kafka.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
 }
 
 // classify turns a fatal producer error into ErrFenced.

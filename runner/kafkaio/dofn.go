@@ -353,7 +353,7 @@ func (w *writer) produceHeaders(key, value []byte, headers []Header, ts mtime.Ti
 	if key != nil {
 		part = javapartition.ForKey(key, w.partitions)
 	}
-	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value, Headers: kafkaHeaders(headers)}
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value, Headers: kafkaclient.Headers(headers)}
 	if ts > 0 && ts <= mtime.MaxTimestamp { // 0 means "now" to librdkafka
 		m.Timestamp = ts.ToTime()
 	}

@@ -236,18 +236,6 @@ func kafkaRecordOfMessage(m *kafka.Message) KafkaRecord {
 		LogAppendTime: m.TimestampType == kafka.TimestampLogAppendTime, Key: m.Key, Value: m.Value, Headers: hs}
 }
 
-// kafkaHeaders are hs as confluent-kafka-go's headers (nil for none).
-func kafkaHeaders(hs []Header) []kafka.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
-
 // ReadRecords reads topic as ReadTopics reads one topic, into a
 // PCollection<KafkaRecord>: every record with its topic, partition,
 // offset, timestamp, null or empty key and value, and headers, each at
