@@ -172,7 +172,7 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 		return l.classify(ctx, "send offsets", err)
 	}
 	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
-	for retry := 1; retriable(err) && tctx.Err() == nil; retry++ {
+	for retry := 1; retriable(err) && tctx.Err() == nil && l.checkTopics() == nil; retry++ {
 		// librdkafka: a retriable commit error is retried by calling
 		// CommitTransaction again.
 		l.log.Warn("stage: commit: retrying", "retry", retry, "err", err)
