@@ -159,6 +159,9 @@ type Task struct {
 	// pending is the attempt's writes (an indexed batch: reads merge it
 	// with db); nil when the attempt wrote nothing.
 	pending *pebble.Batch
+	// lookups counts Prepare's look-ups in db (has): tests check that a
+	// GroupByKey's fired values cost none.
+	lookups int
 }
 
 // Open returns a Manager. It creates Dir/<Name> but opens no database.
@@ -293,8 +296,9 @@ func (m *Manager) Drop(p int32) {
 // Prepare writes the pending writes of every task as changelog records into
 // the open transaction: for each key written in the attempt, its last value
 // (a nil value, a tombstone, if it was deleted), in key order per task,
-// tasks in partition order. A deletion of a key the task's committed store
-// does not hold (one set and deleted within the attempt) is left out: the
+// tasks in partition order. A deletion of a key set in the attempt that the
+// task's committed store does not hold (set and deleted within the
+// attempt) is left out: the
 // committed store is the changelog's state (restored from it, and changed
 // only by Committed after the changelog records of the same writes
 // committed), so the changelog never saw that key. A merging GroupByKey's
@@ -344,13 +348,24 @@ func (m *Manager) Prepare(produce ProduceFunc) error {
 			}
 			return a.seq - b.seq
 		})
+		set := false // a Set of the current run of equal keys came before
 		for i, w := range ws {
+			if w.value != nil {
+				set = true
+			}
 			if i+1 < len(ws) && bytes.Equal(w.key, ws[i+1].key) {
 				continue
 			}
-			if w.value == nil {
+			setInAttempt := set
+			set = false
+			if w.value == nil && setInAttempt {
 				// A deletion of a key the committed store lacks (set and
-				// deleted within this attempt) needs no tombstone.
+				// deleted within this attempt) needs no tombstone. Only a
+				// key set in this attempt can be one: a key only deleted
+				// (a GroupByKey's fired values, written in earlier
+				// attempts) gets its tombstone without a look-up: a Pebble
+				// Get per fired value was 39% of the GroupByKey stage
+				// benchmark's CPU (6.2 of 15.9 s).
 				had, err := t.has(w.key)
 				if err != nil {
 					return fmt.Errorf("state: task %d: %w", p, err)
@@ -367,8 +382,10 @@ func (m *Manager) Prepare(produce ProduceFunc) error {
 	return nil
 }
 
-// has reports whether t's committed store holds key.
+// has reports whether t's committed store holds key; it counts the
+// look-up in t.lookups.
 func (t *Task) has(key []byte) (bool, error) {
+	t.lookups++
 	_, closer, err := t.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
