@@ -58,7 +58,13 @@ func logProgress(log *slog.Logger, t *service.Tracker, pl *plan.Plan, loops map[
 		if l := loops[s.Name]; l != nil {
 			st = l.Stats()
 		}
-		log.Info("kafkastreams: progress", "stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts)
+		line := []any{"stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts}
+		if st.SidePauses > 0 {
+			// Tasks held by side inputs: a resume by the 5 s recheck
+			// is a pause no side input change ended (issue 24).
+			line = append(line, "side_pauses", st.SidePauses, "side_rechecks", st.SideRechecks)
+		}
+		log.Info("kafkastreams: progress", line...)
 	}
 }
 

@@ -64,7 +64,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 			return nil, fmt.Errorf("stage %s: %w", l.cfg.Spec.Name, err)
 		}
 	}
-	r, err := l.core.Decide(ctx, l.tasks, ins, l.woken)
+	r, err := l.decide(ctx, ins)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +96,16 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	}
 	l.countCommit(r, len(batch), touched, began, decided)
 	return r.Blocked, nil
+}
+
+// decide is the attempt's Step.Decide, with the side gate armed before
+// it: the channel the tasks it holds back wait on (sideGate.arm) is the
+// side inputs' Changed as of before their readiness checks, so a side
+// input that changes after a check wakes them (issue 24: no lost
+// wake-ups).
+func (l *Loop) decide(ctx context.Context, ins []step.In) (*step.Ready, error) {
+	l.side.arm(l.cfg.SideInputs)
+	return l.core.Decide(ctx, l.tasks, ins, l.woken)
 }
 
 // inputs turns a polled batch into the step's records, and returns the

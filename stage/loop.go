@@ -151,6 +151,12 @@ type Stats struct {
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
 	// counts what entered the bundles: panes, for a GroupByKey stage.)
 	FirstCommit, LastCommit time.Time
+	// SidePauses counts the times a task was paused because side inputs
+	// held back its next element (sidegate.go), SideRechecks the times a
+	// paused task was resumed by sideRecheck (5 s) passing rather than a
+	// side input's change: a side input that did not move for 5 s, or a
+	// lost wake-up. Not work, and not undone by an abort.
+	SidePauses, SideRechecks uint64
 	// Assigned is when the loop's first assignment was served (its tasks
 	// restored and consumable; zero if none yet), FirstRecord when its
 	// first input record was polled (zero if none yet): the start-up
@@ -251,6 +257,7 @@ type Loop struct {
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
+		sidePauses, sideRechecks                                                 atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
 		// assigned and firstRecord are Unix nanoseconds (0: none yet).
@@ -336,17 +343,19 @@ func (l *Loop) InstanceID() string { return l.cfg.InstanceID }
 // Stats returns the committed counters.
 func (l *Loop) Stats() Stats {
 	return Stats{
-		RecordsIn:   l.stats.recordsIn.Load(),
-		ElementsIn:  l.stats.elementsIn.Load(),
-		ElementsOut: l.stats.elementsOut.Load(),
-		ReportsOut:  l.stats.reportsOut.Load(),
-		Commits:     l.stats.commits.Load(),
-		Bundles:     l.stats.bundles.Load(),
-		Aborts:      l.stats.aborts.Load(),
-		FirstCommit: unixNanos(l.stats.firstCommit.Load()),
-		LastCommit:  unixNanos(l.stats.lastCommit.Load()),
-		Assigned:    unixNanos(l.stats.assigned.Load()),
-		FirstRecord: unixNanos(l.stats.firstRecord.Load()),
+		RecordsIn:    l.stats.recordsIn.Load(),
+		ElementsIn:   l.stats.elementsIn.Load(),
+		ElementsOut:  l.stats.elementsOut.Load(),
+		ReportsOut:   l.stats.reportsOut.Load(),
+		Commits:      l.stats.commits.Load(),
+		Bundles:      l.stats.bundles.Load(),
+		Aborts:       l.stats.aborts.Load(),
+		SidePauses:   l.stats.sidePauses.Load(),
+		SideRechecks: l.stats.sideRechecks.Load(),
+		FirstCommit:  unixNanos(l.stats.firstCommit.Load()),
+		LastCommit:   unixNanos(l.stats.lastCommit.Load()),
+		Assigned:     unixNanos(l.stats.assigned.Load()),
+		FirstRecord:  unixNanos(l.stats.firstRecord.Load()),
 	}
 }
 

@@ -184,7 +184,11 @@ func (s *Set) notify() {
 }
 
 // Changed returns a channel closed the next time a side watermark moves or
-// a side input goes idle or wakes (or the reader fails): a task held back by Ready may be ready then.
+// a side input goes idle or wakes (or the reader fails): a task held back by
+// Ready may be ready then. The channel is closed after the Store changed
+// (run: Record, then notify), so a caller that fetches Changed before it
+// calls Ready, and waits on what it fetched, misses no change
+// (step.SideInputGate).
 func (s *Set) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -197,7 +197,11 @@ type SideInputGate interface {
 	// coder) may be processed now. An error is the stage's error.
 	Ready(element []byte) (bool, error)
 	// Changed returns a channel closed the next time readiness may have
-	// changed (a side watermark moved).
+	// changed (a side watermark moved), after the change is visible to
+	// Ready. A waiter fetches it before it calls Ready and waits on the
+	// channel it fetched: one fetched after the check may be the next
+	// one already, and the change between them is lost (issue 24: the
+	// stage loop arms it before Step.Decide).
 	Changed() <-chan struct{}
 	// Waiting describes what the side inputs wait for, for logs.
 	Waiting() string
