@@ -21,116 +21,111 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner"
 )
 
-// The Go SDK's pingpong example (sdks/go/examples/pingpong/pingpong.go of
-// Beam v2.77.0, Apache License 2.0), its pipeline as it is: the example is
-// a main package, which cannot be imported. Four ParDos in a chain, each
-// reading the previous one's output as a side input.
+// A job of the shape of the Go SDK's pingpong example
+// (sdks/go/examples/pingpong): words split by the mean length of another
+// collection read as a side input, four splits chained so that each waits
+// for the previous one's output, and two checks on an Impulse that wait
+// for two side inputs each. Written here for the test (the example is a
+// main package, and its code is not copied); the splits are the same, so
+// the outputs are the example's.
 
 func init() {
-	register.Function4x1(pingMultiFn)
-	register.Function3x1(pingSubsetFn)
-	register.Function2x0(pingExtractFn)
+	register.Function4x1(splitByMeanLen)
+	register.Function3x1(checkContained)
+	register.Function2x0(emitWords)
 	register.Emitter1[string]()
 	register.Iter1[string]()
 }
 
-// pingStitch is the example's stitch.
-func pingStitch(s beam.Scope, words beam.PCollection) (beam.PCollection, beam.PCollection) {
-	ping := s.Scope("ping")
-	pong := ping
-	small1, big1 := beam.ParDo2(ping, pingMultiFn, words, beam.SideInput{Input: words})
-	small2, big2 := beam.ParDo2(pong, pingMultiFn, words, beam.SideInput{Input: big1})
-	_, big3 := beam.ParDo2(ping, pingMultiFn, big2, beam.SideInput{Input: small1})
-	small4, _ := beam.ParDo2(pong, pingMultiFn, small2, beam.SideInput{Input: big3})
-	return small4, big3
-}
-
-// pingMultiFn is the example's multiFn: word goes to small when it is
-// shorter than the sample's average length, else to big.
-func pingMultiFn(word string, sample []string, small, big func(string)) error {
-	count, size := 0, 0
-	for _, w := range sample {
-		count++
-		size += len(w)
+// splitByMeanLen sends w to shorter when it is shorter than the mean
+// length (integer division) of the words of side, else to longer; an
+// empty side is an error.
+func splitByMeanLen(w string, side []string, shorter, longer func(string)) error {
+	if len(side) == 0 {
+		return errors.New("splitByMeanLen: the side input is empty")
 	}
-	if count == 0 {
-		return errors.New("empty sample")
+	total := 0
+	for _, x := range side {
+		total += len(x)
 	}
-	if avg := size / count; len(word) < avg {
-		small(word)
-	} else {
-		big(word)
+	if len(w) < total/len(side) {
+		shorter(w)
+		return nil
 	}
+	longer(w)
 	return nil
 }
 
-// pingSubsetFn is the example's subsetFn: every element of a is in b.
-func pingSubsetFn(_ []byte, a, b func(*string) bool) error {
-	larger := make(map[string]bool)
-	var elm string
-	for b(&elm) {
-		larger[elm] = true
+// checkContained fails unless every word of inner is a word of outer.
+func checkContained(_ []byte, inner, outer func(*string) bool) error {
+	seen := map[string]struct{}{}
+	var w string
+	for outer(&w) {
+		seen[w] = struct{}{}
 	}
-	for a(&elm) {
-		if !larger[elm] {
-			return fmt.Errorf("extra element: %v", elm)
+	for inner(&w) {
+		if _, ok := seen[w]; !ok {
+			return fmt.Errorf("checkContained: %q is not in the larger collection", w)
 		}
 	}
 	return nil
 }
 
-var pingWordRE = regexp.MustCompile(`[a-zA-Z]+('[a-z])?`)
+// wordRE matches a word as pingpong counts one: letters, with an
+// optional apostrophe and one lower-case letter ("water's").
+var wordRE = regexp.MustCompile(`[A-Za-z]+(?:'[a-z])?`)
 
-func pingExtractFn(line string, emit func(string)) {
-	for _, word := range pingWordRE.FindAllString(line, -1) {
-		emit(word)
+func emitWords(line string, emit func(string)) {
+	for _, w := range wordRE.FindAllString(line, -1) {
+		emit(w)
 	}
 }
 
-// pingpongPipeline is the example's main: input is the file to read,
-// output the prefix of the two files written.
+// pingpongPipeline reads input and writes the fourth split's shorter
+// words to output+"small.txt" and the third split's longer words to
+// output+"big.txt".
 func pingpongPipeline(input, output string) *beam.Pipeline {
-	p := beam.NewPipeline()
-	s := p.Root()
-	lines := textio.Read(s, input)
-	words := beam.ParDo(s, pingExtractFn, lines)
-	small, big := beam.ParDo2(s, pingMultiFn, words, beam.SideInput{Input: words})
-	small2, big2 := pingStitch(s, words)
-	beam.ParDo0(s, pingSubsetFn, beam.Impulse(s), beam.SideInput{Input: small}, beam.SideInput{Input: small2})
-	beam.ParDo0(s, pingSubsetFn, beam.Impulse(s), beam.SideInput{Input: big2}, beam.SideInput{Input: big})
-	textio.Write(s, output+"small.txt", small2)
-	textio.Write(s, output+"big.txt", big2)
+	p, s := beam.NewPipelineWithRoot()
+	words := beam.ParDo(s, emitWords, textio.Read(s, input))
+	split := func(in, by beam.PCollection) (beam.PCollection, beam.PCollection) {
+		return beam.ParDo2(s, splitByMeanLen, in, beam.SideInput{Input: by})
+	}
+	short0, long0 := split(words, words)
+	short1, long1 := split(words, words) // a split of its own, as the example has
+	short2, long2 := split(words, long1)
+	_, long3 := split(long2, short1)
+	short4, _ := split(short2, long3)
+	beam.ParDo0(s, checkContained, beam.Impulse(s), beam.SideInput{Input: short0}, beam.SideInput{Input: short4})
+	beam.ParDo0(s, checkContained, beam.Impulse(s), beam.SideInput{Input: long3}, beam.SideInput{Input: long0})
+	textio.Write(s, output+"small.txt", short4)
+	textio.Write(s, output+"big.txt", long3)
 	return p
 }
 
-// pingpongWant computes the example's two outputs in plain Go: small4 and
-// big3 of stitch, sorted.
+// pingpongWant computes the two outputs in plain Go, sorted.
 func pingpongWant(text string) (small, big []string) {
-	words := pingWordRE.FindAllString(text, -1)
-	avg := func(ws []string) int {
-		n := 0
-		for _, w := range ws {
-			n += len(w)
+	words := wordRE.FindAllString(text, -1)
+	split := func(in, by []string) (shorter, longer []string) {
+		total := 0
+		for _, x := range by {
+			total += len(x)
 		}
-		return n / len(ws)
-	}
-	split := func(ws []string, a int) (s, b []string) {
-		for _, w := range ws {
-			if len(w) < a {
-				s = append(s, w)
+		for _, w := range in {
+			if len(w) < total/len(by) {
+				shorter = append(shorter, w)
 			} else {
-				b = append(b, w)
+				longer = append(longer, w)
 			}
 		}
-		return s, b
+		return shorter, longer
 	}
-	small1, big1 := split(words, avg(words))
-	small2, big2 := split(words, avg(big1))
-	_, big3 := split(big2, avg(small1))
-	small4, _ := split(small2, avg(big3))
-	slices.Sort(small4)
-	slices.Sort(big3)
-	return small4, big3
+	short1, long1 := split(words, words)
+	short2, long2 := split(words, long1)
+	_, long3 := split(long2, short1)
+	short4, _ := split(short2, long3)
+	slices.Sort(short4)
+	slices.Sort(long3)
+	return short4, long3
 }
 
 // beamHaiku is the example's default input, the Go SDK's
