@@ -162,8 +162,9 @@ func globLines(t *testing.T, pattern string) []string {
 	return out
 }
 
-// TestPingpongExample (issue 24, "No lost wake-ups") runs the Go SDK's
-// pingpong example, a chain of side inputs, on this runner and checks its
+// TestPingpongExample (issue 24, "No lost wake-ups") runs a job of the
+// shape of the Go SDK's pingpong example (pingpongPipeline: a chain of side
+// inputs) on this runner and checks its
 // two output files against a plain Go computation of them, in every run.
 // With KAFKASTREAMS_PINGPONG_RUNS=<n> it runs the job n times, each a
 // fresh application, and logs each run's wall time, its tasks paused by
