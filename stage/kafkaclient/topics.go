@@ -43,3 +43,20 @@ func ChangelogTopic(applicationID, stage string) string {
 func TransactionalID(applicationID, stageName, instanceID string) string {
 	return applicationID + "-" + stageName + "-" + instanceID
 }
+
+// DataTopicRetention returns the retention settings of an application's
+// internal data topics (the input topics of the stages that read no
+// user's topic, and the side input topics), set when the runner creates
+// one and on one made before with others: retention.ms -1 and
+// retention.bytes -1, no deletion by time or size, as Kafka Streams
+// creates its repartition topics (RepartitionTopicConfig: retention.ms -1;
+// broker default retention.bytes -1). The broker's default retention (7
+// days, or what the cluster sets) deleted records of an application
+// stopped longer, or of a backlog larger than retention.bytes, before
+// their stage had read them. A stage's input topic is purged instead:
+// the records its consumer group committed past are deleted
+// (DeleteRecords, stage.Config.PurgeInterval), as Kafka Streams purges
+// repartition topics after commits. A new map each call.
+func DataTopicRetention() map[string]string {
+	return map[string]string{"retention.ms": "-1", "retention.bytes": "-1"}
+}
