@@ -23,3 +23,27 @@ func TestHeadKindPredicates(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgedInput: a stage's input topic is purged after its commits when
+// it is internal and the stage does something with its records; a user's
+// topic, and the topic of a stage that only consumes it (its output read
+// by nothing: the only trace of that branch, read from outside as the
+// job's output), never (issue 23).
+func TestPurgedInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Stage
+		want bool
+	}{
+		{"GroupByKey with transforms", Stage{Head: HeadGroupByKey, Transforms: []string{"t1"}}, true},
+		{"Reshuffle writing on", Stage{Head: HeadReshuffle, Outputs: []Output{{PCollection: "p", Topics: []string{"x"}}}}, true},
+		{"Impulse writing a Kafka sink", Stage{Head: HeadImpulse, KafkaSinks: []KafkaSink{{Topic: "sink"}}}, true},
+		{"Reshuffle read by nothing", Stage{Head: HeadReshuffle}, false},
+		{"GroupByKey read by nothing", Stage{Head: HeadGroupByKey}, false},
+		{"Kafka source (a user's topic)", Stage{Head: HeadKafkaSource, Transforms: []string{"t1"}, Outputs: []Output{{PCollection: "p"}}}, false},
+	} {
+		if got := tc.s.PurgedInput(); got != tc.want {
+			t.Errorf("%s: PurgedInput() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
