@@ -56,7 +56,7 @@ type Options struct {
 	// repartition.purge.interval.ms (KIP-811), whose default it takes: 30
 	// s. Only internal topics that one stage alone reads are purged
 	// (plan.Stage.PurgedInput); they have infinite retention
-	// (kafkaclient.DataTopicRetention), so without the purge they grow
+	// (kafkaclient.DataTopicConfig), so without the purge they grow
 	// without bound. 0 turns the purge off; negative is refused.
 	PurgeInterval time.Duration
 	// MaxBundleSize bounds the records of one bundle and one transaction

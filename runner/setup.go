@@ -24,8 +24,8 @@ import (
 // metrics topic and the control topic, each with max.message.bytes
 // kafkaclient.InternalTopicMaxMessageBytes; the plan's topics (the data
 // topics: stages' input topics and side input topics) with
-// kafkaclient.DataTopicRetention, no deletion by time or size (they are
-// purged instead: stage.Config.PurgeInterval). A topic that exists
+// kafkaclient.DataTopicConfig: no deletion by time or size (they are
+// purged instead: stage.Config.PurgeInterval), 64 MiB segments. A topic that exists
 // already must have the planned partition count;
 // otherwise the error names the topic and both counts; its
 // max.message.bytes, if lower, is raised, and a data topic's finite
@@ -85,7 +85,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 			s.Config["cleanup.policy"] = "compact"
 		}
 		if data[n] {
-			for k, v := range kafkaclient.DataTopicRetention() {
+			for k, v := range kafkaclient.DataTopicConfig() {
 				s.Config[k] = v
 			}
 		}
@@ -161,9 +161,10 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 // runner with the broker's defaults, or altered since), what differs from
 // what createTopics gives a new topic (internalFixes): a max.message.bytes
 // below kafkaclient.InternalTopicMaxMessageBytes is raised, and a data
-// topic's (data) finite retention.ms or retention.bytes made -1
-// (kafkaclient.DataTopicRetention; Kafka Streams' validation of an
-// existing repartition topic names the same two settings, KIP-698). A fix
+// topic's (data) retention.ms, retention.bytes and segment.bytes set to
+// kafkaclient.DataTopicConfig's (a finite retention made -1; Kafka
+// Streams' validation of an existing repartition topic names the same two
+// retention settings, KIP-698, but only reports them). A fix
 // the broker refuses (no ALTER_CONFIGS permission) is logged: the topic
 // keeps its limit, which the loops check records against, or its
 // retention, under which the broker may delete records a stage has not
@@ -216,8 +217,9 @@ func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existi
 // that differ from a new internal topic's, with the value to set: a
 // max.message.bytes below kafkaclient.InternalTopicMaxMessageBytes (a
 // topic whose configs cfgs lacks, or whose value is not a number, is
-// left as it is), and for a data topic (data) a retention.ms or
-// retention.bytes other than kafkaclient.DataTopicRetention's -1.
+// left as it is), and for a data topic (data) a retention.ms,
+// retention.bytes or segment.bytes other than
+// kafkaclient.DataTopicConfig's.
 func internalFixes(cfgs map[string]map[string]string, existing []string, data map[string]bool) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	set := func(t, k, v string) {
@@ -237,7 +239,7 @@ func internalFixes(cfgs map[string]map[string]string, existing []string, data ma
 		if !data[t] {
 			continue
 		}
-		for k, v := range kafkaclient.DataTopicRetention() {
+		for k, v := range kafkaclient.DataTopicConfig() {
 			if got, ok := c[k]; ok && got != v {
 				set(t, k, v)
 			}
