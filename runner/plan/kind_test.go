@@ -1,6 +1,12 @@
 package plan
 
-import "testing"
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
 
 // TestHeadKindPredicates is the plan side's table of the head kinds: what
 // each predicate of HeadKind says of it. A new kind adds its row.
@@ -45,5 +51,21 @@ func TestPurgedInput(t *testing.T) {
 		if got := tc.s.PurgedInput(); got != tc.want {
 			t.Errorf("%s: PurgedInput() = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// A planned pipeline ending in a Reshuffle, as the tests' and
+	// cmd/commitactivity's output topics are: its last stage fuses
+	// nothing, and only it keeps its topic.
+	p, s := beam.NewPipelineWithRoot()
+	_ = beam.Reshuffle(s, beam.ParDo(s, toUpper, beam.Reshuffle(s, beam.Create(s, "a", "b"))))
+	pl, err := Build(marshal(t, p), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range pl.Stages {
+		got = append(got, fmt.Sprintf("%s %v", st.Name, st.PurgedInput()))
+	}
+	if want := []string{"s0-Impulse true", "s1-Reshuffle true", "s2-Reshuffle_1 false"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("PurgedInput of the planned stages: %v, want %v", got, want)
 	}
 }
