@@ -456,6 +456,9 @@ func (l *Loop) run(ctx context.Context) error {
 			return err
 		}
 		l.askLogEnds(ctx)
+		// Each iteration, not only after a commit: the offsets of the last
+		// commits of a stream that stopped are purged too.
+		l.purgeCommitted(ctx)
 		batch, err := l.poll(ctx)
 		if err != nil {
 			return err
@@ -487,7 +490,6 @@ func (l *Loop) run(ctx context.Context) error {
 		case err == nil:
 			attempts = 0
 			l.isolated()
-			l.purgeCommitted(ctx)
 		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState):
 			return err
 		case errors.As(err, &tl):

@@ -76,14 +76,16 @@ func (l *Loop) noteCommitted(offs map[int32]int64) {
 	}
 }
 
-// purgeCommitted applies the answer of a purge that came since the last
-// call and, once Config.PurgeInterval has passed since the last request
-// and none is in flight, deletes the records of the stage's input topic
-// below the offsets its commits gave its tasks (DeleteRecords up to
-// purgeState.committed, for the partitions whose committed offset passed
-// what the last purge deleted): Kafka Streams' purge of its repartition
-// topics after commits (repartition.purge.interval.ms, KIP-811; default 30
-// s there and here, runner.Options.PurgeInterval). Only the stage's
+// purgeCommitted (called by the loop before each poll) applies the answer
+// of a purge that came since the last call and, once Config.PurgeInterval
+// has passed since the last request and none is in flight, deletes the
+// records of the stage's input topic below the offsets its commits gave
+// its tasks (DeleteRecords up to purgeState.committed, for the partitions
+// whose committed offset passed what the last purge deleted): Kafka
+// Streams' purge of its repartition topics after commits
+// (repartition.purge.interval.ms, KIP-811; default 30 s there and here,
+// runner.Options.PurgeInterval). Called each iteration, not only after a
+// commit, so the last commits of a stream that stopped are purged too. Only the stage's
 // consumer group reads the topic (the runner sets PurgeInterval for such
 // topics only), and a committed offset is never taken back, so what is
 // deleted is consumed for good: exactly once holds, and a task assigned
