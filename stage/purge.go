@@ -28,8 +28,9 @@ import (
 // auto.offset.reset kafkaclient.InternalOffsetReset ("error"), so the
 // consumer stops instead of skipping to the log start (before: it skipped
 // with a log line). A task with nothing committed starts at the log start,
-// wherever it is: no error.
-var ErrOffsetOutOfRange = errors.New("stage: committed offset below the log start of an internal topic")
+// wherever it is: no error. It is kafkaclient.ErrOffsetOutOfRange, which a
+// side input's reader returns too (stage/sideinput).
+var ErrOffsetOutOfRange = kafkaclient.ErrOffsetOutOfRange
 
 // purgeTimeout bounds one DeleteRecords request of purgeCommitted.
 const purgeTimeout = 30 * time.Second

@@ -1,6 +1,7 @@
 package kafkaclient
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -151,6 +152,13 @@ func GroupConsumerConfig(bootstrap string, props map[string]string, group string
 // the same way when auto.offset.reset is "none" (the consumer's
 // NoOffsetForPartitionException, OffsetOutOfRangeException).
 const InternalOffsetReset = "error"
+
+// ErrOffsetOutOfRange: a reader of an internal data topic met an offset
+// the broker no longer holds (InternalOffsetReset): records deleted
+// before they were read, lost. stage.ErrOffsetOutOfRange is this error
+// (a stage's input topic); stage/sideinput returns it too (a side input
+// topic). Not retryable.
+var ErrOffsetOutOfRange = errors.New("kafkaclient: offset below the log start of an internal topic")
 
 // AssignedReaderConfig is the configuration of a read_committed reader that
 // assigns itself partitions and never joins its group nor commits:
