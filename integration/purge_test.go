@@ -43,8 +43,21 @@ func purgeFailFn(k, v []byte) ([]byte, []byte, error) {
 	return k, v, nil
 }
 
+// purgeSideCountFn appends to each value the number of elements its side
+// input holds ("v/3").
+func purgeSideCountFn(k, v []byte, side func(*string) bool) ([]byte, []byte) {
+	n := 0
+	var e string
+	for side(&e) {
+		n++
+	}
+	return k, []byte(fmt.Sprintf("%s/%d", v, n))
+}
+
 func init() {
 	register.Function2x3(purgeFailFn)
+	register.Function3x2(purgeSideCountFn)
+	register.Iter1[string]()
 }
 
 // dataTopics returns the internal data topics of application app on the
@@ -314,6 +327,81 @@ func TestCommittedOffsetBelowLogStartFails(t *testing.T) {
 	}
 	if got := topicConfig(t, ctx, admin, topic)["retention.ms"]; got != "-1" {
 		t.Errorf("topic %s: retention.ms=%s after the restart, want -1 (altered back at start)", topic, got)
+	}
+}
+
+// TestSideInputRecordsDeletedFails (issue 23, the other reader of the
+// internal data topics): an application whose side input topic lost its
+// first record while it was stopped (DeleteRecords, as a retention would)
+// fails at its restart with kafkaclient.ErrOffsetOutOfRange naming the
+// topic and its log start. Side input topics are never purged, and each
+// instance reads them whole from their start, where the deleted records
+// were skipped quietly: the side input held 2 of its 3 elements.
+func TestSideInputRecordsDeletedFails(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	pipeline := func() *beam.Pipeline {
+		p, s := beam.NewPipelineWithRoot()
+		side := beam.Create(s, "x", "y", "z")
+		main := kafkaio.Read(s, in, kafkaio.WithIdleness(time.Second))
+		kafkaio.Write(s, out, beam.ParDo(s, purgeSideCountFn, main, beam.SideInput{Input: side}))
+		return p
+	}
+	set := func(o *runner.Options) { o.InternalTopicPartitions = 1 }
+	produceValues(t, bs, in, 1, valuesNamed("a", 5))
+	jctx, jcancel := context.WithCancel(ctx)
+	done := startJob(jctx, bs, app, pipeline(), set)
+	got := readValues(t, bs, out, 5, 90*time.Second)
+	if want := []string{"a-00000/3", "a-00001/3", "a-00002/3", "a-00003/3", "a-00004/3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("before the stop: %v in %s, want %v", got, out, want)
+	}
+	jcancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the job: %v", err)
+	}
+	md, err := admin.GetMetadata(nil, true, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var side string
+	for name := range md.Topics {
+		if strings.HasPrefix(name, app+"-") && strings.Contains(name, "-side") {
+			side = name
+		}
+	}
+	if side == "" {
+		t.Fatalf("no side input topic of %s", app)
+	}
+	res, err := admin.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &side, Partition: 0, Offset: 1}})
+	if err != nil || res.DeleteRecordsResults[0].TopicPartition.Error != nil {
+		t.Fatalf("delete the first record of %s: %v %v", side, err, res)
+	}
+	jctx, jcancel = context.WithCancel(ctx)
+	defer jcancel()
+	restarted := time.Now()
+	done = startJob(jctx, bs, app, pipeline(), set)
+	produceValues(t, bs, in, 1, valuesNamed("b", 5))
+	select {
+	case err := <-done:
+		for _, want := range []string{"topic " + side, "the log start is 1"} {
+			if !errors.Is(err, stage.ErrOffsetOutOfRange) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("the restarted job ended with %v; want stage.ErrOffsetOutOfRange naming %q", err, want)
+			}
+		}
+		t.Logf("the restarted job ended %v after its start: %v", time.Since(restarted).Round(time.Millisecond), err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the restarted job still runs 60 s after its start; its output: %v", readValues(t, bs, out, 10, 5*time.Second))
 	}
 }
 

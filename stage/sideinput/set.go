@@ -139,10 +139,15 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	return s, nil
 }
 
-// run feeds the Stores until ctx is done; it owns the consumer.
+// run feeds the Stores until ctx is done; it owns the consumer. It first
+// checks that no side input topic has lost records (deleted).
 func (s *Set) run(ctx context.Context) {
 	defer close(s.done)
 	defer s.consumer.Close()
+	if err := s.checkLogStarts(); err != nil {
+		s.fail(err)
+		return
+	}
 	for ctx.Err() == nil {
 		switch e := s.consumer.Poll(200).(type) {
 		case *kafka.Message:
@@ -175,6 +180,31 @@ func (s *Set) run(ctx context.Context) {
 			s.log.Warn("sideinput: consumer error", "err", e)
 		}
 	}
+}
+
+// checkLogStarts returns kafkaclient.ErrOffsetOutOfRange naming each side
+// input topic whose log start is above 0: a side input topic is never
+// purged and has infinite retention (kafkaclient.DataTopicConfig), so its
+// first records were deleted (by hand, or by the broker's default
+// retention of a topic made by an earlier version), and a side input read
+// from the log start would be incomplete, quietly. A log start the broker
+// does not answer is logged and not checked.
+func (s *Set) checkLogStarts() error {
+	var lost []string
+	for _, topic := range slices.Sorted(maps.Keys(s.byTopic)) {
+		low, _, err := s.consumer.QueryWatermarkOffsets(topic, 0, 10000)
+		if err != nil {
+			s.log.Warn("sideinput: could not read a side input topic's log start: records deleted from its start would go unnoticed", "topic", topic, "err", err)
+			continue
+		}
+		if low > 0 {
+			lost = append(lost, fmt.Sprintf("topic %s partition 0: the log start is %d, offsets 0 to %d were deleted", topic, low, low-1))
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: stage %s: side input %s: a side input topic is never purged, so these records were deleted unread (retention or DeleteRecords); the side input would be incomplete", kafkaclient.ErrOffsetOutOfRange, s.cfg.Stage, strings.Join(lost, "; "))
 }
 
 // outOfRange is the error for a fetch out of range on a side input topic
