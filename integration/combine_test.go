@@ -149,6 +149,12 @@ func wantCombines(n int, size time.Duration) []string {
 	return out
 }
 
+// keepGBKTopics turns the purge off (issue 23): gbkTopicElements reads
+// the GroupByKey stages' input topics after the job, and a job that ran
+// longer than --purge_interval (30 s, under load) would have deleted what
+// those stages consumed.
+func keepGBKTopics(o *runner.Options) { o.PurgeInterval = 0 }
+
 // gbkTopicElements counts the element records (not watermark reports) in
 // the input topic of each GroupByKey stage of pl, read_committed.
 func gbkTopicElements(t *testing.T, ctx context.Context, bootstrap string, pl *plan.Plan) map[string]int {
@@ -227,7 +233,7 @@ func TestCombineLiftedGlobalWindow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 500
-	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 0, false))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 0, false), keepGBKTopics)
 	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), wantCombines(n, 0))
 	got := checkLifted(t, ctx, b.BootstrapServers(), r, n, 4)
 	total := 0
@@ -255,7 +261,7 @@ func TestCombineLiftedFixedWindows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 200
-	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 40*time.Second, true))
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), combinePipeline(n, 40*time.Second, true), keepGBKTopics)
 	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), wantCombines(n, 40*time.Second))
 	checkLifted(t, ctx, b.BootstrapServers(), r, n, 4)
 }
@@ -310,7 +316,7 @@ func TestCombineLiftedShuffleVolume(t *testing.T) {
 	}
 	count, bundles := map[bool]int{}, 0
 	for _, lifted := range []bool{false, true} {
-		r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, fmt.Sprint("lifted-", lifted)), build(lifted))
+		r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, fmt.Sprint("lifted-", lifted)), build(lifted), keepGBKTopics)
 		checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, false), want)
 		for name, c := range gbkTopicElements(t, ctx, b.BootstrapServers(), r.Plan) {
 			count[lifted] += c
@@ -344,7 +350,7 @@ func TestCombineLiftedSessions(t *testing.T) {
 	sum := beam.ParDo(s, &cmbTag{"sum"}, beam.ParDo(s, cmbFormatKV, stats.SumPerKey(s, kv)))
 	mean := beam.ParDo(s, cmbFormatMean, beam.CombinePerKey(s, &cmbMeanFn{}, kv))
 	_ = beam.Reshuffle(s, beam.Flatten(s, sum, mean))
-	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p)
+	r := runApp(t, ctx, b.BootstrapServers(), uniqueName(t, "app"), p, keepGBKTopics)
 	checkLines(t, sinkStrings(t, ctx, b.BootstrapServers(), r.Plan, true), []string{
 		"sum a [0,22000) ts=21999 =16",
 		"sum a [40000,50000) ts=49999 =40",

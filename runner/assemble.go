@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -129,6 +130,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		Consumer:         overlay(groupMembership(j.inst.ID, j.o.StaticMembership, j.o.SessionTimeout, j.o.KafkaProperties), b.consumer),
 		StartAt:          b.startAt,
 		CommitInterval:   j.o.CommitInterval,
+		PurgeInterval:    stagePurgeInterval(s, j.o.PurgeInterval),
 		SpillDir:         j.inst.Stores,
 		MaxBatchRecords:  j.o.MaxBundleSize,
 		MaxMessageBytes:  j.limits,
@@ -146,4 +148,13 @@ func overlay(base, over map[string]string) map[string]string {
 		base[k] = v
 	}
 	return base
+}
+
+// stagePurgeInterval is stage s's stage.Config.PurgeInterval: every, for a
+// stage whose input topic may be purged (plan.Stage.PurgedInput), else 0.
+func stagePurgeInterval(s *plan.Stage, every time.Duration) time.Duration {
+	if !s.PurgedInput() {
+		return 0
+	}
+	return every
 }

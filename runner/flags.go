@@ -49,6 +49,16 @@ type Options struct {
 	// kafkaclient.TransactionTimeout, 10 s), or every transaction would be
 	// aborted by the broker before it commits.
 	CommitInterval time.Duration
+	// PurgeInterval is how often each stage deletes the records of its
+	// input topic that its committed transactions consumed
+	// (--purge_interval; stage.Config.PurgeInterval: DeleteRecords up to
+	// the committed offsets), like Kafka Streams'
+	// repartition.purge.interval.ms (KIP-811), whose default it takes: 30
+	// s. Only internal topics that one stage alone reads are purged
+	// (plan.Stage.PurgedInput); they have infinite retention
+	// (kafkaclient.DataTopicConfig), so without the purge they grow
+	// without bound. 0 turns the purge off; negative is refused.
+	PurgeInterval time.Duration
 	// MaxBundleSize bounds the records of one bundle and one transaction
 	// (--max_bundle_size): a task commits after this many records even
 	// within CommitInterval, like Kafka's max.poll.records. Default 10 000;
@@ -149,6 +159,7 @@ func DefaultOptions() Options {
 	return Options{
 		InternalTopicPartitions:  4,
 		CommitInterval:           100 * time.Millisecond,
+		PurgeInterval:            30 * time.Second,
 		MaxBundleSize:            10000,
 		GBKFireBudget:            gbk.DefaultFireBudget,
 		MergeSessionAccumulators: true,
@@ -170,6 +181,7 @@ var (
 	applicationID            = flag.String("application_id", defaults.ApplicationID, "application id shared by every instance of the job, like Kafka Streams' application.id (default: --job_name)")
 	internalTopicPartitions  = flag.Int("internal_topic_partitions", defaults.InternalTopicPartitions, "partitions of the topics between stages: tasks per stage (positive)")
 	commitInterval           = flag.Duration("commit_interval", defaults.CommitInterval, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms), below the transaction timeout (10s)")
+	purgeInterval            = flag.Duration("purge_interval", defaults.PurgeInterval, "how often each stage deletes the records of its internal input topic that its commits consumed (Kafka Streams repartition.purge.interval.ms), a Go duration; 0: never")
 	maxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
 	gbkFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
 	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
@@ -194,6 +206,7 @@ func OptionsFromFlags() Options {
 		ApplicationID:            *applicationID,
 		InternalTopicPartitions:  *internalTopicPartitions,
 		CommitInterval:           *commitInterval,
+		PurgeInterval:            *purgeInterval,
 		MaxBundleSize:            *maxBundleSize,
 		GBKFireBudget:            *gbkFireBudget,
 		MergeSessionAccumulators: *mergeSessionAccumulators,
@@ -251,7 +264,7 @@ func (o *Options) resolve(log *slog.Logger) {
 }
 
 // Validate checks o: each numeric and duration setting must be positive
-// (DefaultIdleness and GBKFireBudget excepted: 0 means off),
+// (DefaultIdleness, PurgeInterval and GBKFireBudget excepted: 0 means off),
 // InternalTopicPartitions must fit a Kafka partition count (an int32), and
 // the settings must agree with each other and with KafkaProperties:
 //
@@ -298,6 +311,9 @@ func (o Options) Validate() error {
 		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v: %s): the broker aborts a transaction open that long", txnTimeout, txnTimeoutSource(o.KafkaProperties)))
 	}
 	positiveInt("max_bundle_size", o.MaxBundleSize)
+	if v := o.PurgeInterval; v < 0 {
+		bad("purge_interval", v.String(), "must not be negative (0 turns the purge off)")
+	}
 	if v := o.WatermarkStuckThreshold; v <= 0 {
 		bad("watermark_stuck_threshold", v.String(), "must be positive")
 	}

@@ -20,6 +20,9 @@ func TestValidate(t *testing.T) {
 		want string // "" for a good value
 	}{
 		{"commit_interval=-1s", func(o *Options) { o.CommitInterval = -time.Second }, "kafkastreams: --commit_interval=-1s: must be positive"},
+		{"purge_interval=-1s", func(o *Options) { o.PurgeInterval = -time.Second }, "kafkastreams: --purge_interval=-1s: must not be negative (0 turns the purge off)"},
+		{"purge_interval=0", func(o *Options) { o.PurgeInterval = 0 }, ""},
+		{"purge_interval=1s", func(o *Options) { o.PurgeInterval = time.Second }, ""},
 		{"commit_interval=0", func(o *Options) { o.CommitInterval = 0 }, "kafkastreams: --commit_interval=0s: must be positive"},
 		{"commit_interval=-5ms", func(o *Options) { o.CommitInterval = -5 * time.Millisecond }, "kafkastreams: --commit_interval=-5ms: must be positive"},
 		{"commit_interval=250ms", func(o *Options) { o.CommitInterval = 250 * time.Millisecond }, ""},
@@ -113,7 +116,7 @@ func TestValidateNamesEveryBadSetting(t *testing.T) {
 // TestDefaultOptionsAreTheFlagsDefaults: an empty command line gives
 // DefaultOptions, which pass Validate.
 func TestDefaultOptionsAreTheFlagsDefaults(t *testing.T) {
-	for _, name := range []string{"bootstrap_servers", "application_id", "internal_topic_partitions", "commit_interval", "max_bundle_size", "gbk_fire_budget", "merge_session_accumulators", "state_dir", "watermarks_addr", "default_idleness", "session_timeout", "static_membership", "watermark_stuck_threshold", "drain"} {
+	for _, name := range []string{"bootstrap_servers", "application_id", "internal_topic_partitions", "commit_interval", "purge_interval", "max_bundle_size", "gbk_fire_budget", "merge_session_accumulators", "state_dir", "watermarks_addr", "default_idleness", "session_timeout", "static_membership", "watermark_stuck_threshold", "drain"} {
 		setFlag(t, name, flag.Lookup(name).DefValue)
 	}
 	if got, want := OptionsFromFlags(), DefaultOptions(); !reflect.DeepEqual(got, want) {

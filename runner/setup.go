@@ -22,11 +22,15 @@ import (
 // createTopics creates every topic of the plan, the report topic, the plan
 // topic and the state changelog topics (compacted, cp.changelogs), the
 // metrics topic and the control topic, each with max.message.bytes
-// kafkaclient.InternalTopicMaxMessageBytes. A topic that exists
+// kafkaclient.InternalTopicMaxMessageBytes; the plan's topics (the data
+// topics: stages' input topics and side input topics) with
+// kafkaclient.DataTopicConfig: no deletion by time or size (they are
+// purged instead: stage.Config.PurgeInterval), 64 MiB segments. A topic that exists
 // already must have the planned partition count;
 // otherwise the error names the topic and both counts; its
-// max.message.bytes, if lower, is raised (IncrementalAlterConfigs; a
-// refusal, an ACL's, is logged and the topic keeps its limit).
+// max.message.bytes, if lower, is raised, and a data topic's finite
+// retention made infinite (IncrementalAlterConfigs, internalLimits; a
+// refusal, an ACL's, is logged and the topic keeps its setting).
 // planCreated says this call created the plan topic (its CreateTopics
 // answered no error for it, not TOPIC_ALREADY_EXISTS): it was empty then.
 // limits are the topics' max.message.bytes as the broker says them, by
@@ -39,6 +43,10 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	}
 	defer closeLater(admin.Close)
 	want := p.Topics()
+	data := map[string]bool{}
+	for t := range want {
+		data[t] = true
+	}
 	compacted := map[string]bool{}
 	want[kafkaclient.ReportTopic(p.ApplicationID)] = 1
 	compacted[kafkaclient.ReportTopic(p.ApplicationID)] = true
@@ -76,6 +84,11 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		if compacted[n] {
 			s.Config["cleanup.policy"] = "compact"
 		}
+		if data[n] {
+			for k, v := range kafkaclient.DataTopicConfig() {
+				s.Config[k] = v
+			}
+		}
 		if early[n] {
 			first = append(first, s)
 		} else {
@@ -107,7 +120,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		}
 	}
 	if len(existing) == 0 {
-		return planCreated, internalLimits(cctx, admin, names, nil), nil
+		return planCreated, internalLimits(cctx, admin, names, nil, data), nil
 	}
 	// A topic another instance created a moment ago (CreateTopics said it
 	// exists) may not be in the metadata the describe is answered from yet
@@ -132,7 +145,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 			}
 		}
 		if unknown == "" {
-			return planCreated, internalLimits(cctx, admin, names, existing), nil
+			return planCreated, internalLimits(cctx, admin, names, existing, data), nil
 		}
 		select {
 		case <-cctx.Done():
@@ -143,45 +156,96 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 }
 
 // internalLimits returns the max.message.bytes of the internal topics
-// names (maxMessageBytes) after raising it to
-// kafkaclient.InternalTopicMaxMessageBytes on those of existing (topics
-// that were there before createTopics, made by an earlier version of the
-// runner with the broker's default) that have less. A raise the broker
-// refuses (no ALTER_CONFIGS permission) is logged: the topic keeps its
-// limit, which the loops check records against. A describe the broker
-// refuses is logged too, and the limits are then unknown (empty: the
-// broker alone checks).
-func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string) map[string]int {
+// names (maxMessageBytes) after fixing, on those of existing (topics that
+// were there before createTopics, made by an earlier version of the
+// runner with the broker's defaults, or altered since), what differs from
+// what createTopics gives a new topic (internalFixes): a max.message.bytes
+// below kafkaclient.InternalTopicMaxMessageBytes is raised, and a data
+// topic's (data) retention.ms, retention.bytes and segment.bytes set to
+// kafkaclient.DataTopicConfig's (a finite retention made -1; Kafka
+// Streams' validation of an existing repartition topic names the same two
+// retention settings, KIP-698, but only reports them). A fix
+// the broker refuses (no ALTER_CONFIGS permission) is logged: the topic
+// keeps its limit, which the loops check records against, or its
+// retention, under which the broker may delete records a stage has not
+// read (the stage then fails with stage.ErrOffsetOutOfRange, never skips
+// them). A describe the broker refuses is logged too, and the limits are
+// then unknown (empty: the broker alone checks).
+func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string, data map[string]bool) map[string]int {
 	log := slog.Default().With("runner", Name)
-	limits, err := maxMessageBytes(ctx, admin, names)
+	cfgs, err := topicConfigs(ctx, admin, names)
 	if err != nil {
 		log.Warn("kafkastreams: could not read the max.message.bytes of the internal topics: a record too large for one is refused by the broker, not before", "err", err)
 		return map[string]int{}
 	}
-	var raise []kafka.ConfigResource
-	for _, t := range existing {
-		if n, ok := limits[t]; ok && n < kafkaclient.InternalTopicMaxMessageBytes {
-			raise = append(raise, kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t, Config: []kafka.ConfigEntry{{
-				Name: "max.message.bytes", Value: strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes), IncrementalOperation: kafka.AlterConfigOpTypeSet}}})
-		}
-	}
-	if len(raise) == 0 {
+	limits := limitsOf(cfgs)
+	fixes := internalFixes(cfgs, existing, data)
+	if len(fixes) == 0 {
 		return limits
 	}
-	res, err := admin.IncrementalAlterConfigs(ctx, raise)
+	var alter []kafka.ConfigResource
+	for _, t := range slices.Sorted(maps.Keys(fixes)) {
+		r := kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t}
+		for _, k := range slices.Sorted(maps.Keys(fixes[t])) {
+			r.Config = append(r.Config, kafka.ConfigEntry{Name: k, Value: fixes[t][k], IncrementalOperation: kafka.AlterConfigOpTypeSet})
+		}
+		alter = append(alter, r)
+	}
+	res, err := admin.IncrementalAlterConfigs(ctx, alter)
 	if err != nil {
-		log.Warn("kafkastreams: could not raise the max.message.bytes of internal topics made before: a record larger than theirs fails its stage", "topics", len(raise), "err", err)
+		log.Warn("kafkastreams: could not alter the settings of internal topics made before: a record larger than their max.message.bytes fails its stage, and records their retention deletes before a stage reads them fail it (stage.ErrOffsetOutOfRange)", "topics", len(alter), "err", err)
 		return limits
 	}
 	for _, r := range res {
+		was := map[string]string{}
+		for k := range fixes[r.Name] {
+			was[k] = cfgs[r.Name][k]
+		}
 		if r.Error.Code() != kafka.ErrNoError {
-			log.Warn("kafkastreams: could not raise the max.message.bytes of an internal topic made before: a record larger than its limit fails its stage", "topic", r.Name, "max_message_bytes", limits[r.Name], "err", r.Error)
+			log.Warn("kafkastreams: could not alter the settings of an internal topic made before: a record larger than its max.message.bytes fails its stage, and records its retention deletes before a stage reads them fail it (stage.ErrOffsetOutOfRange)", "topic", r.Name, "settings", was, "wanted", fixes[r.Name], "err", r.Error)
 			continue
 		}
-		log.Info("kafkastreams: raised the max.message.bytes of an internal topic made before", "topic", r.Name, "from", limits[r.Name], "to", kafkaclient.InternalTopicMaxMessageBytes)
-		limits[r.Name] = kafkaclient.InternalTopicMaxMessageBytes
+		log.Info("kafkastreams: altered the settings of an internal topic made before", "topic", r.Name, "from", was, "to", fixes[r.Name])
+		if _, ok := fixes[r.Name]["max.message.bytes"]; ok {
+			limits[r.Name] = kafkaclient.InternalTopicMaxMessageBytes
+		}
 	}
 	return limits
+}
+
+// internalFixes returns, by topic, the settings of the topics of existing
+// that differ from a new internal topic's, with the value to set: a
+// max.message.bytes below kafkaclient.InternalTopicMaxMessageBytes (a
+// topic whose configs cfgs lacks, or whose value is not a number, is
+// left as it is), and for a data topic (data) a retention.ms,
+// retention.bytes or segment.bytes other than
+// kafkaclient.DataTopicConfig's.
+func internalFixes(cfgs map[string]map[string]string, existing []string, data map[string]bool) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	set := func(t, k, v string) {
+		if out[t] == nil {
+			out[t] = map[string]string{}
+		}
+		out[t][k] = v
+	}
+	for _, t := range existing {
+		c, ok := cfgs[t]
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(c["max.message.bytes"]); err == nil && n < kafkaclient.InternalTopicMaxMessageBytes {
+			set(t, "max.message.bytes", strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes))
+		}
+		if !data[t] {
+			continue
+		}
+		for k, v := range kafkaclient.DataTopicConfig() {
+			if got, ok := c[k]; ok && got != v {
+				set(t, k, v)
+			}
+		}
+	}
+	return out
 }
 
 // recordPlan makes the plan the application's plan, or checks it against the

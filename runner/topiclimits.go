@@ -14,12 +14,35 @@ import (
 // broker's message.max.bytes it defaults to), by topic: the largest record
 // batch each takes (issue 23: stage.Config.MaxMessageBytes). A topic the
 // answer leaves out, or whose entry is not a number, is left out; an error
-// of the request or of a topic names it. A topic created a moment ago can
-// be unknown to the broker answering (UNKNOWN_TOPIC_OR_PARTITION: seen
-// when createTopics asked at once): asked again every 100 ms until ctx
-// ends.
+// of the request or of a topic names it (topicConfigs).
 func maxMessageBytes(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]int, error) {
+	cfgs, err := topicConfigs(ctx, admin, topics)
+	if err != nil {
+		return nil, err
+	}
+	return limitsOf(cfgs), nil
+}
+
+// limitsOf is maxMessageBytes' answer from the topics' configs.
+func limitsOf(cfgs map[string]map[string]string) map[string]int {
 	out := map[string]int{}
+	for t, c := range cfgs {
+		if n, err := strconv.Atoi(c["max.message.bytes"]); err == nil {
+			out[t] = n
+		}
+	}
+	return out
+}
+
+// topicConfigs returns the configuration of each of topics as the broker
+// answers DescribeConfigs through admin (each entry's value in force: the
+// topic's own or the broker's default), by topic and entry name. A topic
+// the answer leaves out is left out; an error of the request or of a topic
+// names it. A topic created a moment ago can be unknown to the broker
+// answering (UNKNOWN_TOPIC_OR_PARTITION: seen when createTopics asked at
+// once): asked again every 100 ms until ctx ends.
+func topicConfigs(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
 	if len(topics) == 0 {
 		return out, nil
 	}
@@ -41,11 +64,11 @@ func maxMessageBytes(ctx context.Context, admin *kafka.AdminClient, topics []str
 			if r.Error.Code() != kafka.ErrNoError {
 				return nil, fmt.Errorf("kafkastreams: describe the configs of topic %s: %w", r.Name, r.Error)
 			}
-			if e, ok := r.Config["max.message.bytes"]; ok {
-				if n, err := strconv.Atoi(e.Value); err == nil {
-					out[r.Name] = n
-				}
+			c := make(map[string]string, len(r.Config))
+			for k, e := range r.Config {
+				c[k] = e.Value
 			}
+			out[r.Name] = c
 		}
 		if unknown == nil {
 			return out, nil

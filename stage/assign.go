@@ -72,6 +72,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		if err := l.startAt(c, committed, e.Partitions); err != nil {
 			return err
 		}
+		l.fromLogStart(committed, e.Partitions)
 		l.log.Info("stage: tasks assigned", "partitions", partitionsOf(e.Partitions))
 		l.stats.assigned.CompareAndSwap(0, time.Now().UnixNano())
 		for _, tp := range e.Partitions {
@@ -92,6 +93,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 			delete(l.aligned, tp.Partition)
 			l.head.Revoke(tp.Partition)
 			l.status.remove(tp.Partition)
+			l.forgetPurge(tp.Partition)
 		}
 		if f := l.cfg.Observer.Rebalanced; f != nil {
 			f(nil, partitionsOf(e.Partitions))
@@ -148,6 +150,30 @@ func (l *Loop) startAt(c *kafka.Consumer, committed, assigned []kafka.TopicParti
 	}
 	l.log.Info("stage: tasks without committed offsets start at a time", "start_at", l.cfg.StartAt.UTC().Format(time.RFC3339Nano), "partitions", partitionsOf(ask))
 	return nil
+}
+
+// fromLogStart sets, in assigned, the start offset of every partition of
+// an internal input topic (not Spec.RawInput) that has no committed offset
+// (committed says) to kafka.OffsetBeginning: the log start as the broker
+// says it when the consumer asks, however far purges have moved it. The
+// consumer's auto.offset.reset is kafkaclient.InternalOffsetReset there,
+// which would make "nothing committed" an error too; only a committed
+// offset below the log start is one (ErrOffsetOutOfRange).
+func (l *Loop) fromLogStart(committed, assigned []kafka.TopicPartition) {
+	if l.cfg.Spec.RawInput {
+		return
+	}
+	none := map[int32]bool{}
+	for _, tp := range committed {
+		if tp.Offset < 0 {
+			none[tp.Partition] = true
+		}
+	}
+	for i, tp := range assigned {
+		if none[tp.Partition] && tp.Offset < 0 {
+			assigned[i].Offset = kafka.OffsetBeginning
+		}
+	}
 }
 
 // committedTimeout bounds the wait for a task's committed offsets. A

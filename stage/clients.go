@@ -26,7 +26,9 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	cfg := l.cfg
 	var err error
 	// Statistics events give each task's consumer lag (TaskStatus).
-	cc := kafkaclient.GroupConsumerConfig(cfg.BootstrapServers, cfg.Properties, l.group, StatsInterval, cfg.Consumer)
+	// An internal input topic's offset out of range is an error
+	// (kafkaclient.InternalOffsetReset, ErrOffsetOutOfRange).
+	cc := kafkaclient.GroupConsumerConfig(cfg.BootstrapServers, cfg.Properties, l.group, StatsInterval, !cfg.Spec.RawInput, cfg.Consumer)
 	if pr == nil {
 		pr = StartProducer(ctx, cfg.BootstrapServers, cfg.Properties, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
 	}
@@ -51,6 +53,7 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
 		l.closeLogEnds()
+		l.closePurge()
 		l.closeConsumer()
 		if !l.abandoned {
 			l.producer.Close()
@@ -61,9 +64,10 @@ func (l *Loop) Close() {
 // restartable says whether err, which ended run, is one a restart of the
 // stage's Kafka clients can get past: ErrFenced, or any error from the
 // Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState,
-// ErrRecordTooLarge, ErrTopicGone or an error of the SDK or the head.
+// ErrRecordTooLarge, ErrTopicGone, ErrOffsetOutOfRange (a restart would
+// meet the same deleted records) or an error of the SDK or the head.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {
@@ -101,6 +105,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		l.closeLogEnds()
+		l.closePurge()
 		l.closeOnce.Do(func() {}) // closed above: Close must not close them again
 		return ctx.Err()
 	case <-time.After(time.Second):

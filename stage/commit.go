@@ -86,9 +86,12 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 	if l.next == nil {
 		l.next = map[int32]int64{}
 	}
+	committed := make(map[int32]int64, len(r.Offsets))
 	for _, o := range r.Offsets {
 		l.next[o.Task] = o.Next
+		committed[o.Task] = o.Next
 	}
+	l.noteCommitted(committed)
 	if err := l.core.Advance(r); err != nil {
 		// The transaction is durable in Kafka; the local store can be
 		// restored from the changelog. Stop: the task state is suspect.

@@ -69,7 +69,9 @@
 // flow control (the poll, watermark alignment, woken tasks, drain);
 // commit.go the transaction (Loop.commit carries out a Ready); sidegate.go
 // pausing tasks held back by side inputs; logends.go the ListOffsets round
-// trips of step.LogEnds; producer.go the transactional producer started
+// trips of step.LogEnds; purge.go the purge of what the commits consumed
+// (DeleteRecords, Config.PurgeInterval) and ErrOffsetOutOfRange, a
+// committed offset below an internal input topic's log start; producer.go the transactional producer started
 // ahead; spillfile.go an attempt's records beyond memory; status.go what
 // other goroutines read (Loop.Tasks); envelope.go what the loop reads of
 // an input record's reports (a task done at the end of time).

@@ -80,6 +80,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
+				if ke, ok := e.TopicPartition.Error.(kafka.Error); ok && ke.Code() == kafka.ErrAutoOffsetReset {
+					return nil, l.outOfRange(ke)
+				}
 				l.log.Warn("stage: consume error", "err", e.TopicPartition.Error)
 				continue
 			}
@@ -94,6 +97,11 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 				l.head.ReachedEnd(e.Partition, int64(e.Offset))
 			}
 		case kafka.Error:
+			if e.Code() == kafka.ErrAutoOffsetReset {
+				// Only under kafkaclient.InternalOffsetReset: an internal
+				// topic's records deleted before they were consumed.
+				return nil, l.outOfRange(e)
+			}
 			if e.IsFatal() {
 				l.cbMu.Lock()
 				l.consumerFatal = true

@@ -92,6 +92,15 @@ type Config struct {
 	// Properties set a compression.type (a compressed batch may fit where
 	// the record does not).
 	MaxMessageBytes map[string]int
+	// PurgeInterval, if positive, is how often the loop deletes the
+	// records of its input topic that its committed transactions consumed
+	// (purgeCommitted: DeleteRecords up to the committed offsets), like
+	// Kafka Streams' repartition.purge.interval.ms (default 30 s there;
+	// runner.Options.PurgeInterval). Only for an internal topic that this
+	// stage's consumer group alone reads: the runner's decision
+	// (plan.Stage.PurgedInput). 0: never purged (a user's topic, or a
+	// topic read from outside).
+	PurgeInterval time.Duration
 	// CommitRecords, if set, returns records to add to every transaction
 	// the loop commits, after the step's records (the runner's: the
 	// transaction's counts for the application's metrics topic). It is
@@ -250,6 +259,8 @@ type Loop struct {
 	// (0: none): checkSize looks up the topic of a record only when its
 	// key and value could exceed it.
 	fitsAll int
+	// purge is purgeCommitted's state (purge.go).
+	purge purgeState
 	// spilled holds the records the attempt's Decide spilled
 	// (StepConfig.Spill) until its transaction produces them; nil until
 	// the first spill.
@@ -318,6 +329,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		tasks: map[int32]*step.Task{},
 	}
 	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
+	l.purge.asked = time.Now() // the first purge one interval after the start
 	for _, k := range []string{"compression.type", "compression.codec"} {
 		if v := cfg.Properties[k]; v != "" && v != "none" {
 			l.compresses = true
@@ -453,6 +465,9 @@ func (l *Loop) run(ctx context.Context) error {
 			return err
 		}
 		l.askLogEnds(ctx)
+		// Each iteration, not only after a commit: the offsets of the last
+		// commits of a stream that stopped are purged too.
+		l.purgeCommitted(ctx)
 		batch, err := l.poll(ctx)
 		if err != nil {
 			return err

@@ -221,6 +221,30 @@ func (p *Plan) Topics() map[string]int32 {
 	return out
 }
 
+// PurgedInput reports whether the records of s's input topic may be
+// deleted once s's consumer group has committed past them (the runner's
+// purge, stage.Config.PurgeInterval; Kafka Streams purges its repartition
+// topics so). Every reader of an internal topic of the plan, found: a
+// stage's input topic is read by that stage's consumer group alone (the
+// topic is named after the stage); a side input topic by every instance
+// of the reading stage, whole, from its start, never committing
+// (stage/sideinput), so it is never purged (not an input topic); the
+// report, plan, metrics and control topics are no data topics. So s's
+// input is purged when it is an internal topic (not a user's,
+// HeadKind.UserTopic) and s does something with its records: it has
+// fused transforms, outputs or Kafka sinks. A stage that has none (a
+// Reshuffle or GroupByKey whose output no transform reads) keeps its
+// topic whole: the topic is then the only trace of that branch of the
+// pipeline, read from outside the application as its output
+// (cmd/commitactivity's KafkaOutput Reshuffle, the tests' last stages),
+// and its retention is infinite like every data topic's.
+func (s *Stage) PurgedInput() bool {
+	if s.Head.UserTopic() {
+		return false
+	}
+	return len(s.Transforms) > 0 || len(s.Outputs) > 0 || len(s.KafkaSinks) > 0
+}
+
 // Sinks returns the stages that write no topic: the job is done when all of
 // them have reported the end of time.
 func (p *Plan) Sinks() []*Stage {

@@ -1,6 +1,7 @@
 package kafkaclient
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,12 +112,14 @@ func IdempotentProducerConfig(bootstrap string, props ...map[string]string) kafk
 // of consumer group group: Base(bootstrap, props), then
 // partition.assignment.strategy cooperative-sticky, isolation.level
 // read_committed, enable.auto.commit and enable.auto.offset.store false
-// (offsets are committed in the stage's transactions),
-// auto.offset.reset earliest and statistics.interval.ms statsInterval (in
-// whole milliseconds: statistics events give each task's consumer lag),
-// then overrides (stage.Config.Consumer), which win over all of them, and
-// last FitLargestFetch (an internal topic's largest batch is received).
-func GroupConsumerConfig(bootstrap string, props map[string]string, group string, statsInterval time.Duration, overrides map[string]string) kafka.ConfigMap {
+// (offsets are committed in the stage's transactions), auto.offset.reset
+// (InternalOffsetReset if internal, the stage reads an internal topic;
+// earliest otherwise, a Kafka source's default) and statistics.interval.ms
+// statsInterval (in whole milliseconds: statistics events give each task's
+// consumer lag), then overrides (stage.Config.Consumer), which win over
+// all of them, and last FitLargestFetch (an internal topic's largest batch
+// is received).
+func GroupConsumerConfig(bootstrap string, props map[string]string, group string, statsInterval time.Duration, internal bool, overrides map[string]string) kafka.ConfigMap {
 	cc := Base(bootstrap, props)
 	cc["group.id"] = group
 	cc["partition.assignment.strategy"] = "cooperative-sticky"
@@ -124,6 +127,9 @@ func GroupConsumerConfig(bootstrap string, props map[string]string, group string
 	cc["enable.auto.commit"] = false
 	cc["enable.auto.offset.store"] = false
 	cc["auto.offset.reset"] = "earliest"
+	if internal {
+		cc["auto.offset.reset"] = InternalOffsetReset
+	}
 	cc["statistics.interval.ms"] = int(statsInterval.Milliseconds())
 	for k, v := range overrides {
 		cc[k] = v
@@ -131,6 +137,28 @@ func GroupConsumerConfig(bootstrap string, props map[string]string, group string
 	FitLargestFetch(cc)
 	return cc
 }
+
+// InternalOffsetReset is the auto.offset.reset of every consumer of an
+// internal data topic (a stage's input topic between stages, a side input
+// topic): "error", librdkafka's policy that makes a fetch at an offset the
+// broker no longer holds (OFFSET_OUT_OF_RANGE: a committed offset below
+// the log start, records deleted by retention or DeleteRecords before
+// they were consumed) an error event (kafka.ErrAutoOffsetReset) and stops
+// the partition's fetch, where "earliest" skipped the deleted records
+// with at most a log line: lost data under exactly once. The same policy
+// applies to a partition with nothing committed, so such a partition is
+// assigned at kafka.OffsetBeginning explicitly (the log start, which is
+// no error however far purges have moved it). Kafka Streams fails a task
+// the same way when auto.offset.reset is "none" (the consumer's
+// NoOffsetForPartitionException, OffsetOutOfRangeException).
+const InternalOffsetReset = "error"
+
+// ErrOffsetOutOfRange: a reader of an internal data topic met an offset
+// the broker no longer holds (InternalOffsetReset): records deleted
+// before they were read, lost. stage.ErrOffsetOutOfRange is this error
+// (a stage's input topic); stage/sideinput returns it too (a side input
+// topic). Not retryable.
+var ErrOffsetOutOfRange = errors.New("kafkaclient: offset below the log start of an internal topic")
 
 // AssignedReaderConfig is the configuration of a read_committed reader that
 // assigns itself partitions and never joins its group nor commits:
@@ -161,7 +189,7 @@ var ownedProperties = map[string]string{
 	"enable.auto.commit":              "offsets are committed in the stages' transactions (KIP-447), never by the consumer",
 	"enable.auto.offset.store":        "offsets are committed in the stages' transactions (KIP-447), never by the consumer",
 	"isolation.level":                 "every stage reads read_committed (exactly once); a Kafka source reads uncommitted records with kafkaio.WithReadUncommitted",
-	"auto.offset.reset":               "a Kafka source starts where kafkaio.WithStart or WithStartAt says; internal topics are read from their start",
+	"auto.offset.reset":               "a Kafka source starts where kafkaio.WithStart or WithStartAt says; internal topics are read from their start, and a committed offset below an internal topic's log start is an error (InternalOffsetReset)",
 	"enable.idempotence":              "the stages' producers are transactional, hence idempotent",
 	"enable.partition.eof":            "the stage loops need end-of-partition events (idleness, bounded reads)",
 	"partition.assignment.strategy":   "the stage loops handle the cooperative-sticky protocol's incremental assignments only",

@@ -63,14 +63,14 @@ func TestFitLargestRecord(t *testing.T) {
 		t.Errorf("a user's message.max.bytes 500000000 became %d", got)
 	}
 	for name, cm := range map[string]kafka.ConfigMap{
-		"group":              GroupConsumerConfig("127.0.0.1:1", nil, "g", 0, nil),
+		"group":              GroupConsumerConfig("127.0.0.1:1", nil, "g", 0, true, nil),
 		"assigned":           AssignedReaderConfig("127.0.0.1:1", nil, "g"),
 		"end":                EndReaderConfig(Base("127.0.0.1:1"), "g"),
-		"group, user fetch":  GroupConsumerConfig("127.0.0.1:1", props, "g", 0, nil),
+		"group, user fetch":  GroupConsumerConfig("127.0.0.1:1", props, "g", 0, true, nil),
 		"end, user fetch":    EndReaderConfig(Base("127.0.0.1:1", props), "g"),
 		"assigned, user big": AssignedReaderConfig("127.0.0.1:1", map[string]string{"receive.message.max.bytes": "900000000"}, "g"),
 		// librdkafka raises an unset fetch.max.bytes to message.max.bytes.
-		"group, user max": GroupConsumerConfig("127.0.0.1:1", map[string]string{"message.max.bytes": "500000000"}, "g", 0, nil),
+		"group, user max": GroupConsumerConfig("127.0.0.1:1", map[string]string{"message.max.bytes": "500000000"}, "g", 0, true, nil),
 	} {
 		want := minReceiveMessageMaxBytes
 		if strings.Contains(name, "user fetch") {

@@ -1,5 +1,7 @@
 package kafkaclient
 
+import "strconv"
+
 // The names of an application's internal topics and transactional ids, all
 // prefixed by its application id (DESIGN.md: the ACLs an application needs
 // are prefixed on it). The data topics between stages and the side input
@@ -42,4 +44,36 @@ func ChangelogTopic(applicationID, stage string) string {
 // "<application_id>-<stage>-<instance id>" (stage.Config.InstanceID).
 func TransactionalID(applicationID, stageName, instanceID string) string {
 	return applicationID + "-" + stageName + "-" + instanceID
+}
+
+// DataTopicConfig returns the settings of an application's internal data
+// topics (the input topics of the stages that read no user's topic, and
+// the side input topics), set when the runner creates one and on one made
+// before with others, as Kafka Streams creates its repartition topics
+// (RepartitionTopicConfig):
+//
+//   - retention.ms -1 and retention.bytes -1: no deletion by time or size.
+//     The broker's default retention (7 days, or what the cluster sets)
+//     deleted records of an application stopped longer, or of a backlog
+//     larger than retention.bytes, before their stage had read them. A
+//     stage's input topic is purged instead: the records its consumer
+//     group committed past are deleted (DeleteRecords,
+//     stage.Config.PurgeInterval), as Kafka Streams purges repartition
+//     topics after commits.
+//   - segment.bytes InternalTopicMaxMessageBytes (64 MiB; Kafka Streams:
+//     50 MB): the broker frees the disk of purged records a segment at a
+//     time, once the whole segment is below the log start (at its
+//     log.retention.check.interval.ms, 5 min by default), and never the
+//     active segment's; under the broker's default segment.bytes, 1 GiB,
+//     a partition held up to 1 GiB of purged records. Not smaller: the
+//     broker refuses a batch larger than a segment, and these topics take
+//     batches of InternalTopicMaxMessageBytes.
+//
+// A new map each call.
+func DataTopicConfig() map[string]string {
+	return map[string]string{
+		"retention.ms":    "-1",
+		"retention.bytes": "-1",
+		"segment.bytes":   strconv.Itoa(InternalTopicMaxMessageBytes),
+	}
 }

@@ -23,7 +23,11 @@
 //
 // In memory: each instance keeps every side input of its stages and rebuilds
 // them from the topics at start. Side inputs larger than memory are not
-// supported yet.
+// supported yet. So a side input topic is never purged (the runner purges
+// only stage input topics) and keeps its records for ever
+// (kafkaclient.DataTopicConfig); a fetch out of range (records deleted
+// under the reader by hand) fails the reader with
+// kafkaclient.ErrOffsetOutOfRange, never jumps to the log end.
 //
 // Goroutines and locks: a Set owns one goroutine (Set.run) that owns the
 // consumer and feeds the Stores; each Store guards its windows and watermark

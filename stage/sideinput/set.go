@@ -2,8 +2,11 @@ package sideinput
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -112,6 +115,11 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		}
 	}
 	cc := kafkaclient.AssignedReaderConfig(cfg.BootstrapServers, cfg.Properties, cfg.ApplicationID+"."+cfg.Stage+".side-inputs") // never joined: Assign, no commits
+	// A fetch out of range (records deleted under the reader: the topics
+	// have infinite retention and are never purged, so only by hand) is an
+	// error, not librdkafka's default jump to the log end, which dropped
+	// the rest of the side input quietly.
+	cc["auto.offset.reset"] = kafkaclient.InternalOffsetReset
 	c, err := kafka.NewConsumer(&cc)
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage, err)
@@ -131,10 +139,15 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	return s, nil
 }
 
-// run feeds the Stores until ctx is done; it owns the consumer.
+// run feeds the Stores until ctx is done; it owns the consumer. It first
+// checks that no side input topic has lost records (deleted).
 func (s *Set) run(ctx context.Context) {
 	defer close(s.done)
 	defer s.consumer.Close()
+	if err := s.checkLogStarts(); err != nil {
+		s.fail(err)
+		return
+	}
 	for ctx.Err() == nil {
 		switch e := s.consumer.Poll(200).(type) {
 		case *kafka.Message:
@@ -160,9 +173,60 @@ func (s *Set) run(ctx context.Context) {
 				s.fail(fmt.Errorf("stage %s: side input consumer: %w", s.cfg.Stage, e))
 				return
 			}
+			if e.Code() == kafka.ErrAutoOffsetReset {
+				s.fail(s.outOfRange(e))
+				return
+			}
 			s.log.Warn("sideinput: consumer error", "err", e)
 		}
 	}
+}
+
+// checkLogStarts returns kafkaclient.ErrOffsetOutOfRange naming each side
+// input topic whose log start is above 0: a side input topic is never
+// purged and has infinite retention (kafkaclient.DataTopicConfig), so its
+// first records were deleted (by hand, or by the broker's default
+// retention of a topic made by an earlier version), and a side input read
+// from the log start would be incomplete, quietly. A log start the broker
+// does not answer is logged and not checked.
+func (s *Set) checkLogStarts() error {
+	var lost []string
+	for _, topic := range slices.Sorted(maps.Keys(s.byTopic)) {
+		low, _, err := s.consumer.QueryWatermarkOffsets(topic, 0, 10000)
+		if err != nil {
+			s.log.Warn("sideinput: could not read a side input topic's log start: records deleted from its start would go unnoticed", "topic", topic, "err", err)
+			continue
+		}
+		if low > 0 {
+			lost = append(lost, fmt.Sprintf("topic %s partition 0: the log start is %d, offsets 0 to %d were deleted", topic, low, low-1))
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: stage %s: side input %s: a side input topic is never purged, so these records were deleted unread (retention or DeleteRecords); the side input would be incomplete", kafkaclient.ErrOffsetOutOfRange, s.cfg.Stage, strings.Join(lost, "; "))
+}
+
+// outOfRange is the error for a fetch out of range on a side input topic
+// (cause, librdkafka's event, names no topic):
+// kafkaclient.ErrOffsetOutOfRange naming each side input topic whose
+// reader's position is below its log start, with both offsets.
+func (s *Set) outOfRange(cause error) error {
+	var lost []string
+	for _, topic := range slices.Sorted(maps.Keys(s.byTopic)) {
+		pos, err := s.consumer.Position([]kafka.TopicPartition{{Topic: &topic, Partition: 0}})
+		low, _, lerr := s.consumer.QueryWatermarkOffsets(topic, 0, 5000)
+		switch {
+		case err != nil || lerr != nil || len(pos) != 1:
+			lost = append(lost, fmt.Sprintf("topic %s partition 0 (its position or log start could not be read: %v)", topic, errors.Join(err, lerr)))
+		case pos[0].Offset >= 0 && int64(pos[0].Offset) < low:
+			lost = append(lost, fmt.Sprintf("topic %s partition 0: offset %d is below the log start %d", topic, pos[0].Offset, low))
+		}
+	}
+	if len(lost) == 0 {
+		lost = append(lost, fmt.Sprintf("one of the topics %v", slices.Sorted(maps.Keys(s.byTopic))))
+	}
+	return fmt.Errorf("%w: stage %s: side input %s: records deleted before the side input read them (retention or DeleteRecords); the side input would be incomplete (%w)", kafkaclient.ErrOffsetOutOfRange, s.cfg.Stage, strings.Join(lost, "; "), cause)
 }
 
 func (s *Set) fail(err error) {
