@@ -116,7 +116,8 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 // its address. url is the watermarks' URL, empty without an HTTP address.
 func startWatermarkService(ctx, parent context.Context, j *job) (wm *service.Server, url string, err error) {
 	wm, err = service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: j.o.BootstrapServers, Topic: kafkaclient.ReportTopic(j.pl.ApplicationID), Properties: j.o.KafkaProperties},
+		Consumer: service.ConsumerConfig{BootstrapServers: j.o.BootstrapServers, Topic: kafkaclient.ReportTopic(j.pl.ApplicationID), Properties: j.o.KafkaProperties,
+			ApplicationID: j.pl.ApplicationID, Stages: stageNames(j.pl)},
 		HTTPAddr: j.o.WatermarksAddr,
 		Logger:   j.log,
 	})
@@ -300,4 +301,14 @@ func result(j *job, loops map[string]*stage.Loop, counters map[string]gbkCounter
 	res.metrics = metricsx.FromMonitoringInfos(j.pipe, nil, r.m.snapshot())
 	res.ApplicationMetrics = true
 	return res, nil
+}
+
+// stageNames are the names of pl's stages: the reports the embedded
+// WatermarkManager trusts name one of them (service.ConsumerConfig.Stages).
+func stageNames(pl *plan.Plan) []string {
+	names := make([]string, len(pl.Stages))
+	for i, s := range pl.Stages {
+		names[i] = s.Name
+	}
+	return names
 }

@@ -2,10 +2,12 @@ package sideinput
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
@@ -14,6 +16,7 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
@@ -44,6 +47,11 @@ type Config struct {
 	Components *pipepb.Components
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Untrusted, if set, is called for every record of a side topic the
+	// Set skipped (ErrUntrusted), with the topic: the runner's
+	// kafkastreams_untrusted_records_total{topic}. From the Set's reader
+	// goroutine.
+	Untrusted func(topic string)
 }
 
 // Set is every side input of one stage in one instance: a Store per side
@@ -70,6 +78,10 @@ type Set struct {
 	consumer *kafka.Consumer
 	done     chan struct{}
 	cancel   context.CancelFunc
+	// untrustedLogged is when run last logged a skipped record,
+	// untrustedQuiet how many it skipped since (run's goroutine only).
+	untrustedLogged time.Time
+	untrustedQuiet  int
 
 	mu struct {
 		sync.Mutex
@@ -147,7 +159,12 @@ func (s *Set) run(ctx context.Context) {
 				continue
 			}
 			before, wasIdle := st.Watermark(), st.Idle()
-			if err := st.Record(e.Value); err != nil {
+			err := st.Record(e.Value, envelope.FromApplication(e.Headers, s.cfg.ApplicationID))
+			if errors.Is(err, ErrUntrusted) {
+				s.skipped(e, err)
+				continue
+			}
+			if err != nil {
 				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
 				return
 			}
@@ -162,6 +179,24 @@ func (s *Set) run(ctx context.Context) {
 			}
 			s.log.Warn("sideinput: consumer error", "err", e)
 		}
+	}
+}
+
+// skipped counts and logs record m, which Store.Record refused with err
+// (ErrUntrusted): at most one line a second, naming the topic, partition
+// and offset, with how many were skipped since the last line. The record
+// is passed: it is read again only by a reader started anew, which skips
+// it again.
+func (s *Set) skipped(m *kafka.Message, err error) {
+	if f := s.cfg.Untrusted; f != nil {
+		f(*m.TopicPartition.Topic)
+	}
+	s.untrustedQuiet++
+	if now := time.Now(); now.Sub(s.untrustedLogged) >= time.Second {
+		s.log.Warn("sideinput: skipped a record of a side input topic that this application's runner did not write (see README, Security)",
+			"stage", s.cfg.Stage, "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition, "offset", int64(m.TopicPartition.Offset),
+			"err", err, "skipped_since_last_line", s.untrustedQuiet)
+		s.untrustedLogged, s.untrustedQuiet = now, 0
 	}
 }
 
