@@ -84,7 +84,7 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 	j.tl.mark("clients and InitTransactions")
 	go watchStartup(ctx, j.log, j.tl, loops)
 	publish(wm, j, loops, st)
-	stopSignals, err := watchDrains(ctx, j, loops)
+	stopSignals, err := watchDrains(ctx, j, wm, loops)
 	if err != nil {
 		return nil, err
 	}
@@ -198,10 +198,12 @@ func publish(wm *service.Server, j *job, loops map[string]*stage.Loop, st *stage
 // watchDrains drains the loops on a drain request (drain.go: a request in
 // the control topic, from any instance, --drain or runner.Drain) and,
 // until ctx is done, writes one on SIGUSR1. stop stops listening for
-// SIGUSR1.
-func watchDrains(ctx context.Context, j *job, loops map[string]*stage.Loop) (stop func(), err error) {
+// SIGUSR1. A record of the control topic without the application's
+// header counts in wm's kafkastreams_untrusted_records_total.
+func watchDrains(ctx context.Context, j *job, wm *service.Server, loops map[string]*stage.Loop) (stop func(), err error) {
 	bootstrap, props, appID := j.o.BootstrapServers, j.o.KafkaProperties, j.pl.ApplicationID
-	if err := watchDrain(ctx, j.log, bootstrap, props, appID, j.inst.ID, func() {
+	untrusted := wm.Untrusted.WithLabelValues(kafkaclient.ControlTopic(appID)).Inc
+	if err := watchDrain(ctx, j.log, bootstrap, props, appID, j.inst.ID, untrusted, func() {
 		for _, l := range loops {
 			l.Drain()
 		}
