@@ -13,8 +13,12 @@ import (
 // broker answers DescribeConfigs through admin (the topic's own, or the
 // broker's message.max.bytes it defaults to), by topic: the largest record
 // batch each takes (issue 23: stage.Config.MaxMessageBytes). A topic the
-// answer leaves out, or whose entry is not a number, is left out; an error
-// of the request or of a topic names it. A topic created a moment ago can
+// answer leaves out, or whose entry is not a number, is left out; so is a
+// topic whose configs an ACL keeps from this client
+// (TOPIC_AUTHORIZATION_FAILED: a Kafka source's topic needs no
+// DescribeConfigs, README's ACL table; the broker alone checks the sizes
+// of records written to such a topic); an error of the request or of
+// another topic names it. A topic created a moment ago can
 // be unknown to the broker answering (UNKNOWN_TOPIC_OR_PARTITION: seen
 // when createTopics asked at once): asked again every 100 ms until ctx
 // ends.
@@ -34,6 +38,9 @@ func maxMessageBytes(ctx context.Context, admin *kafka.AdminClient, topics []str
 		}
 		var unknown error
 		for _, r := range res {
+			if r.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+				continue
+			}
 			if r.Error.Code() == kafka.ErrUnknownTopicOrPart {
 				unknown = fmt.Errorf("kafkastreams: describe the configs of topic %s: %w", r.Name, r.Error)
 				continue
