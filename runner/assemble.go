@@ -103,7 +103,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	}
 	var process step.ProcessFunc
 	if e.fs != nil {
-		process = processFunc(j.log, j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+		process = processFunc(j.log, j.srv, s, e.fs, b.bundles, committed, j.pl.ApplicationID)
 	}
 	keys, err := keyOf(comps, j.pl, s)
 	if err != nil {
@@ -137,7 +137,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		Logger:           j.log,
 		Producer:         j.producers[s.Name],
 		Observer:         observer,
-		CommitRecords:    commitMetricsRecords(kafkaclient.MetricsTopic(j.pl.ApplicationID), s.Name, j.inst.ID, b.head),
+		CommitRecords:    commitMetricsRecords(j.pl.ApplicationID, s.Name, j.inst.ID, b.head),
 	}, b, nil
 }
 

@@ -265,7 +265,7 @@ func readApplicationMetricsAsync(ctx context.Context, j *job) <-chan appMetricsR
 	appRead := make(chan appMetricsRead, 1)
 	go func() {
 		var r appMetricsRead
-		r.m, r.records, r.skipped, r.err = readApplicationMetrics(ctx, j.log, j.o.BootstrapServers, j.o.KafkaProperties, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+		r.m, r.records, r.skipped, r.err = readApplicationMetrics(ctx, j.log, j.o.BootstrapServers, j.o.KafkaProperties, j.pl.ApplicationID)
 		appRead <- r
 	}()
 	return appRead

@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := readMetrics(ctx, cfg.Logger, cfg.Consumer.BootstrapServers, cfg.Consumer.Properties, cfg.MetricsTopic, s.Counts); err != nil {
+			if err := readMetrics(ctx, cfg.Logger, cfg.Consumer.BootstrapServers, cfg.Consumer.Properties, cfg.MetricsTopic, cfg.Consumer.ApplicationID, s.Untrusted.WithLabelValues(cfg.MetricsTopic).Inc, s.Counts); err != nil {
 				cfg.Logger.Error("watermarkmgr: stopped reading the metrics topic; the page shows no counts", "err", err)
 			}
 		}()
