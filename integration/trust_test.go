@@ -122,13 +122,19 @@ func stageTopics(t *testing.T, bs, app string) []string {
 // producer, as any client with write access could.
 func produceValue(t *testing.T, bs, topic string, p int32, value []byte) {
 	t.Helper()
+	produceKeyed(t, bs, topic, p, []byte("forged"), value)
+}
+
+// produceKeyed is produceValue with key.
+func produceKeyed(t *testing.T, bs, topic string, p int32, key, value []byte) {
+	t.Helper()
 	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pr.Close()
 	ch := make(chan kafka.Event, 1)
-	if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: []byte("forged"), Value: value}, ch); err != nil {
+	if err := pr.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: key, Value: value}, ch); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -211,10 +217,11 @@ func TestUntrustedRecordInStageTopicIsSkipped(t *testing.T) {
 // TestForgedReportDoesNotEndTheJob: well-formed watermark reports at the
 // end of time, for every partition of every stage, written by a plain
 // producer to the report topic and (as an Envelope) to the Reshuffle
-// stage's input topic, are skipped and counted: the job runs on and its
-// output is exact. Before (main at 9611e85), the report topic's made the
-// embedded WatermarkManager see every sink stage at the end of time and
-// the job returned as done, mid-stream.
+// stage's input topic, and a drain request in the control topic, are
+// skipped and counted: the job runs on and its output is exact. Before
+// (main at 9611e85), the report topic's made the embedded
+// WatermarkManager see every sink stage at the end of time and the job
+// returned as done, mid-stream.
 func TestForgedReportDoesNotEndTheJob(t *testing.T) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()
@@ -253,12 +260,16 @@ func TestForgedReportDoesNotEndTheJob(t *testing.T) {
 			produceValue(t, bs, topic, p, envelope.EncodeReports(forged))
 		}
 	}
+	// A drain request as runner.Drain writes it, but without the header.
+	control := kafkaclient.ControlTopic(app)
+	produceKeyed(t, bs, control, 0, []byte("drain"), []byte(`{"by":"a plain producer"}`))
 	select {
 	case err := <-done:
-		t.Fatalf("the job ended (%v) after reports at the end of time written by a plain producer", err)
+		t.Fatalf("the job ended (%v) after reports at the end of time and a drain request written by a plain producer", err)
 	case <-time.After(5 * time.Second):
 	}
 	waitUntrusted(t, addr, reports, float64(len(forged)))
+	waitUntrusted(t, addr, control, 1)
 	produceAt(t, bs, in, 0, trustRecords(10, 10)...)
 	waitOutput(t, bs, out, 20, done)
 	for _, topic := range topics {
