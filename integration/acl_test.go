@@ -74,8 +74,11 @@ func grantACLs(ctx context.Context, t *testing.T, admin *kafka.AdminClient, prin
 // StandardAuthorizer, no access without an ACL), a job with a Kafka
 // source, a GroupByKey (an internal topic and a changelog) and two sinks
 // runs as User:app under exactly the README's ACLs and writes exact
-// output; then User:other, with no ACL, can neither read nor write the
-// application's internal topics nor join its groups.
+// output (and, under the table less its TransactionalId row, stops with
+// the broker's refusal and writes nothing); then User:other, with no ACL
+// but on groups of its own, can neither read nor write any of the
+// application's topics (TOPIC_AUTHORIZATION_FAILED) nor join its stage's
+// group (GROUP_AUTHORIZATION_FAILED).
 func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts its own broker")
@@ -183,13 +186,27 @@ func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 		t.Fatalf("internal topics of %s: %v", app, internal)
 	}
 	t.Logf("internal topics of %s: %v", app, internal)
+	// User:other may use groups of its own ("other…"), so that what
+	// refuses its reads is the topic's ACL, not its group's.
+	grantACLs(ctx, t, admin, "User:other", []aclRow{{kafka.ResourceGroup, "other", kafka.ResourcePatternTypePrefixed, []kafka.ACLOperation{kafka.ACLOperationRead, kafka.ACLOperationDescribe}}}, map[string][]string{"other": {"other"}})
 	other := kafkaenv.ClientProperties("other", otherPassword)
 	for _, topic := range internal {
-		if err := otherReads(appBS, other, app, topic); !errors.Is(err, errDenied) {
-			t.Errorf("User:other reading %s: %v, want it denied", topic, err)
+		if err := otherReads(appBS, other, topic); !errors.Is(err, errDenied) || !strings.Contains(err.Error(), "Topic authorization failed") {
+			t.Errorf("User:other reading %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
 		}
-		if err := otherWrites(appBS, other, topic); !errors.Is(err, errDenied) {
-			t.Errorf("User:other writing %s: %v, want it denied", topic, err)
+		if err := otherWrites(appBS, other, topic); !errors.Is(err, errDenied) || !strings.Contains(err.Error(), "Topic authorization failed") {
+			t.Errorf("User:other writing %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+		}
+	}
+	// Nor join the application's groups: the GroupByKey stage's consumer
+	// group "<app>.<stage>", its input topic "<app>-<stage>".
+	for _, topic := range internal {
+		if !strings.HasPrefix(topic, app+"-s") || strings.HasSuffix(topic, "-changelog") {
+			continue
+		}
+		group := app + "." + strings.TrimPrefix(topic, app+"-")
+		if err := otherJoins(appBS, other, group, topic); !errors.Is(err, errDenied) || !strings.Contains(err.Error(), "Group authorization failed") {
+			t.Errorf("User:other joining group %s: %v, want GROUP_AUTHORIZATION_FAILED", group, err)
 		}
 	}
 }
@@ -209,16 +226,20 @@ func denied(err error) error {
 	return err
 }
 
-// otherReads reads topic with props as a member of the application's
-// first stage group, "<app>.s1…" (a group of the application's prefix),
-// and returns the first error the consumer gets within 20 s (nil if it
-// read a record).
-func otherReads(bs string, props map[string]string, app, topic string) error {
-	cm := kafka.ConfigMap{"bootstrap.servers": bs, "group.id": app + ".s1-intruder", "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
-	for k, v := range props {
-		cm[k] = v
-	}
-	c, err := kafka.NewConsumer(&cm)
+// otherReads subscribes to topic with props in a group of its own
+// ("other-reader", which User:other may use), and returns the first error
+// the consumer gets within 20 s (nil if it read a record). (An assigned
+// partition of a topic an ACL hides is only never fetched: librdkafka
+// reports the refusal for a subscribed topic.)
+func otherReads(bs string, props map[string]string, topic string) error {
+	return otherJoins(bs, props, "other-reader", topic)
+}
+
+// otherJoins subscribes to topic with props as a member of group, and
+// returns the first error the consumer gets within 20 s (nil if it read
+// a record).
+func otherJoins(bs string, props map[string]string, group, topic string) error {
+	c, err := otherConsumer(bs, props, group)
 	if err != nil {
 		return err
 	}
@@ -226,6 +247,21 @@ func otherReads(bs string, props map[string]string, app, topic string) error {
 	if err := c.Subscribe(topic, nil); err != nil {
 		return denied(err)
 	}
+	return firstEvent(c)
+}
+
+// otherConsumer is a read_committed consumer with props in group.
+func otherConsumer(bs string, props map[string]string, group string) (*kafka.Consumer, error) {
+	cm := kafka.ConfigMap{"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+	for k, v := range props {
+		cm[k] = v
+	}
+	return kafka.NewConsumer(&cm)
+}
+
+// firstEvent returns the first error c gets within 20 s (denied when an
+// ACL refused), or nil at its first record.
+func firstEvent(c *kafka.Consumer) error {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		switch e := c.Poll(200).(type) {
 		case *kafka.Message:
