@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
@@ -34,7 +35,7 @@ import (
 
 // metricsRecord returns the metrics-topic record of one bundle of stage
 // stageName, or false if none of infos is aggregated (committedMetrics.add).
-func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (step.Record, bool) {
+func metricsRecord(app, stageName string, infos []*pipepb.MonitoringInfo) (step.Record, bool) {
 	var keep []*pipepb.MonitoringInfo
 	for _, mi := range infos {
 		if _, ok := aggregated[mi.GetUrn()]; ok {
@@ -48,7 +49,15 @@ func metricsRecord(topic, stageName string, infos []*pipepb.MonitoringInfo) (ste
 	if err != nil {
 		return step.Record{}, false // cannot happen for well-formed infos
 	}
-	return step.Record{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}, true
+	return step.Record{Topic: kafkaclient.MetricsTopic(app), Partition: 0, Key: []byte(stageName), Value: v, Headers: writerHeader(app)}, true
+}
+
+// writerHeader is the header of every record of application app's
+// metrics topic (envelope.WriterHeader): its readers skip a record
+// without it (issue 23: a record the runner did not write must not count
+// in the job's metrics).
+func writerHeader(app string) []step.Header {
+	return []step.Header{{Key: envelope.WriterHeader, Value: []byte(app)}}
 }
 
 // URNStageCommit is the URN of the MonitoringInfo whose payload is a
@@ -64,7 +73,8 @@ const URNStageCommit = service.URNStageCommit
 // (a GroupByKey head's panes, a stateful head's timers: userstate.Head).
 // It runs on the loop's goroutine, where the head's attempt state may be
 // read.
-func commitMetricsRecords(topic, stageName, instance string, head step.Head) func(stage.TxnSummary) []step.Record {
+func commitMetricsRecords(app, stageName, instance string, head step.Head) func(stage.TxnSummary) []step.Record {
+	topic, hs := kafkaclient.MetricsTopic(app), writerHeader(app)
 	dropped, _ := head.(attemptDrops)
 	windows, _ := head.(windowCounts)
 	timers, _ := head.(timerCounts)
@@ -94,16 +104,18 @@ func commitMetricsRecords(topic, stageName, instance string, head step.Head) fun
 		if err != nil {
 			return nil
 		}
-		return []step.Record{{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v}}
+		return []step.Record{{Topic: topic, Partition: 0, Key: []byte(stageName), Value: v, Headers: hs}}
 	}
 }
 
 // readApplicationMetrics reads the metrics topic read_committed from its
 // beginning to its log end offset as it was when the read began
 // (kafkaclient.ReadToEnd) and merges every record's infos. A record that does not
-// decode is skipped, counted in skipped and logged with its offset. Errors
-// name the topic.
-func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string) (m *committedMetrics, records, skipped int, err error) {
+// decode, or that lacks the application's header (writerHeader: not
+// written by its runner), is skipped, counted in skipped and logged with
+// its offset. Errors name the topic.
+func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, app string) (m *committedMetrics, records, skipped int, err error) {
+	topic := kafkaclient.MetricsTopic(app)
 	c, err := kafkaclient.NewEndReader(bootstrap, props, topic+"-reader")
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("kafkastreams: metrics topic %s: %w", topic, err)
@@ -111,6 +123,11 @@ func readApplicationMetrics(ctx context.Context, log *slog.Logger, bootstrap str
 	defer c.Close()
 	m = newCommittedMetrics()
 	_, err = kafkaclient.ReadToEnd(ctx, c, topic, 0, func(e *kafka.Message) error {
+		if !envelope.FromApplication(e.Headers, app) {
+			skipped++
+			log.Warn("kafkastreams: skipped a record of the metrics topic that this application's runner did not write (no header "+envelope.WriterHeader+"; see README, Security)", "topic", topic, "partition", e.TopicPartition.Partition, "offset", int64(e.TopicPartition.Offset))
+			return nil
+		}
 		var r fnpb.ProcessBundleResponse
 		if err := proto.Unmarshal(e.Value, &r); err != nil {
 			skipped++

@@ -39,7 +39,7 @@ var (
 // Beam's URNs.
 func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testing.T) {
 	h := &gbkLikeHead{dropped: 3, windows: map[int32]int64{0: 11, 2: 4}}
-	recs := commitMetricsRecords("app-metrics", "s2", "vm-1", h)(stage.TxnSummary{RecordsIn: 100, ElementsIn: 90, ElementsOut: 7, Bundles: 2, AbortsBefore: 1, Tasks: []int32{0, 2}})
+	recs := commitMetricsRecords("app", "s2", "vm-1", h)(stage.TxnSummary{RecordsIn: 100, ElementsIn: 90, ElementsOut: 7, Bundles: 2, AbortsBefore: 1, Tasks: []int32{0, 2}})
 	if len(recs) != 1 || recs[0].Topic != "app-metrics" || recs[0].Partition != 0 || string(recs[0].Key) != "s2" {
 		t.Fatalf("records %+v, want one on app-metrics/0 keyed s2", recs)
 	}
@@ -61,7 +61,7 @@ func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testi
 		t.Errorf("the job's metrics took the commit record: %v", s)
 	}
 	// A head without late drops or state: none in the record.
-	recs = commitMetricsRecords("app-metrics", "s1", "vm-1", &step.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
+	recs = commitMetricsRecords("app", "s1", "vm-1", &step.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})
 	a = service.NewAppCounts()
 	if err := a.Apply(recs[0].Value); err != nil {
 		t.Fatal(err)

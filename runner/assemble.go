@@ -54,6 +54,7 @@ func buildStages(ctx context.Context, j *job, wm *service.Server, committed *com
 		shared:   map[string]prometheus.Collector{},
 	}
 	metrics := newStageMetrics(wm.Registry)
+	metrics.untrusted = wm.Untrusted
 	for _, s := range j.pl.Stages {
 		cfg, b, err := stageConfig(ctx, j, base, st, s, committed, metrics.observer(s.Name))
 		if err != nil {
@@ -75,7 +76,8 @@ func buildStages(ctx context.Context, j *job, wm *service.Server, committed *com
 func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.Stage, committed *committedMetrics, observer stage.Observer) (stage.Config, builtHead, error) {
 	comps := e.comps
 	if len(s.SideInputs) > 0 {
-		set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: j.o.BootstrapServers, Properties: j.o.KafkaProperties, ApplicationID: j.pl.ApplicationID, Stage: s.Name, HeadOutput: s.HeadOutput, Inputs: sideInputs(s), Components: comps, Logger: j.log})
+		set, err := sideinput.New(ctx, sideinput.Config{BootstrapServers: j.o.BootstrapServers, Properties: j.o.KafkaProperties, ApplicationID: j.pl.ApplicationID, Stage: s.Name, HeadOutput: s.HeadOutput, Inputs: sideInputs(s), Components: comps, Logger: j.log,
+			Untrusted: func(topic string) { observer.Untrusted(topic, 1) }})
 		if err != nil {
 			return stage.Config{}, builtHead{}, fmt.Errorf("kafkastreams: %w", err)
 		}
@@ -102,7 +104,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	}
 	var process step.ProcessFunc
 	if e.fs != nil {
-		process = processFunc(j.log, j.srv, s, e.fs, b.bundles, committed, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+		process = processFunc(j.log, j.srv, s, e.fs, b.bundles, committed, j.pl.ApplicationID)
 	}
 	keys, err := keyOf(comps, j.pl, s)
 	if err != nil {
@@ -137,7 +139,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		Logger:           j.log,
 		Producer:         j.producers[s.Name],
 		Observer:         observer,
-		CommitRecords:    commitMetricsRecords(kafkaclient.MetricsTopic(j.pl.ApplicationID), s.Name, j.inst.ID, b.head),
+		CommitRecords:    commitMetricsRecords(j.pl.ApplicationID, s.Name, j.inst.ID, b.head),
 	}, b, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
@@ -73,7 +74,9 @@ func Drain(ctx context.Context, bootstrap string, props map[string]string, appli
 	}
 	v, _ := json.Marshal(drainRequest{RequestedAt: time.Now().UTC(), By: by})
 	ch := make(chan kafka.Event, 1)
-	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(drainKey), Value: v}, ch); err != nil {
+	// The application's header: watchDrain heeds no request without it.
+	hs := []kafka.Header{{Key: envelope.WriterHeader, Value: []byte(applicationID)}}
+	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(drainKey), Value: v, Headers: hs}, ch); err != nil {
 		return fmt.Errorf("kafkastreams: drain of %s: %w", applicationID, err)
 	}
 	select {
@@ -88,8 +91,12 @@ func Drain(ctx context.Context, bootstrap string, props map[string]string, appli
 }
 
 // watchDrain reads the control topic of applicationID from its start
-// until ctx ends, and calls drain once, at the first drain request.
-func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, applicationID, instanceID string, drain func()) error {
+// until ctx ends, and calls drain once, at the first drain request: a
+// record with the key drainKey and the header envelope.WriterHeader
+// naming the application, as Drain writes it. Any other record is
+// skipped; one with the key and without the header (not written by this
+// runner's Drain: issue 23) is logged and counted with untrusted.
+func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, applicationID, instanceID string, untrusted func(), drain func()) error {
 	cm := kafkaclient.Base(bootstrap, props)
 	cm["group.id"] = applicationID + ".control." + instanceID
 	cm["enable.auto.commit"] = false
@@ -109,6 +116,12 @@ func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props m
 			switch e := c.Poll(200).(type) {
 			case *kafka.Message:
 				if string(e.Key) != drainKey {
+					continue
+				}
+				if !envelope.FromApplication(e.Headers, applicationID) {
+					untrusted()
+					log.Warn("kafkastreams: skipped a drain request that this application's runner did not write (no header "+envelope.WriterHeader+"; see README, Security)",
+						"topic", topic, "partition", e.TopicPartition.Partition, "offset", int64(e.TopicPartition.Offset))
 					continue
 				}
 				var r drainRequest

@@ -84,7 +84,7 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 	j.tl.mark("clients and InitTransactions")
 	go watchStartup(ctx, j.log, j.tl, loops)
 	publish(wm, j, loops, st)
-	stopSignals, err := watchDrains(ctx, j, loops)
+	stopSignals, err := watchDrains(ctx, j, wm, loops)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,8 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 // its address. url is the watermarks' URL, empty without an HTTP address.
 func startWatermarkService(ctx, parent context.Context, j *job) (wm *service.Server, url string, err error) {
 	wm, err = service.Start(ctx, service.Config{
-		Consumer: service.ConsumerConfig{BootstrapServers: j.o.BootstrapServers, Topic: kafkaclient.ReportTopic(j.pl.ApplicationID), Properties: j.o.KafkaProperties},
+		Consumer: service.ConsumerConfig{BootstrapServers: j.o.BootstrapServers, Topic: kafkaclient.ReportTopic(j.pl.ApplicationID), Properties: j.o.KafkaProperties,
+			ApplicationID: j.pl.ApplicationID, Stages: stageNames(j.pl)},
 		HTTPAddr: j.o.WatermarksAddr,
 		Logger:   j.log,
 	})
@@ -197,10 +198,12 @@ func publish(wm *service.Server, j *job, loops map[string]*stage.Loop, st *stage
 // watchDrains drains the loops on a drain request (drain.go: a request in
 // the control topic, from any instance, --drain or runner.Drain) and,
 // until ctx is done, writes one on SIGUSR1. stop stops listening for
-// SIGUSR1.
-func watchDrains(ctx context.Context, j *job, loops map[string]*stage.Loop) (stop func(), err error) {
+// SIGUSR1. A record of the control topic without the application's
+// header counts in wm's kafkastreams_untrusted_records_total.
+func watchDrains(ctx context.Context, j *job, wm *service.Server, loops map[string]*stage.Loop) (stop func(), err error) {
 	bootstrap, props, appID := j.o.BootstrapServers, j.o.KafkaProperties, j.pl.ApplicationID
-	if err := watchDrain(ctx, j.log, bootstrap, props, appID, j.inst.ID, func() {
+	untrusted := wm.Untrusted.WithLabelValues(kafkaclient.ControlTopic(appID)).Inc
+	if err := watchDrain(ctx, j.log, bootstrap, props, appID, j.inst.ID, untrusted, func() {
 		for _, l := range loops {
 			l.Drain()
 		}
@@ -262,7 +265,7 @@ func readApplicationMetricsAsync(ctx context.Context, j *job) <-chan appMetricsR
 	appRead := make(chan appMetricsRead, 1)
 	go func() {
 		var r appMetricsRead
-		r.m, r.records, r.skipped, r.err = readApplicationMetrics(ctx, j.log, j.o.BootstrapServers, j.o.KafkaProperties, kafkaclient.MetricsTopic(j.pl.ApplicationID))
+		r.m, r.records, r.skipped, r.err = readApplicationMetrics(ctx, j.log, j.o.BootstrapServers, j.o.KafkaProperties, j.pl.ApplicationID)
 		appRead <- r
 	}()
 	return appRead
@@ -300,4 +303,14 @@ func result(j *job, loops map[string]*stage.Loop, counters map[string]gbkCounter
 	res.metrics = metricsx.FromMonitoringInfos(j.pipe, nil, r.m.snapshot())
 	res.ApplicationMetrics = true
 	return res, nil
+}
+
+// stageNames are the names of pl's stages: the reports the embedded
+// WatermarkManager trusts name one of them (service.ConsumerConfig.Stages).
+func stageNames(pl *plan.Plan) []string {
+	names := make([]string, len(pl.Stages))
+	for i, s := range pl.Stages {
+		names[i] = s.Name
+	}
+	return names
 }

@@ -250,7 +250,7 @@ const finalizeTimeout = 30 * time.Second
 // elements are that output as they are. The bundle's timers go back to the
 // head through the step (step.Head.Results). A failed finalization is
 // logged on log (the run's: runnerLogger).
-func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, metricsTopic string) step.ProcessFunc {
+func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.Stage, bo bundleOptions, committed *committedMetrics, app string) step.ProcessFunc {
 	drainFS := bo.drain
 	name := st.Name
 	headOut := false
@@ -309,7 +309,7 @@ func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.
 				}
 			}
 		}}
-		if rec, ok := metricsRecord(metricsTopic, name, infos); ok {
+		if rec, ok := metricsRecord(app, name, infos); ok {
 			b.Extra = append(b.Extra, rec)
 		}
 		return b, nil

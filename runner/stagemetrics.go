@@ -19,6 +19,9 @@ type stageMetrics struct {
 	recordsIn, elementsIn, elementsOut, bundles, commits, aborts *prometheus.CounterVec
 	rebalances                                                   *prometheus.CounterVec
 	commitSeconds, processSeconds                                *prometheus.HistogramVec
+	// untrusted is the service's kafkastreams_untrusted_records_total
+	// (service.Server.Untrusted), by topic; nil in tests without one.
+	untrusted *prometheus.CounterVec
 }
 
 // newStageMetrics registers the stage metrics on reg.
@@ -66,6 +69,11 @@ func (m *stageMetrics) observer(name string) stage.Observer {
 			processSeconds.Observe(o.Process.Seconds())
 		},
 		Aborted: func() { aborts.Inc() },
+		Untrusted: func(topic string, n int) {
+			if m.untrusted != nil {
+				m.untrusted.WithLabelValues(topic).Add(float64(n))
+			}
+		},
 		Rebalanced: func(a, r []int32) {
 			if len(a) > 0 {
 				assigned.Inc()

@@ -37,8 +37,11 @@ func limitsOf(cfgs map[string]map[string]string) map[string]int {
 // topicConfigs returns the configuration of each of topics as the broker
 // answers DescribeConfigs through admin (each entry's value in force: the
 // topic's own or the broker's default), by topic and entry name. A topic
-// the answer leaves out is left out; an error of the request or of a topic
-// names it. A topic created a moment ago can be unknown to the broker
+// the answer leaves out is left out; so is a topic whose configs an ACL
+// keeps from this client (TOPIC_AUTHORIZATION_FAILED: a Kafka source's
+// topic needs no DescribeConfigs, README's ACL table; the broker alone
+// checks the sizes of records written to such a topic); an error of the
+// request or of another topic names it. A topic created a moment ago can be unknown to the broker
 // answering (UNKNOWN_TOPIC_OR_PARTITION: seen when createTopics asked at
 // once): asked again every 100 ms until ctx ends.
 func topicConfigs(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]map[string]string, error) {
@@ -57,6 +60,9 @@ func topicConfigs(ctx context.Context, admin *kafka.AdminClient, topics []string
 		}
 		var unknown error
 		for _, r := range res {
+			if r.Error.Code() == kafka.ErrTopicAuthorizationFailed {
+				continue
+			}
 			if r.Error.Code() == kafka.ErrUnknownTopicOrPart {
 				unknown = fmt.Errorf("kafkastreams: describe the configs of topic %s: %w", r.Name, r.Error)
 				continue

@@ -251,6 +251,7 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, touched map[int32]bool,
 		l.log.Info("stage: first output committed", "elements_out", r.ElementsOut, "commits", l.stats.commits.Load())
 	}
 	l.stats.reportsOut.Add(r.ReportsOut)
+	l.countUntrusted(r.Untrusted)
 	l.stats.bundles.Add(r.Bundles)
 }
 

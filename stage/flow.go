@@ -7,6 +7,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -91,7 +92,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			}
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
-			ending = ending || l.endsInput(e.Value)
+			ending = ending || l.endsInput(e)
 		case kafka.PartitionEOF:
 			if l.tasks[e.Partition] != nil {
 				l.head.ReachedEnd(e.Partition, int64(e.Offset))
@@ -169,12 +170,13 @@ func (l *Loop) leaveUnread(batch []*kafka.Message) {
 // (again after its partition moves to another instance): a long-running
 // job commits early a bounded number of times, and the commit interval
 // still paces its steady flow. Records of users' topics (Spec.RawInput)
-// never end an input here.
-func (l *Loop) endsInput(v []byte) bool {
+// never end an input here, nor do reports the application's runner did
+// not write (envelope.FromApplication; the step skips them).
+func (l *Loop) endsInput(m *kafka.Message) bool {
 	if e, ok := l.head.(step.EndsInput); ok && e.EveryRecordEndsInput() {
 		return true
 	}
-	return !l.cfg.Spec.RawInput && reportsEndOfTime(v)
+	return !l.cfg.Spec.RawInput && reportsEndOfTime(m.Value) && envelope.FromApplication(m.Headers, l.cfg.Spec.ApplicationID)
 }
 
 // align pauses the partitions the head asks to pause (Head.Pause) and

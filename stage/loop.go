@@ -155,6 +155,9 @@ type Stats struct {
 	RecordsIn, ElementsIn, ElementsOut, ReportsOut, Commits, Aborts uint64
 	// Bundles counts the committed bundles.
 	Bundles uint64
+	// Untrusted counts the input records of an internal topic the loop
+	// skipped, committed past (step.Untrusted).
+	Untrusted uint64
 	// FirstCommit and LastCommit are the wall-clock times of the first and
 	// the last committed transaction (zero if none): RecordsIn / (LastCommit
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
@@ -267,14 +270,19 @@ type Loop struct {
 	spilled *spillFile
 
 	stats struct {
-		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles atomic.Uint64
-		sidePauses, sideRechecks                                                 atomic.Uint64
+		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted atomic.Uint64
+		sidePauses, sideRechecks                                                            atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
 		// assigned and firstRecord are Unix nanoseconds (0: none yet).
 		assigned, firstRecord atomic.Int64
 	}
 	closeOnce sync.Once
+	// untrustedLogged is when the last line about skipped records was
+	// logged, untrustedQuiet how many were skipped since without one
+	// (countUntrusted; the loop's goroutine only).
+	untrustedLogged time.Time
+	untrustedQuiet  int
 	// abandoned says a transaction call of the producer did not return
 	// (callWithin): the producer is left as it is, never closed.
 	abandoned bool
@@ -359,6 +367,7 @@ func (l *Loop) Stats() Stats {
 		ElementsIn:   l.stats.elementsIn.Load(),
 		ElementsOut:  l.stats.elementsOut.Load(),
 		ReportsOut:   l.stats.reportsOut.Load(),
+		Untrusted:    l.stats.untrusted.Load(),
 		Commits:      l.stats.commits.Load(),
 		Bundles:      l.stats.bundles.Load(),
 		Aborts:       l.stats.aborts.Load(),

@@ -58,6 +58,10 @@ type Observer struct {
 	// Rebalanced is called after each rebalance event with the partitions
 	// assigned or revoked (one of the two is empty).
 	Rebalanced func(assigned, revoked []int32)
+	// Untrusted is called after a committed transaction that skipped n
+	// input records of topic (step.Untrusted), the stage's input topic:
+	// the runner's kafkastreams_untrusted_records_total{topic}.
+	Untrusted func(topic string, n int)
 }
 
 // StatsInterval is how often librdkafka reports a loop's consumer

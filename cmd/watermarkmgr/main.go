@@ -75,7 +75,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, h slog.Handler) i
 		metricsTopic = kafkaclient.MetricsTopic(*appID) // the page's counts
 	}
 	srv, err := service.Start(ctx, service.Config{
-		Consumer:     service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props},
+		// With --application_id, reports without the application's header
+		// (envelope.WriterHeader) are skipped and counted (issue 23).
+		Consumer:     service.ConsumerConfig{BootstrapServers: *bootstrap, Topic: *topic, Properties: props, ApplicationID: *appID},
 		HTTPAddr:     *httpAddr,
 		GRPCAddr:     *grpcAddr,
 		MetricsTopic: metricsTopic,

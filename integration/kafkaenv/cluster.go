@@ -23,6 +23,9 @@ type node struct {
 	brokerPort, controllerPort int
 	clusterID                  string
 	overrides                  map[string]string
+	// scram are the SCRAM credentials its format step creates
+	// (kraftconfig.Config.ScramCredentials; Options.SCRAM).
+	scram []string
 }
 
 // containerArgs returns the image entrypoint's flags for n.

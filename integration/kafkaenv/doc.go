@@ -24,6 +24,13 @@
 // 1-4 s). StartCluster's nodes and an external cluster are taken as they
 // are.
 //
+// Options.SCRAM starts a local process broker that enforces ACLs: a
+// SASL_PLAINTEXT listener with SCRAM-SHA-256 logins (credentials made by
+// the storage format step, --add-scram), the StandardAuthorizer and no
+// access without an ACL, beside the PLAINTEXT listener of the operator
+// (User:ANONYMOUS, a super user). The ACL test of the README's table runs
+// on it.
+//
 // Every listener binds 127.0.0.1 on ports chosen free at start (or given in
 // Options). The broker configuration lives in kraftconfig, shared with the
 // image's entrypoint.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +125,10 @@ type Options struct {
 	// BrokerOutput, when set, also receives the broker's own log (stdout and
 	// stderr of the JVM). The log always goes to Broker.LogPath too.
 	BrokerOutput io.Writer
+	// SCRAM, if set, starts a broker with SCRAM-SHA-256 logins on a
+	// SASL_PLAINTEXT listener and ACLs enforced (see SCRAM;
+	// Broker.SASLBootstrapServers). ModeProcess only. Default nil.
+	SCRAM *SCRAM
 }
 
 // withDefaults returns o with every default filled in.
@@ -166,15 +172,23 @@ func (o Options) withDefaults() Options {
 type Broker struct {
 	mode      Mode
 	bootstrap string
-	readyIn   time.Duration
-	describe  string
-	logPath   string
+	// sasl is the SASL_PLAINTEXT listener's address (Options.SCRAM); empty
+	// without one.
+	sasl     string
+	readyIn  time.Duration
+	describe string
+	logPath  string
 
 	stopOnce sync.Once
 	stopErr  error
 	stop     func() error // nil for ModeExternal
 	kill     func() error // nil for ModeExternal
 }
+
+// SASLBootstrapServers returns the address of the SASL_PLAINTEXT listener
+// of a broker started with Options.SCRAM, e.g. "127.0.0.1:40125"; empty
+// for another.
+func (b *Broker) SASLBootstrapServers() string { return b.sasl }
 
 // BootstrapServers returns the client address list, e.g. "127.0.0.1:40123"
 // (Kafka's bootstrap.servers).
@@ -230,6 +244,9 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	case o.Mode == ModeExternal, o.Mode == ModeAuto && bootstrap != "":
 		return startExternal(ctx, o, bootstrap)
 	}
+	if o.SCRAM != nil && o.Mode != ModeProcess {
+		return nil, fmt.Errorf("%w: Options.SCRAM needs mode %q, not %q", ErrBadOptions, ModeProcess, o.Mode)
+	}
 	launch, err := chooseLauncher(ctx, o)
 	if err != nil {
 		return nil, err
@@ -243,6 +260,22 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	n := node{id: 1, brokerPort: bport, controllerPort: cport, clusterID: clusterID}
+	saslPort := 0
+	if o.SCRAM != nil {
+		if len(o.SCRAM.Users) == 0 {
+			return nil, fmt.Errorf("%w: Options.SCRAM has no user", ErrBadOptions)
+		}
+		// A free port other than the two just picked (and released).
+		for saslPort == 0 || saslPort == bport || saslPort == cport {
+			if saslPort, _, err = choosePorts(o.SCRAM.Port, 0); err != nil {
+				return nil, err
+			}
+			if o.SCRAM.Port != 0 {
+				break
+			}
+		}
+		n.overrides, n.scram = o.SCRAM.overrides(bport, saslPort, cport), o.SCRAM.credentials()
+	}
 	groups, txns, err := internalPartitions(n)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
@@ -250,6 +283,9 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	b, err := launch(ctx, o, n)
 	if err != nil {
 		return nil, err
+	}
+	if saslPort != 0 {
+		b.sasl = net.JoinHostPort(loopback, strconv.Itoa(saslPort))
 	}
 	// The warm-up gets what the launch left of ReadyTimeout, and 10 s at
 	// least.

@@ -40,12 +40,13 @@ func startProcess(ctx context.Context, o Options, n node) (*Broker, error) {
 		}
 	}()
 	cfg := kraftconfig.Config{
-		NodeID:         n.id,
-		BrokerPort:     bport,
-		ControllerPort: cport,
-		LogDir:         filepath.Join(tmp, "data"),
-		ClusterID:      n.clusterID,
-		Overrides:      n.overrides,
+		NodeID:           n.id,
+		BrokerPort:       bport,
+		ControllerPort:   cport,
+		LogDir:           filepath.Join(tmp, "data"),
+		ClusterID:        n.clusterID,
+		Overrides:        n.overrides,
+		ScramCredentials: n.scram,
 	}
 	props, log4j, err := kraftconfig.WriteFiles(filepath.Join(tmp, "config"), cfg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
@@ -17,6 +18,7 @@ import (
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
@@ -47,6 +49,11 @@ type Config struct {
 	Components *pipepb.Components
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Untrusted, if set, is called for every record of a side topic the
+	// Set skipped (ErrUntrusted), with the topic: the runner's
+	// kafkastreams_untrusted_records_total{topic}. From the Set's reader
+	// goroutine.
+	Untrusted func(topic string)
 }
 
 // Set is every side input of one stage in one instance: a Store per side
@@ -73,6 +80,10 @@ type Set struct {
 	consumer *kafka.Consumer
 	done     chan struct{}
 	cancel   context.CancelFunc
+	// untrustedLogged is when run last logged a skipped record,
+	// untrustedQuiet how many it skipped since (run's goroutine only).
+	untrustedLogged time.Time
+	untrustedQuiet  int
 
 	mu struct {
 		sync.Mutex
@@ -160,7 +171,12 @@ func (s *Set) run(ctx context.Context) {
 				continue
 			}
 			before, wasIdle := st.Watermark(), st.Idle()
-			if err := st.Record(e.Value); err != nil {
+			err := st.Record(e.Value, envelope.FromApplication(e.Headers, s.cfg.ApplicationID))
+			if errors.Is(err, ErrUntrusted) {
+				s.skipped(e, err)
+				continue
+			}
+			if err != nil {
 				s.fail(fmt.Errorf("stage %s: %s[0]@%d: %w", s.cfg.Stage, *e.TopicPartition.Topic, e.TopicPartition.Offset, err))
 				return
 			}
@@ -227,6 +243,24 @@ func (s *Set) outOfRange(cause error) error {
 		lost = append(lost, fmt.Sprintf("one of the topics %v", slices.Sorted(maps.Keys(s.byTopic))))
 	}
 	return fmt.Errorf("%w: stage %s: side input %s: records deleted before the side input read them (retention or DeleteRecords); the side input would be incomplete (%w)", kafkaclient.ErrOffsetOutOfRange, s.cfg.Stage, strings.Join(lost, "; "), cause)
+}
+
+// skipped counts and logs record m, which Store.Record refused with err
+// (ErrUntrusted): at most one line a second, naming the topic, partition
+// and offset, with how many were skipped since the last line. The record
+// is passed: it is read again only by a reader started anew, which skips
+// it again.
+func (s *Set) skipped(m *kafka.Message, err error) {
+	if f := s.cfg.Untrusted; f != nil {
+		f(*m.TopicPartition.Topic)
+	}
+	s.untrustedQuiet++
+	if now := time.Now(); now.Sub(s.untrustedLogged) >= time.Second {
+		s.log.Warn("sideinput: skipped a record of a side input topic that this application's runner did not write (see README, Security)",
+			"stage", s.cfg.Stage, "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition, "offset", int64(m.TopicPartition.Offset),
+			"err", err, "skipped_since_last_line", s.untrustedQuiet)
+		s.untrustedLogged, s.untrustedQuiet = now, 0
+	}
 }
 
 func (s *Set) fail(err error) {

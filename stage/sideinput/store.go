@@ -228,53 +228,74 @@ func NewStore(spec *Spec) *Store {
 // Spec returns the Store's spec.
 func (s *Store) Spec() *Spec { return s.spec }
 
+// ErrUntrusted: a record of a side input's topic that the application's
+// runner did not write as it stands (stage/envelope's trust rules): not an
+// Envelope, an element that does not split into windows and value,
+// reports without the application's envelope.WriterHeader, or a report
+// the side input's manager refuses (a stage other than its producer, a
+// partition out of range). The record changed nothing (but the other
+// reports of its batch); the Set skips it with a log line and a count,
+// where any other error stops it.
+var ErrUntrusted = errors.New("sideinput: record not written by this application's runner")
+
 // Record applies one record of the side input's topic (envelope.Decode, as
 // the stage loop reads it): an Envelope holding an element (wire-encoded; added to each of its windows) or reports of the
-// producer stage (one, or a batch; they advance the watermark). Records must come in the topic's
-// order, committed ones only. A record that does not decode is an error and
-// changes nothing. An element for a window already ready is kept (never
+// producer stage (one, or a batch; they advance the watermark), which
+// count only fromApp: when the record carries the application's
+// envelope.WriterHeader. Records must come in the topic's
+// order, committed ones only. A record the runner did not write is an
+// error wrapping ErrUntrusted and changes nothing (a refused report of a
+// batch: the others apply). An element for a window already ready is kept (never
 // dropped) and counted in Late: an answer already served for that window did
 // not include it, so a producer must not emit late data into a side input
 // for exactly-once answers.
-func (s *Store) Record(value []byte) error {
+func (s *Store) Record(value []byte, fromApp bool) error {
 	element, reports, err := envelope.Decode(value)
 	switch {
 	case errors.Is(err, envelope.ErrEmpty):
-		return fmt.Errorf("sideinput: empty Envelope in %s", s.spec.Side.Topic)
+		return fmt.Errorf("%w: empty Envelope in %s", ErrUntrusted, s.spec.Side.Topic)
 	case err != nil:
-		return fmt.Errorf("sideinput: record of %s is not an Envelope: %w", s.spec.Side.Topic, err)
+		return fmt.Errorf("%w: record of %s is not an Envelope: %w", ErrUntrusted, s.spec.Side.Topic, err)
 	case element != nil:
 		return s.add(element)
+	case !fromApp:
+		return fmt.Errorf("%w: watermark reports in %s without the header %s", ErrUntrusted, s.spec.Side.Topic, envelope.WriterHeader)
 	}
 	return s.observe(reports)
 }
 
 // observe applies the reports of one record (one, or a batch: several
 // tasks' reports written at one place of the producer's transaction), in
-// order. A report the aggregator refuses is an error; the reports before
-// it stay applied, as they would from consecutive records.
+// order. A report the aggregator refuses is skipped, the others apply,
+// and the error (ErrUntrusted) names the first refused.
 func (s *Store) observe(rs []*pb.WatermarkReport) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var refused error
+	n := 0
 	for _, r := range rs {
 		if err := s.mu.agg.ObserveReport(r.Core()); err != nil {
-			s.mu.wm = s.mu.agg.Advance()
-			return fmt.Errorf("sideinput: report in %s: %w", s.spec.Side.Topic, err)
+			if n++; refused == nil {
+				refused = err
+			}
 		}
 	}
 	s.mu.wm = s.mu.agg.Advance()
+	if refused != nil {
+		return fmt.Errorf("%w: %d of %d reports in %s refused (the first: %w)", ErrUntrusted, n, len(rs), s.spec.Side.Topic, refused)
+	}
 	return nil
 }
 
 func (s *Store) add(wire []byte) error {
 	wins, elm, err := s.spec.Wire.Split(wire)
 	if err != nil {
-		return fmt.Errorf("sideinput: element in %s: %w", s.spec.Side.Topic, err)
+		return fmt.Errorf("%w: element in %s: %w", ErrUntrusted, s.spec.Side.Topic, err)
 	}
 	var key, val []byte
 	if s.spec.Multimap {
 		if key, val, err = s.spec.Wire.SplitKV(elm); err != nil {
-			return fmt.Errorf("sideinput: element in %s: %w", s.spec.Side.Topic, err)
+			return fmt.Errorf("%w: element in %s: %w", ErrUntrusted, s.spec.Side.Topic, err)
 		}
 	}
 	// Copies: the record's buffer is not ours to keep.

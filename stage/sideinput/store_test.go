@@ -189,7 +189,7 @@ func TestStoreGlobalIterable(t *testing.T) {
 	}
 	st := NewStore(spec)
 	for _, v := range []string{"a", "bb"} {
-		if err := st.Record(f.element(t, &exec.FullValue{Elm: v})); err != nil {
+		if err := st.Record(f.element(t, &exec.FullValue{Elm: v}), true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,13 +200,21 @@ func TestStoreGlobalIterable(t *testing.T) {
 	if st.ReadyFor(window.GlobalWindow{}) {
 		t.Fatal("ready before any report")
 	}
-	if err := st.Record(f.report(0, 1, mtime.EndOfGlobalWindowTime)); err != nil {
+	// A report at the end of time without the application's header (a
+	// plain producer's) is skipped and moves nothing (issue 23).
+	if err := st.Record(f.report(0, 1, mtime.MaxTimestamp), false); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("a report without the application's header: %v, want ErrUntrusted (skipped)", err)
+	}
+	if st.ReadyFor(window.GlobalWindow{}) {
+		t.Fatal("ready after a report without the application's header")
+	}
+	if err := st.Record(f.report(0, 1, mtime.EndOfGlobalWindowTime), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.ReadyFor(window.GlobalWindow{}) {
 		t.Fatal("ready at the end of the global window itself (needs wm > max timestamp)")
 	}
-	if err := st.Record(f.report(0, 1, mtime.MaxTimestamp)); err != nil {
+	if err := st.Record(f.report(0, 1, mtime.MaxTimestamp), true); err != nil {
 		t.Fatal(err)
 	}
 	if !st.ReadyFor(window.GlobalWindow{}) || !st.ReadyFor(window.IntervalWindow{Start: 0, End: 5}) {
@@ -220,9 +228,10 @@ func TestStoreGlobalIterable(t *testing.T) {
 	if fmt.Sprintf("%q", got) != `["\x01a" "\x02bb"]` {
 		t.Errorf("served %q", got)
 	}
-	if err := st.Record([]byte("not an envelope \xff")); err == nil {
-		t.Error("a record that is not an Envelope: want an error")
+	if err := st.Record([]byte("not an envelope \xff"), true); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("a record that is not an Envelope: %v, want ErrUntrusted (skipped)", err)
 	}
+
 	if _, err := st.Multimap(global, nil); err == nil {
 		t.Error("Multimap of an iterable side input: want an error")
 	}
@@ -247,7 +256,7 @@ func TestStoreWindowedMultimap(t *testing.T) {
 		v int
 		w window.IntervalWindow
 	}{{"a", 1, w0}, {"b", 2, w0}, {"a", 3, w0}, {"a", 4, w1}} {
-		if err := st.Record(f.element(t, &exec.FullValue{Elm: e.k, Elm2: e.v, Windows: []typex.Window{e.w}})); err != nil {
+		if err := st.Record(f.element(t, &exec.FullValue{Elm: e.k, Elm2: e.v, Windows: []typex.Window{e.w}}), true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,7 +268,7 @@ func TestStoreWindowedMultimap(t *testing.T) {
 		return b
 	}
 	for _, r := range [][]byte{f.report(0, 2, 12), f.report(1, 2, 10)} {
-		if err := st.Record(r); err != nil {
+		if err := st.Record(r, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +298,7 @@ func TestStoreWindowedMultimap(t *testing.T) {
 		t.Errorf("absent key: %v %v", vals, err)
 	}
 	// Late data into a ready window is kept and counted, never dropped.
-	if err := st.Record(f.element(t, &exec.FullValue{Elm: "c", Elm2: 9, Windows: []typex.Window{w0}})); err != nil {
+	if err := st.Record(f.element(t, &exec.FullValue{Elm: "c", Elm2: 9, Windows: []typex.Window{w0}}), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.Late() != 1 {
@@ -318,19 +327,19 @@ func TestStoreReportBatch(t *testing.T) {
 		b, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Reports{Reports: &pb.WatermarkReports{Reports: rs}}})
 		return b
 	}
-	if err := st.Record(batch(1)); err != nil {
+	if err := st.Record(batch(1), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.ReadyFor(window.GlobalWindow{}) {
 		t.Fatal("ready with one of two tasks reported")
 	}
-	if err := st.Record(batch(0, 1)); err != nil {
+	if err := st.Record(batch(0, 1), true); err != nil {
 		t.Fatal(err)
 	}
 	if !st.ReadyFor(window.GlobalWindow{}) {
 		t.Fatal("not ready after a batch of both tasks' reports at the end of time")
 	}
-	if err := st.Record(batch()); err == nil {
+	if err := st.Record(batch(), true); err == nil {
 		t.Fatal("a batch of no report: no error")
 	}
 }
@@ -349,7 +358,7 @@ func TestStoreIdleSideInputIsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := NewStore(spec)
-	if err := st.Record(f.element(t, &exec.FullValue{Elm: "a"})); err != nil {
+	if err := st.Record(f.element(t, &exec.FullValue{Elm: "a"}), true); err != nil {
 		t.Fatal(err)
 	}
 	idle := func(p, total int32, wm mtime.Time, idle bool) []byte {
@@ -358,13 +367,13 @@ func TestStoreIdleSideInputIsReady(t *testing.T) {
 		return b
 	}
 	// One of two producer tasks idle: held (the other has not reported).
-	if err := st.Record(idle(0, 2, mtime.MinTimestamp, true)); err != nil {
+	if err := st.Record(idle(0, 2, mtime.MinTimestamp, true), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.ReadyFor(window.GlobalWindow{}) || st.Idle() {
 		t.Fatal("ready (or idle) while a producer task has not reported")
 	}
-	if err := st.Record(idle(1, 2, 1000, true)); err != nil {
+	if err := st.Record(idle(1, 2, 1000, true), true); err != nil {
 		t.Fatal(err)
 	}
 	if !st.Idle() || !st.ReadyFor(window.GlobalWindow{}) || !st.ReadyFor(window.IntervalWindow{Start: 5000, End: 6000}) {
@@ -374,7 +383,7 @@ func TestStoreIdleSideInputIsReady(t *testing.T) {
 	if err != nil || fmt.Sprintf("%q", got) != `["\x01a"]` {
 		t.Fatalf("served %q, %v; want the element delivered so far", got, err)
 	}
-	if err := st.Record(f.element(t, &exec.FullValue{Elm: "bb"})); err != nil {
+	if err := st.Record(f.element(t, &exec.FullValue{Elm: "bb"}), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.Late() != 1 {
@@ -382,7 +391,7 @@ func TestStoreIdleSideInputIsReady(t *testing.T) {
 	}
 	// A task wakes: the side input holds again (its watermark 1000 is below
 	// the global window's end).
-	if err := st.Record(idle(1, 2, 1000, false)); err != nil {
+	if err := st.Record(idle(1, 2, 1000, false), true); err != nil {
 		t.Fatal(err)
 	}
 	if st.Idle() || st.ReadyFor(window.GlobalWindow{}) {

@@ -111,9 +111,9 @@ func TestStepJobClock(t *testing.T) {
 	spec := Spec{Name: "st", InputTopic: "in", Partitions: 1, Upstreams: []string{"up"}, HeadOutput: "main",
 		Outputs: []Output{{PCollection: "main", Topics: []OutputTopic{{Name: "out", Partitions: 1, Copies: 1}}}}}
 	batch := []In{
-		{Task: 0, Offset: 0, Value: clockReport("up", 0, mtime.MinTimestamp, 100)},
+		{Task: 0, Offset: 0, Value: clockReport("up", 0, mtime.MinTimestamp, 100), Headers: writerHeaders(spec.ApplicationID)},
 		{Task: 0, Offset: 1, Value: clockElement("a")},
-		{Task: 0, Offset: 2, Value: clockReport("up", 0, mtime.MinTimestamp, 5100)},
+		{Task: 0, Offset: 2, Value: clockReport("up", 0, mtime.MinTimestamp, 5100), Headers: writerHeaders(spec.ApplicationID)},
 		{Task: 0, Offset: 3, Value: clockElement("b")},
 	}
 	run := func(jobClock bool, split bool) ([]string, []string) {

@@ -182,7 +182,7 @@ func (a *attempt) appendReports(p int32, t *Task, wm mtime.Time, idle bool) {
 	}
 	a.reports = append(a.reports, r)
 	raw, _ := proto.Marshal(r)
-	a.append(Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw})
+	a.append(Record{Topic: a.s.report, Partition: AnyPartition, Key: []byte(fmt.Sprintf("%s/%d", a.s.spec.Name, p)), Value: raw, Headers: a.s.writer})
 	a.ready.ReportsOut++
 }
 
@@ -206,7 +206,7 @@ func (a *attempt) flushReports() {
 			}
 			seen[t.Name] = true
 			for q := int32(0); q < t.Partitions; q++ {
-				a.append(Record{Topic: t.Name, Partition: q, Value: env})
+				a.append(Record{Topic: t.Name, Partition: q, Value: env, Headers: a.s.writer})
 				a.ready.ReportsOut++
 			}
 		}

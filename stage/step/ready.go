@@ -44,6 +44,11 @@ type Ready struct {
 	// records produced) and ReportsOut (report records produced) count
 	// the attempt.
 	Bundles, ElementsIn, ElementsOut, ReportsOut uint64
+	// Untrusted are the input records the attempt skipped (or of which it
+	// refused reports), in batch order: their offsets are in Offsets like
+	// any consumed record's. The Loop logs and counts them once the
+	// transaction committed.
+	Untrusted []Untrusted
 }
 
 // Empty reports whether rd holds nothing to commit: no record (spilled,

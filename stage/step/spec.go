@@ -12,7 +12,9 @@ import (
 // Spec is what a Loop runs: one ExecutableStage of the plan, narrowed to
 // what the stage package needs (the runner builds it from runner/plan).
 type Spec struct {
-	// ApplicationID prefixes the consumer group and the transactional id.
+	// ApplicationID prefixes the consumer group and the transactional id,
+	// and is the value of envelope.WriterHeader on every record of reports
+	// the stage writes and reads (Untrusted).
 	ApplicationID string
 	// Name is the stage's name: the consumer group is
 	// "<ApplicationID>.<Name>", reports carry it.

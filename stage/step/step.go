@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
-	"github.com/kafkastreams/kafkastreams/stage/envelope"
 )
 
 // SetPartitions sets the input topic's partition count (the total of the
@@ -59,7 +58,11 @@ var ErrTimerLoop = errors.New("step: timers keep firing timers")
 //     since its input is not read past the held record.
 //
 // Every bundle's results go back to the head (Results) before anything
-// else runs.
+// else runs. A record of an internal topic that the application's runner
+// did not write (Untrusted: not an Envelope, reports without the
+// application's header, a report the task's manager refuses) is skipped:
+// consumed, its offset committed, nothing made from it, and named in
+// Ready.Untrusted.
 type Step struct {
 	spec    Spec
 	head    Head
@@ -77,6 +80,8 @@ type Step struct {
 	// spill and spillBytes are Config.Spill and SpillBytes.
 	spill      func([]Record) error
 	spillBytes int
+	// writer are the headers of every record of reports (writerHeaders).
+	writer []Header
 }
 
 // Config configures a Step.
@@ -154,7 +159,7 @@ func New(cfg Config) (*Step, error) {
 	if cfg.SpillBytes <= 0 {
 		cfg.SpillBytes = defaultSpillBytes
 	}
-	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}, spill: cfg.Spill, spillBytes: cfg.SpillBytes}, nil
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}, spill: cfg.Spill, spillBytes: cfg.SpillBytes, writer: writerHeaders(cfg.Spec.ApplicationID)}, nil
 }
 
 // defaultSpillBytes is Config.SpillBytes's default: 4 MiB of record
@@ -205,6 +210,8 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 	// records; both nil for raw input).
 	var elements [][]byte
 	var reports [][]*pb.WatermarkReport
+	// skipped[i] is why batch[i] is skipped (Untrusted); nil while none is.
+	var skipped map[int]string
 	if !s.spec.RawInput {
 		elements, reports = make([][]byte, len(batch)), make([][]*pb.WatermarkReport, len(batch))
 	}
@@ -216,12 +223,13 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 			last[m.Task] = i
 			continue
 		}
-		e, r, err := envelope.Decode(m.Value)
-		if errors.Is(err, envelope.ErrEmpty) {
-			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d: empty Envelope", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stage %s: record at %s[%d]@%d is not an Envelope: %w", s.spec.Name, s.spec.InputTopic, m.Task, m.Offset, err)
+		e, r, why := s.decode(m)
+		if why != "" {
+			if skipped == nil {
+				skipped = map[int]string{}
+			}
+			skipped[i] = why
+			continue
 		}
 		if e != nil {
 			last[m.Task] = i
@@ -245,6 +253,11 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 					return nil, err
 				}
 			}
+		}
+		if why, ok := skipped[i]; ok {
+			a.skip(m, 0, why)
+			next[p] = m.Offset + 1 // consumed: committed past, never read again
+			continue
 		}
 		value := m.Value
 		var report []*pb.WatermarkReport
@@ -273,10 +286,18 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 		if report != nil {
 			// A batch's reports were made at one place of one upstream
 			// transaction: observed in order, then one point.
+			// A report the task's manager refuses (not of an upstream of
+			// the plan, out of range) is skipped; the others apply.
+			refused, why := 0, ""
 			for _, r := range report {
 				if err := t.observe(r); err != nil {
-					return nil, fmt.Errorf("stage %s: report at %s[%d]@%d: %w", s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+					if refused++; why == "" {
+						why = err.Error()
+					}
 				}
+			}
+			if refused > 0 {
+				a.skip(m, refused, fmt.Sprintf("%d of %d watermark reports refused (the first: %s)", refused, len(report), why))
 			}
 			clockMoved := a.syncClock(p, t)
 			if in, _ := t.inputWatermark(); in > t.advanced || clockMoved {

@@ -277,6 +277,7 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 				}
 			}
 			in.Value = mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Report{Report: r}})
+			in.Headers = writerHeaders(h.spec.ApplicationID)
 		default:
 			t.Fatalf("%s: unknown record %q", d.Pos, line)
 		}
@@ -969,6 +970,7 @@ func stepRandomRecords(t *testing.T, rng *rand.Rand, kind string, tasks, n int) 
 			seen[[2]int32{p, sp}] = true
 			in.Value = mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
 				Stage: "up", SourcePartition: sp, CommittedWatermarkMillis: wm[[2]int32{p, sp}], TotalSourcePartitions: 2}}})
+			in.Headers = writerHeaders("") // the application of the tests' specs
 		}
 		recs = append(recs, in)
 	}
@@ -1148,7 +1150,7 @@ func TestStepReportsBatched(t *testing.T) {
 	var batch []In
 	rep := func(p int32, off int64, wm int64) In {
 		return In{Task: p, Offset: off, Value: mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
-			Stage: "up", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}})}
+			Stage: "up", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}}), Headers: writerHeaders(spec.ApplicationID)}
 	}
 	elem := func(p int32, off int64, v string) In {
 		return In{Task: p, Offset: off, Value: envelope.EncodeElement([]byte(v))}
@@ -1220,7 +1222,7 @@ func TestStepReportsBatched(t *testing.T) {
 	var in []In
 	for _, rec := range r.Records {
 		if rec.Topic == "out" && rec.Partition == 3 {
-			in = append(in, In{Task: 3, Offset: int64(len(in)), Value: rec.Value})
+			in = append(in, In{Task: 3, Offset: int64(len(in)), Value: rec.Value, Headers: rec.Headers})
 		}
 	}
 	if _, err := down.Decide(context.Background(), dt, in, nil); err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/stage/step"
@@ -170,7 +171,13 @@ func orderRunGated(t *testing.T, script []string, size int, gate *fakeGate) (log
 			t.Fatalf("bad op %q", op)
 		}
 		v, _ := proto.Marshal(env)
-		ins = append(ins, step.In{Task: 0, Offset: int64(i), Key: []byte("k"), Value: v})
+		in := step.In{Task: 0, Offset: int64(i), Key: []byte("k"), Value: v}
+		if env.GetElement() == nil {
+			// The runner's header on its reports (envelope.WriterHeader),
+			// with the application id of the test's spec (none).
+			in.Headers = []step.Header{{Key: envelope.WriterHeader, Value: []byte{}}}
+		}
+		ins = append(ins, in)
 	}
 	if size <= 0 {
 		size = len(ins)

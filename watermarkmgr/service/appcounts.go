@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
@@ -177,7 +178,11 @@ func (a *AppCounts) Undecodable() uint64 { return a.undecodable.Load() }
 // readMetrics reads topic's partition 0 read_committed from its beginning
 // into a until ctx is done, retrying every second while the topic does not
 // exist (the application has not started). It returns nil on cancellation.
-func readMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic string, a *AppCounts) error {
+//
+// With app set, a record without the application's header
+// (envelope.WriterHeader) is skipped, logged and counted with untrusted
+// (issue 23: a record the runner did not write must not count).
+func readMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic, app string, untrusted func(), a *AppCounts) error {
 	cm := kafkaclient.AssignedReaderConfig(bootstrap, props, fmt.Sprintf("kafkastreams-watermarkmgr-metrics-%d", time.Now().UnixNano())) // never joined or committed
 	cm["auto.offset.reset"] = "earliest"
 	c, err := kafka.NewConsumer(&cm)
@@ -208,6 +213,11 @@ func readMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props 
 	for ctx.Err() == nil {
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
+			if app != "" && !envelope.FromApplication(e.Headers, app) {
+				untrusted()
+				log.Warn("watermarkmgr: skipped a record of the metrics topic that this application's runner did not write (no header "+envelope.WriterHeader+"; see README, Security)", "topic", topic, "offset", int64(e.TopicPartition.Offset))
+				continue
+			}
 			if err := a.Apply(e.Value); err != nil {
 				log.Warn("watermarkmgr: skipped a metrics record", "topic", topic, "offset", int64(e.TopicPartition.Offset), "err", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
@@ -32,6 +33,21 @@ type ConsumerConfig struct {
 	MetadataInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// ApplicationID, if set, is the application whose runner writes the
+	// topic: a record without the header envelope.WriterHeader naming it
+	// (a report written by a plain producer, another application, a
+	// tool) is skipped, logged and counted (Untrusted), never applied: a
+	// report at the end of time for every sink would end the job
+	// (issue 23). Empty: every well-formed report is applied (a
+	// --report_topic read without --application_id).
+	ApplicationID string
+	// Stages, if set, are the stages of the application's plan: a report
+	// naming another is skipped the same way. Nil: any stage.
+	Stages []string
+	// Untrusted, if set, is called for every record skipped (not a
+	// WatermarkReport, no header, a stage not in Stages), from Run's
+	// goroutine.
+	Untrusted func()
 }
 
 // Consumer reads a report topic from the beginning with
@@ -45,10 +61,17 @@ type Consumer struct {
 	c   *kafka.Consumer
 
 	undecodable atomic.Uint64
-	applied     atomic.Uint64
-	mu          sync.Mutex
-	lastErr     error
-	assigned    int
+	untrusted   atomic.Uint64
+	// stages is ConsumerConfig.Stages as a set (nil: any stage).
+	stages map[string]bool
+	// skippedAt is when the last skipped record was logged, quiet how
+	// many were skipped since (Run's goroutine only).
+	skippedAt time.Time
+	quiet     int
+	applied   atomic.Uint64
+	mu        sync.Mutex
+	lastErr   error
+	assigned  int
 }
 
 // NewConsumer connects to the brokers; Run does the reading.
@@ -71,7 +94,54 @@ func NewConsumer(cfg ConsumerConfig, t *Tracker) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watermarkmgr/service: kafka consumer for %s: %w", cfg.Topic, err)
 	}
-	return &Consumer{cfg: cfg, t: t, c: c}, nil
+	var stages map[string]bool
+	if cfg.Stages != nil {
+		stages = map[string]bool{}
+		for _, s := range cfg.Stages {
+			stages[s] = true
+		}
+	}
+	return &Consumer{cfg: cfg, t: t, c: c, stages: stages}, nil
+}
+
+// Untrusted is how many records on the report topic were skipped as not
+// written by the application's runner (ConsumerConfig.ApplicationID and
+// Stages; the undecodable ones included).
+func (c *Consumer) Untrusted() uint64 { return c.untrusted.Load() }
+
+// trust returns why record m, decoded as r (err its decoding error), is
+// not to be applied, or "" if it is.
+func (c *Consumer) trust(m *kafka.Message, r *pb.WatermarkReport, err error) string {
+	switch {
+	case err != nil:
+		return "not a WatermarkReport: " + err.Error()
+	case r.GetStage() == "":
+		return "not a WatermarkReport: no stage"
+	case c.cfg.ApplicationID != "" && !envelope.FromApplication(m.Headers, c.cfg.ApplicationID):
+		return fmt.Sprintf("no header %s=%q: not written by this application's runner", envelope.WriterHeader, c.cfg.ApplicationID)
+	case c.stages != nil && !c.stages[r.GetStage()]:
+		return fmt.Sprintf("stage %q is not in the application's plan", r.GetStage())
+	}
+	return ""
+}
+
+// skip counts record m as skipped for why and logs it, at most one line a
+// second, naming its topic, partition and offset.
+func (c *Consumer) skip(m *kafka.Message, undecodable bool, why string) {
+	if undecodable {
+		c.undecodable.Add(1)
+	}
+	c.untrusted.Add(1)
+	if f := c.cfg.Untrusted; f != nil {
+		f()
+	}
+	c.quiet++
+	if now := time.Now(); now.Sub(c.skippedAt) >= time.Second {
+		c.cfg.Logger.Warn("watermarkmgr: skipping a record of the report topic that this application's runner did not write (see README, Security)",
+			"topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
+			"offset", int64(m.TopicPartition.Offset), "reason", why, "skipped_since_last_line", c.quiet)
+		c.skippedAt, c.quiet = now, 0
+	}
 }
 
 // Undecodable is how many records on the report topic did not decode as a
@@ -163,14 +233,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			switch e := ev.(type) {
 			case *kafka.Message:
 				r := &pb.WatermarkReport{}
-				if err := proto.Unmarshal(e.Value, r); err != nil || r.GetStage() == "" {
-					if err == nil {
-						err = errors.New("no stage")
-					}
-					c.undecodable.Add(1)
-					c.cfg.Logger.Warn("watermarkmgr: skipping a record that is not a WatermarkReport",
-						"topic", *e.TopicPartition.Topic, "partition", e.TopicPartition.Partition,
-						"offset", int64(e.TopicPartition.Offset), "err", err)
+				err := proto.Unmarshal(e.Value, r)
+				if why := c.trust(e, r, err); why != "" {
+					c.skip(e, err != nil || r.GetStage() == "", why)
 					continue
 				}
 				batch = append(batch, r)

@@ -48,6 +48,12 @@ type Server struct {
 	// Registry is what GET /metrics serves; an embedding process registers
 	// its own collectors on it (the runner: late elements dropped per stage).
 	Registry *prometheus.Registry
+	// Untrusted is kafkastreams_untrusted_records_total{topic}, registered
+	// on Registry: records of the application's internal topics skipped
+	// because its runner did not write them (stage/envelope's trust
+	// rules). The Consumer counts the report topic's; an embedding
+	// runner counts its stages' and side inputs' here too.
+	Untrusted *prometheus.CounterVec
 
 	httpLis, grpcLis net.Listener
 	httpSrv          *http.Server
@@ -101,6 +107,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MetricsTopic != "" {
 		s.Counts = NewAppCounts()
 	}
+	s.Untrusted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafkastreams_untrusted_records_total",
+		Help: "Records of the application's internal topics that its runner did not write (not an Envelope or a WatermarkReport, watermark reports without the application's header kafkastreams.application_id, a report of a stage or partition the plan does not have), by topic: each skipped, its offset committed like any consumed record, and logged.",
+	}, []string{"topic"})
+	s.Registry.MustRegister(s.Untrusted)
+	if cfg.Consumer.Untrusted == nil {
+		cfg.Consumer.Untrusted = s.Untrusted.WithLabelValues(cfg.Consumer.Topic).Inc
+	}
 	c, err := NewConsumer(cfg.Consumer, s.Tracker)
 	if err != nil {
 		return nil, kafkaclient.RedactError(err, props)
@@ -141,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := readMetrics(ctx, cfg.Logger, cfg.Consumer.BootstrapServers, cfg.Consumer.Properties, cfg.MetricsTopic, s.Counts); err != nil {
+			if err := readMetrics(ctx, cfg.Logger, cfg.Consumer.BootstrapServers, cfg.Consumer.Properties, cfg.MetricsTopic, cfg.Consumer.ApplicationID, s.Untrusted.WithLabelValues(cfg.MetricsTopic).Inc, s.Counts); err != nil {
 				cfg.Logger.Error("watermarkmgr: stopped reading the metrics topic; the page shows no counts", "err", err)
 			}
 		}()

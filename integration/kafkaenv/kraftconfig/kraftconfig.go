@@ -52,6 +52,11 @@ type Config struct {
 	// Overrides are extra server.properties entries; they replace the
 	// defaults of the same key. Default none.
 	Overrides map[string]string
+	// ScramCredentials are SCRAM credentials the storage format step
+	// creates (kafka-storage format --add-scram, KIP-900), each as that
+	// option takes it: "SCRAM-SHA-256=[name=app,password=secret]".
+	// Default none.
+	ScramCredentials []string
 }
 
 // ErrInvalidConfig is wrapped by every error of Config.Validate.
@@ -253,7 +258,11 @@ func (l Launch) jvmArgs(log4j, level string) []string {
 // controller.quorum.voters: `kafka-storage.sh format -t ID -c FILE`.
 func (l Launch) FormatArgs(c Config, serverProps, log4j string) []string {
 	args := l.jvmArgs(log4j, "WARN")
-	return append(args, StorageToolMainClass, "format", "-t", c.ClusterID, "-c", serverProps)
+	args = append(args, StorageToolMainClass, "format", "-t", c.ClusterID, "-c", serverProps)
+	for _, s := range c.ScramCredentials {
+		args = append(args, "--add-scram", s)
+	}
+	return args
 }
 
 // ServerArgs returns the arguments (after the java binary) that start the

@@ -79,6 +79,11 @@ func TestLaunchArgs(t *testing.T) {
 	if !strings.Contains(f, "-cp /opt/kafka/libs/* kafka.tools.StorageTool format -t "+c.ClusterID+" -c /c/server.properties") {
 		t.Errorf("format args: %s", f)
 	}
+	c.ScramCredentials = []string{"SCRAM-SHA-256=[name=app,password=a]", "SCRAM-SHA-256=[name=other,password=o]"}
+	f = strings.Join(l.FormatArgs(c, "/c/server.properties", "/c/log4j2.properties"), " ")
+	if !strings.HasSuffix(f, "-c /c/server.properties --add-scram SCRAM-SHA-256=[name=app,password=a] --add-scram SCRAM-SHA-256=[name=other,password=o]") {
+		t.Errorf("format args with SCRAM credentials: %s", f)
+	}
 	s := strings.Join(l.ServerArgs("/c/server.properties", "/c/log4j2.properties"), " ")
 	if !strings.HasSuffix(s, "-cp /opt/kafka/libs/* kafka.Kafka /c/server.properties") {
 		t.Errorf("server args: %s", s)
