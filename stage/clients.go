@@ -63,7 +63,7 @@ func (l *Loop) Close() {
 // Kafka client (wrapped in ErrBundleFailed or not); never ErrLocalState,
 // ErrRecordTooLarge, ErrTopicGone or an error of the SDK or the head.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || usersFailure(err) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {

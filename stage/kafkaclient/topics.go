@@ -43,3 +43,10 @@ func ChangelogTopic(applicationID, stage string) string {
 func TransactionalID(applicationID, stageName, instanceID string) string {
 	return applicationID + "-" + stageName + "-" + instanceID
 }
+
+// DeadLetterTopic is the default dead-letter topic of an application's
+// stages under --error_policy=dead_letter, "<application_id>.dead-letters":
+// the input records whose bundle fails every time (stage.ErrorPolicy).
+// Unlike the topics above it is the user's to read: the runner creates it
+// if it is missing and never deletes or purges it.
+func DeadLetterTopic(applicationID string) string { return applicationID + ".dead-letters" }
