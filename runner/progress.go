@@ -58,7 +58,7 @@ func logProgress(log *slog.Logger, t *service.Tracker, pl *plan.Plan, loops map[
 		if l := loops[s.Name]; l != nil {
 			st = l.Stats()
 		}
-		log.Info("kafkastreams: progress", "stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts)
+		log.Info("kafkastreams: progress", "stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts, "dead_letters", st.DeadLetters)
 	}
 }
 
