@@ -2,14 +2,18 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -359,4 +363,147 @@ func checkDeadLetterCount(t *testing.T, res *runner.Result, name string) {
 			t.Errorf("stage %s counted %d dead letters, want %d", s, st.DeadLetters, want)
 		}
 	}
+}
+
+// TestPoisonRecordDeadLetterCounted: a running job (an unbounded read)
+// that set a record aside shows it on its /metrics,
+// kafkastreams_dead_letter_records_total{stage} 1 for the stage that did,
+// and on its live page's state (GET /state: the stage's local
+// deadLetters 1), while the sink holds the 39 others.
+func TestPoisonRecordDeadLetterCounted(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	poisonInput(t, ctx, bs, in)
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0))))
+	jctx, jcancel := context.WithCancel(ctx)
+	sctx, addrOf := serving(t, jctx)
+	done := startJob(sctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
+	defer func() {
+		jcancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("the job did not stop within a minute of its cancel")
+		}
+	}()
+	addr := servingAddr(t, addrOf)
+	if got, w := strings.Join(readValues(t, bs, out, 39, time.Minute), "|"), valuesBut(40, 17); got != w {
+		t.Fatalf("%s holds %q, want every record but the poison one, each once: %q", out, got, w)
+	}
+	dl := checkDeadLetter(t, bs, app+".dead-letters", "k17", poisonValue, "record", in, 17, time.Time{})
+	name := header(dl, stage.DeadLetterHeaderStage)
+	// The counts are the committed transaction's: the dead letter is
+	// read_committed, so they are there.
+	metric := fmt.Sprintf("kafkastreams_dead_letter_records_total{stage=%q} 1", name)
+	if body := httpGet(t, "http://"+addr+"/metrics"); !strings.Contains(body, metric) {
+		var lines []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "kafkastreams_dead_letter_records_total") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("GET /metrics has no %q: %q", metric, lines)
+	}
+	var page struct {
+		Stages []struct {
+			Info  struct{ Name string }
+			Local *struct{ DeadLetters uint64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, "http://"+addr+"/state")), &page); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, st := range page.Stages {
+		if st.Info.Name == name {
+			found = true
+			if st.Local == nil || st.Local.DeadLetters != 1 {
+				t.Errorf("the page's stage %s: local %+v, want deadLetters 1", name, st.Local)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the page has no stage %s", name)
+	}
+}
+
+// httpGet returns the body of GET url, failing t on an error or a status
+// other than 200.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(body)
+}
+
+// poisonStatefulFn passes (k, v) on, counting each key's values in user
+// state, and panics on the poison value (before touching the state).
+type poisonStatefulFn struct {
+	Seen state.Value[int]
+}
+
+func (f *poisonStatefulFn) ProcessElement(sp state.Provider, k, v []byte, emit func([]byte, []byte)) error {
+	if string(v) == poisonValue {
+		panic("poison record with key " + string(k))
+	}
+	n, _, err := f.Seen.Read(sp)
+	if err != nil {
+		return err
+	}
+	if err := f.Seen.Write(sp, n+1); err != nil {
+		return err
+	}
+	emit(k, v)
+	return nil
+}
+
+func init() {
+	register.DoFn4x1[state.Provider, []byte, []byte, func([]byte, []byte), error](&poisonStatefulFn{})
+}
+
+// TestPoisonRecordDeadLetterStateful: the same with a stateful DoFn (its
+// stage reads a keyed internal topic, its state in the task's store):
+// the record is set aside, its element in the dead-letter topic, and the
+// sink holds the 39 others, each once.
+func TestPoisonRecordDeadLetterStateful(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	poisonInput(t, ctx, bs, in)
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	read := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
+	kafkaio.Write(s, out, beam.ParDo(s, &poisonStatefulFn{Seen: state.MakeValueState[int]("seen")}, read))
+	before := time.Now().UTC()
+	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
+	t.Logf("the job ended after %v: %v", took, err)
+	if err != nil {
+		t.Fatalf("the job failed: %v", err)
+	}
+	if got, w := strings.Join(readValues(t, bs, out, -1, 30*time.Second), "|"), valuesBut(40, 17); got != w {
+		t.Errorf("%s holds %q, want every record but the poison one, each once: %q", out, got, w)
+	}
+	dl := checkDeadLetter(t, bs, app+".dead-letters", "", "", "element", "", -1, before)
+	if !strings.Contains(string(dl.Value), poisonValue) || !strings.Contains(string(dl.Value), "k17") {
+		t.Errorf("the dead letter's value %q does not hold the element (k17, %s)", dl.Value, poisonValue)
+	}
+	checkDeadLetterCount(t, res, header(dl, stage.DeadLetterHeaderStage))
 }
