@@ -79,15 +79,22 @@ func init() {
 // first attempt holds them all, so the record is found one at a time.
 func poisonInput(t *testing.T, ctx context.Context, bs, in string) {
 	t.Helper()
+	poisonInputOf(t, ctx, bs, in, 40, 17)
+}
+
+// poisonInputOf is poisonInput with n records, the poison one at offset
+// at (keys and values of at least two digits).
+func poisonInputOf(t *testing.T, ctx context.Context, bs, in string, n, at int) {
+	t.Helper()
 	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var recs []kafkaenv.Record
-	for i := 0; i < 40; i++ {
+	for i := 0; i < n; i++ {
 		r := kafkaenv.Record{Key: []byte(fmt.Sprintf("k%02d", i)), Value: []byte(fmt.Sprintf("v%02d", i))}
-		if i == 17 {
+		if i == at {
 			r.Value = []byte(poisonValue)
-			r.Headers = []kafka.Header{{Key: "trace", Value: []byte("t17")}}
+			r.Headers = []kafka.Header{{Key: "trace", Value: []byte(fmt.Sprintf("t%02d", i))}}
 		}
 		recs = append(recs, r)
 	}
@@ -506,4 +513,47 @@ func TestPoisonRecordDeadLetterStateful(t *testing.T) {
 		t.Errorf("the dead letter's value %q does not hold the element (k17, %s)", dl.Value, poisonValue)
 	}
 	checkDeadLetterCount(t, res, header(dl, stage.DeadLetterHeaderStage))
+}
+
+// TestPoisonRecordDeadLetterManyRecords: 3000 records, the poison one at
+// offset 1717, all in the stage's first attempts: the record is found by
+// halving the failed attempt (Loop.isolateMost), not by a transaction per
+// record, and set aside; the sink holds the 2999 others, each once. It
+// logs how long the job took (the figure: one record at a time
+// took a transaction each).
+func TestPoisonRecordDeadLetterManyRecords(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	const n, at = 3000, 1717
+	poisonInputOf(t, ctx, bs, in, n, at)
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))))
+	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
+	var commits uint64
+	if res != nil {
+		for _, st := range res.Stats {
+			commits += st.Commits
+		}
+	}
+	t.Logf("the job ended after %v, %d commits: %v", took, commits, err)
+	if err != nil {
+		t.Fatalf("the job failed: %v", err)
+	}
+	if got, w := strings.Join(readValues(t, bs, out, -1, 30*time.Second), "|"), valuesBut(n, at); got != w {
+		t.Errorf("%s holds %d values, want every record but the poison one, each once (%d)", out, len(strings.Split(got, "|")), n-1)
+	}
+	recs, cerr := kafkaenv.Consume(context.Background(), bs, app+".dead-letters", -1, kafkaenv.ReadCommitted, 30*time.Second)
+	if cerr != nil && !errors.Is(cerr, kafkaenv.ErrTimeout) {
+		t.Fatal(cerr)
+	}
+	if len(recs) != 1 || header(recs[0], stage.DeadLetterHeaderOffset) != strconv.Itoa(at) {
+		t.Fatalf("the dead-letter topic holds %d records (%v), want the one at offset %d", len(recs), recs, at)
+	}
+	checkDeadLetterCount(t, res, header(recs[0], stage.DeadLetterHeaderStage))
 }

@@ -263,6 +263,11 @@ type Loop struct {
 	// of its partitions: until every such partition is past it, poll
 	// takes one record per attempt. Nil otherwise.
 	isolate map[int32]int64
+	// isolateMost is how many records poll takes per attempt while
+	// isolate is set (0 means 1): 1 for a record too large, half the
+	// failed attempt's records for a bundle that fails (bundleFailed
+	// halves it at each failure, a bisection).
+	isolateMost int
 	// compresses says Config.Properties set a compression.type: the
 	// size check (checkSize) is left to the broker.
 	compresses bool

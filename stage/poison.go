@@ -17,8 +17,11 @@ import (
 // This file is what the loop does with an input record whose bundle
 // fails every time (issue 23, poison records): a DoFn's error or panic on
 // it. After MaxAttempts failed attempts the attempt's input records are
-// taken one at a time (Loop.isolate, as for a record too large: size.go)
-// until the record fails alone MaxAttempts times; then, by
+// taken in attempts of half as many (Loop.isolate and isolateMost, as for
+// a record too large, size.go, which takes them one at a time), halved
+// again at each attempt failing MaxAttempts times, a bisection: about
+// log2(n) failures for n records, not a transaction per record, until
+// the record fails alone MaxAttempts times; then, by
 // Config.ErrorPolicy, the stage fails naming it, or writes it to the
 // dead-letter topic in the transaction that commits its offset and goes
 // on.
@@ -88,7 +91,7 @@ func usersFailure(cause error) bool {
 // bundleFailed handles an attempt that failed attempts (MaxAttempts)
 // times in a row with cause, rewound already. It returns nil when the
 // loop goes on: the batch's records are to be taken one at a time (more
-// than one record, the user's failure), or the record was written to the
+// than one record, the user's failure: half as many per attempt), or the record was written to the
 // dead-letter topic (ErrorPolicyDeadLetter). Otherwise the stage's error,
 // ErrBundleFailed wrapping cause, naming the record alone in its attempt
 // (input topic, partition, offset), or the watermark reports or timers
@@ -100,7 +103,8 @@ func (l *Loop) bundleFailed(ctx context.Context, cause error, attempts int, batc
 	}
 	if len(batch) > 1 {
 		l.isolateBatch(batch)
-		l.log.Warn("stage: a bundle failed every attempt: the attempt's input records are taken one at a time to find the one it fails on", "records", len(batch), "attempts", attempts, "err", cause)
+		l.isolateMost = len(batch) / 2
+		l.log.Warn("stage: a bundle failed every attempt: the attempt's input records are taken in attempts of half as many to find the one it fails on", "records", len(batch), "per_attempt", l.isolateMost, "attempts", attempts, "err", cause)
 		return nil
 	}
 	if len(batch) == 0 {
@@ -123,9 +127,9 @@ func (l *Loop) bundleFailed(ctx context.Context, cause error, attempts int, batc
 	return l.deadLetter(ctx, m, wake, at, cause)
 }
 
-// isolateBatch makes poll take one record per attempt until every
-// partition of batch is past the batch's last record of it (Loop.isolate,
-// isolated).
+// isolateBatch makes poll take Loop.isolateMost records per attempt
+// until every partition of batch is past the batch's last record of it
+// (Loop.isolate, isolated).
 func (l *Loop) isolateBatch(batch []*kafka.Message) {
 	if l.isolate == nil {
 		l.isolate = map[int32]int64{}
@@ -142,7 +146,8 @@ func (l *Loop) isolateBatch(batch []*kafka.Message) {
 // (step.In.Skip): m's offset and task checkpoint, with m written to
 // Config.DeadLetterTopic (deadLetterRecord) in the same transaction, and
 // then seeks m's partition past it (rewind: to the offset just
-// committed). If that attempt fails the user's way too, the failure is
+// committed) and reads on in whole batches (Loop.isolate cleared: another
+// poison record among the rest is searched for anew). If that attempt fails the user's way too, the failure is
 // not m's (a timer due in the same attempt, work the task's watermark
 // made due): nothing is set aside and the stage fails naming both. A
 // record too large for the dead-letter topic fails the stage with
@@ -176,6 +181,7 @@ func (l *Loop) deadLetter(ctx context.Context, m *kafka.Message, wake []int32, a
 		return err
 	}
 	l.log.Warn("stage: an input record fails its bundle every time: written to the dead-letter topic with its offset (--error_policy=dead_letter)", "record", at, "dead_letter_topic", l.cfg.DeadLetterTopic, "err", cause)
+	l.isolate, l.isolateMost = nil, 0
 	return l.rewind(batch)
 }
 

@@ -24,8 +24,8 @@ func usersError() error {
 }
 
 // TestBundleFailedPolicies (issue 23, poison records): after MaxAttempts
-// failed attempts, bundleFailed takes a batch of several records one at a
-// time (the user's failure only), names the record failing alone under
+// failed attempts, bundleFailed takes a batch of several records half as
+// many per attempt, a bisection (the user's failure only), names the record failing alone under
 // the fail policy (input topic, partition, offset; not restartable), and
 // never sets aside or isolates a failure that is not the user's code or
 // has no input record (reports, timers alone).
@@ -46,8 +46,17 @@ func TestBundleFailedPolicies(t *testing.T) {
 	if err := l.bundleFailed(ctx, usersError(), 4, batch, nil); err != nil {
 		t.Fatalf("the user's failure in a batch of two: %v, want nil (taken one at a time)", err)
 	}
-	if want := "map[0:3 1:9]"; fmt.Sprint(l.isolate) != want {
-		t.Fatalf("isolate %v, want %s", l.isolate, want)
+	if want := "map[0:3 1:9]"; fmt.Sprint(l.isolate) != want || l.isolateMost != 1 {
+		t.Fatalf("isolate %v, %d per attempt, want %s, 1", l.isolate, l.isolateMost, want)
+	}
+	var many []*kafka.Message
+	for i := 0; i < 1000; i++ {
+		many = append(many, &kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 0, Offset: kafka.Offset(i)}})
+	}
+	for _, want := range []int{500, 250, 125} {
+		if err := l.bundleFailed(ctx, usersError(), 4, many[:2*want], nil); err != nil || l.isolateMost != want {
+			t.Fatalf("the user's failure in %d records: %v, %d per attempt, want nil, %d (bisection)", 2*want, err, l.isolateMost, want)
+		}
 	}
 	err := l.bundleFailed(ctx, usersError(), 4, batch[1:], nil)
 	if !errors.Is(err, ErrBundleFailed) || !strings.Contains(err.Error(), "stage s1: the record at input topic in, partition 1, offset 9 fails its bundle alone in its attempt, 4 attempts (--error_policy=fail)") || !strings.Contains(err.Error(), "poison 42") {

@@ -135,6 +135,7 @@ func (l *Loop) tooLargeFound(tl *tooLarge, batch []*kafka.Message, wake []int32)
 			ErrRecordTooLarge, l.cfg.Spec.Name, tl.Error(), what, l.cfg.Spec.InputTopic, m.TopicPartition.Partition, int64(m.TopicPartition.Offset), timers)
 	}
 	l.isolateBatch(batch)
+	l.isolateMost = 1
 	l.stats.aborts.Add(1)
 	l.abortsUncommitted++
 	if f := l.cfg.Observer.Aborted; f != nil {
@@ -154,7 +155,7 @@ func (l *Loop) isolated() {
 		}
 	}
 	if l.isolate != nil && len(l.isolate) == 0 {
-		l.isolate = nil
+		l.isolate, l.isolateMost = nil, 0
 		l.log.Info("stage: the records of the failed attempt were taken one at a time past its last one: reading on in batches")
 	}
 }
