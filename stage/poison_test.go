@@ -53,6 +53,9 @@ func TestBundleFailedPolicies(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		many = append(many, &kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 0, Offset: kafka.Offset(i)}})
 	}
+	if err := l.bundleFailed(ctx, usersError(), 4, many[:oneAtATime], nil); err != nil || l.isolateMost != 1 {
+		t.Fatalf("the user's failure in %d records: %v, %d per attempt, want nil, 1 (one at a time)", oneAtATime, err, l.isolateMost)
+	}
 	for _, want := range []int{500, 250, 125} {
 		if err := l.bundleFailed(ctx, usersError(), 4, many[:2*want], nil); err != nil || l.isolateMost != want {
 			t.Fatalf("the user's failure in %d records: %v, %d per attempt, want nil, %d (bisection)", 2*want, err, l.isolateMost, want)
