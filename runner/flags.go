@@ -138,8 +138,9 @@ type Options struct {
 	// ErrorPolicy is what every stage does with an input record whose
 	// bundle fails every time, a DoFn's error or panic on it
 	// (--error_policy; stage.ErrorPolicy): after 4 failed attempts the
-	// attempt's records are taken one at a time, and the one that fails
-	// alone 4 times more is the record. "fail" (the default) stops the
+	// attempt's records are taken in attempts of half as many, halved
+	// again at each 4 failures (one at a time from 32 records down), and
+	// the one that fails alone 4 times is the record. "fail" (the default) stops the
 	// stage with stage.ErrBundleFailed naming the stage, input topic,
 	// partition and offset; "dead_letter" writes the record to
 	// DeadLetterTopic, with headers saying the error and where it came

@@ -76,7 +76,7 @@
 // record too large for its topic, and poison.go an input record whose
 // bundle fails every time (Config.ErrorPolicy: the stage fails naming
 // it, or writes it to the dead-letter topic with its offset), both found
-// by taking the failed attempt's records one at a time (Loop.isolate);
+// by taking the failed attempt's records in smaller attempts (Loop.isolate);
 // topicwatch.go a topic deleted while the stage runs.
 //
 // Idleness travels with the watermark (DESIGN.md "Watermarks", seed 002): a

@@ -71,8 +71,9 @@ type Config struct {
 	// MaxAttempts is how many times a failing attempt is tried (abort,
 	// rewind, read again) before Run returns its error, or, when a
 	// bundle failed the user's way (a DoFn's error or panic), before the
-	// attempt's input records are taken one at a time, and then before
-	// the one failing alone is handled by ErrorPolicy. Default 4.
+	// attempt's input records are taken in smaller attempts (halved, one
+	// at a time from oneAtATime down), and then before the one failing
+	// alone is handled by ErrorPolicy. Default 4.
 	MaxAttempts int
 	// ErrorPolicy is what the stage does with an input record whose
 	// bundle fails alone in its attempt MaxAttempts times (poison.go).
@@ -402,7 +403,7 @@ func unixNanos(n int64) time.Time {
 // (ErrBundleFailed), the local state cannot take a committed attempt
 // (ErrLocalState), or a Kafka error recurs. A bundle that fails the
 // user's way (a DoFn's error or panic) MaxAttempts times has the attempt's
-// records taken one at a time; the one failing alone MaxAttempts times
+// records taken in smaller attempts (halved); the one failing alone MaxAttempts times
 // fails the stage naming it, or is written to the dead-letter topic
 // (Config.ErrorPolicy, poison.go). A Kafka error (the producer
 // fenced or fatal, the consumer fatal, a coordinator gone while the rewind

@@ -101,9 +101,10 @@ func usersFailure(cause error) bool {
 
 // bundleFailed handles an attempt that failed attempts (MaxAttempts)
 // times in a row with cause, rewound already. It returns nil when the
-// loop goes on: the batch's records are to be taken one at a time (more
-// than one record, the user's failure: half as many per attempt), or the record was written to the
-// dead-letter topic (ErrorPolicyDeadLetter). Otherwise the stage's error,
+// loop goes on: the batch's records are to be taken in smaller attempts
+// (more than one record, the user's failure: half as many per attempt,
+// or one at a time from oneAtATime down), or the record was written to
+// the dead-letter topic (ErrorPolicyDeadLetter). Otherwise the stage's error,
 // ErrBundleFailed wrapping cause, naming the record alone in its attempt
 // (input topic, partition, offset), or the watermark reports or timers
 // that failed without an input record.

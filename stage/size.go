@@ -156,7 +156,7 @@ func (l *Loop) isolated() {
 	}
 	if l.isolate != nil && len(l.isolate) == 0 {
 		l.isolate, l.isolateMost = nil, 0
-		l.log.Info("stage: the records of the failed attempt were taken one at a time past its last one: reading on in batches")
+		l.log.Info("stage: the records of the failed attempt were taken in smaller attempts past its last one: reading on in batches")
 	}
 }
 
