@@ -139,6 +139,9 @@ func (l *Loop) bundleFailed(ctx context.Context, cause error, attempts int, batc
 	if l.cfg.ErrorPolicy != ErrorPolicyDeadLetter {
 		return fmt.Errorf("%w: stage %s: the record at %s%s fails its bundle alone in its attempt, %d attempts (--error_policy=fail): %w", ErrBundleFailed, name, at, timers, attempts, cause)
 	}
+	if u, ok := l.head.(step.Unskippable); ok && u.Unskippable() != "" {
+		return fmt.Errorf("%w: stage %s: the record at %s%s fails its bundle alone in its attempt, %d attempts: not set aside under --error_policy=dead_letter (%s): %w", ErrBundleFailed, name, at, timers, attempts, u.Unskippable(), cause)
+	}
 	return l.deadLetter(ctx, m, wake, at, cause)
 }
 

@@ -28,7 +28,8 @@ func usersError() error {
 // many per attempt, a bisection (the user's failure only), names the record failing alone under
 // the fail policy (input topic, partition, offset; not restartable), and
 // never sets aside or isolates a failure that is not the user's code or
-// has no input record (reports, timers alone).
+// has no input record (reports, timers alone), nor a record of a
+// step.Unskippable head (a TestStream's segment, a GroupByKey's record).
 func TestBundleFailedPolicies(t *testing.T) {
 	ctx := context.Background()
 	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}}, log: slog.Default(), tasks: map[int32]*step.Task{}}
@@ -78,6 +79,15 @@ func TestBundleFailedPolicies(t *testing.T) {
 	if !errors.Is(err, ErrBundleFailed) || !strings.Contains(err.Error(), "the watermark reports at input topic in, partition 2, offset 5 made work due") {
 		t.Errorf("reports alone, dead_letter policy: %v, want the stage's error naming them", err)
 	}
+	l.head = unskippableHead{}
+	err = l.bundleFailed(ctx, usersError(), 4, batch[1:], nil)
+	if !errors.Is(err, ErrBundleFailed) || !strings.Contains(err.Error(), "offset 9 fails its bundle alone in its attempt, 4 attempts: not set aside under --error_policy=dead_letter (a segment)") {
+		t.Errorf("a record of a step.Unskippable head, dead_letter policy: %v, want the stage's error naming it", err)
+	}
+	l.head = &step.Passthrough{Impulse: []byte("impulse")}
+	if err = l.bundleFailed(ctx, usersError(), 4, batch[1:], nil); !strings.Contains(err.Error(), "not set aside under --error_policy=dead_letter (an Impulse's record") {
+		t.Errorf("an Impulse stage's record, dead_letter policy: %v, want the stage's error naming it", err)
+	}
 	err = l.bundleFailed(ctx, usersError(), 4, nil, []int32{1})
 	if !errors.Is(err, ErrBundleFailed) || !strings.Contains(err.Error(), "the timers of task [1] fail their bundle with no input record") {
 		t.Errorf("timers alone, dead_letter policy: %v, want the stage's error naming them", err)
@@ -125,3 +135,9 @@ func TestDeadLetterRecord(t *testing.T) {
 		t.Errorf("a source's record: value %q, %s", r.Value, r.Headers[len(r.Headers)-1].Value)
 	}
 }
+
+// unskippableHead is a step.Unskippable head (bundleFailed asks nothing
+// else of it).
+type unskippableHead struct{ step.Head }
+
+func (unskippableHead) Unskippable() string { return "a segment" }
