@@ -136,6 +136,8 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		SpillDir:         j.inst.Stores,
 		MaxBatchRecords:  j.o.MaxBundleSize,
 		MaxMessageBytes:  j.limits,
+		ErrorPolicy:      j.o.ErrorPolicy,
+		DeadLetterTopic:  j.o.DeadLetterTopic,
 		Logger:           j.log,
 		Producer:         j.producers[s.Name],
 		Observer:         observer,

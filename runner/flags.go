@@ -16,6 +16,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
+	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
@@ -144,6 +145,32 @@ type Options struct {
 	// runner's own settings of a client win over them, but for the group
 	// membership's (SessionTimeout).
 	KafkaProperties map[string]string
+	// ErrorPolicy is what every stage does with an input record whose
+	// bundle fails every time, a DoFn's error or panic on it
+	// (--error_policy; stage.ErrorPolicy): after 4 failed attempts the
+	// attempt's records are taken in attempts of half as many, halved
+	// again at each 4 failures (one at a time from 32 records down), and
+	// the one that fails alone 4 times is the record. "fail" (the default) stops the
+	// stage with stage.ErrBundleFailed naming the stage, input topic,
+	// partition and offset; "dead_letter" writes the record to
+	// DeadLetterTopic, with headers saying the error and where it came
+	// from (stage.DeadLetterHeaderMessage, …), in the transaction that
+	// commits its offset, and goes on. Kafka Streams' counterparts:
+	// default.deserialization.exception.handler and KIP-1033's processing
+	// exception handler (FAIL or CONTINUE) with KIP-1034's dead-letter
+	// queue. A failure with no input record of its own (a pane or a timer
+	// made due by the watermark) fails the stage under either policy.
+	ErrorPolicy stage.ErrorPolicy
+	// DeadLetterTopic is the topic ErrorPolicy "dead_letter" writes to
+	// (--dead_letter_topic): created by the runner (one partition,
+	// max.message.bytes kafkaclient.InternalTopicMaxMessageBytes) if it
+	// is missing, used as it is if it exists. Empty:
+	// kafkaclient.DeadLetterTopic, "<application_id>.dead-letters". Only
+	// with ErrorPolicy "dead_letter"; a legal Kafka topic name (at most
+	// 249 of a-z A-Z 0-9 . _ -, not "." or ".."). Not kafkaio's
+	// WithDeadLetterTopic, which is per Kafka read and takes only the
+	// records its timestamp function fails on.
+	DeadLetterTopic string
 	// Drain, instead of running the job, asks the running application
 	// (ApplicationID on BootstrapServers) to drain (--drain; Beam's drain):
 	// see Drain.
@@ -167,6 +194,7 @@ func DefaultOptions() Options {
 		DefaultIdleness:          5 * time.Minute,
 		SessionTimeout:           6 * time.Second,
 		WatermarkStuckThreshold:  time.Minute,
+		ErrorPolicy:              stage.ErrorPolicyFail,
 		KafkaProperties:          map[string]string{},
 	}
 }
@@ -191,6 +219,8 @@ var (
 	sessionTimeout           = flag.Duration("session_timeout", defaults.SessionTimeout, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
 	staticMembership         = flag.Bool("static_membership", defaults.StaticMembership, "static consumer group membership (KIP-345, group.instance.id from the instance slot): a copy restarted in a killed one's slot gets its tasks back at once; off by default (a member replaced mid-rebalance can leave partitions unassigned until max.poll.interval.ms)")
 	watermarkStuckThreshold  = flag.Duration("watermark_stuck_threshold", defaults.WatermarkStuckThreshold, "how long a stage's watermark may stay put before it is explained as stuck (progress log, the page, GET /watermarks/explain), a positive Go duration")
+	errorPolicy              = flag.String("error_policy", string(defaults.ErrorPolicy), "what a stage does with an input record whose bundle fails every time (a DoFn's error or panic): fail (stop, naming the record's stage, topic, partition and offset) or dead_letter (write it to --dead_letter_topic with the error and its origin, exactly once, and go on)")
+	deadLetterTopic          = flag.String("dead_letter_topic", defaults.DeadLetterTopic, "topic of --error_policy=dead_letter, created if missing (default <application_id>.dead-letters)")
 	kafkaProperties          = properties{}
 )
 
@@ -216,6 +246,8 @@ func OptionsFromFlags() Options {
 		SessionTimeout:           *sessionTimeout,
 		StaticMembership:         *staticMembership,
 		WatermarkStuckThreshold:  *watermarkStuckThreshold,
+		ErrorPolicy:              stage.ErrorPolicy(*errorPolicy),
+		DeadLetterTopic:          *deadLetterTopic,
 		KafkaProperties:          maps.Clone(map[string]string(kafkaProperties)),
 		Drain:                    *drainFlag,
 	}
@@ -261,6 +293,9 @@ func (o *Options) resolve(log *slog.Logger) {
 	if o.KafkaProperties == nil {
 		o.KafkaProperties = map[string]string{}
 	}
+	if o.ErrorPolicy == stage.ErrorPolicyDeadLetter && o.DeadLetterTopic == "" {
+		o.DeadLetterTopic = kafkaclient.DeadLetterTopic(o.ApplicationID)
+	}
 }
 
 // Validate checks o: each numeric and duration setting must be positive
@@ -268,6 +303,7 @@ func (o *Options) resolve(log *slog.Logger) {
 // InternalTopicPartitions must fit a Kafka partition count (an int32), and
 // the settings must agree with each other and with KafkaProperties:
 //
+//	ErrorPolicy is fail or dead_letter; DeadLetterTopic only with dead_letter, a legal topic name (topicNameProblem)
 //	CommitInterval < transaction.timeout.ms (kafkaclient.TransactionTimeoutOf: the broker aborts a longer transaction)
 //	no property the runner sets itself (kafkaclient.OwnedProperty: group.id, isolation.level, …)
 //	heartbeat.interval.ms < session.timeout.ms (librdkafka refuses the consumer)
@@ -314,6 +350,18 @@ func (o Options) Validate() error {
 	if v := o.PurgeInterval; v < 0 {
 		bad("purge_interval", v.String(), "must not be negative (0 turns the purge off)")
 	}
+	switch o.ErrorPolicy {
+	case stage.ErrorPolicyFail, stage.ErrorPolicyDeadLetter:
+	default:
+		bad("error_policy", string(o.ErrorPolicy), fmt.Sprintf("must be %s or %s", stage.ErrorPolicyFail, stage.ErrorPolicyDeadLetter))
+	}
+	if t := o.DeadLetterTopic; t != "" {
+		if o.ErrorPolicy != stage.ErrorPolicyDeadLetter {
+			bad("dead_letter_topic", t, "needs --error_policy=dead_letter (under "+string(o.ErrorPolicy)+" nothing is written there)")
+		} else if why := topicNameProblem(t); why != "" {
+			bad("dead_letter_topic", t, why)
+		}
+	}
 	if v := o.WatermarkStuckThreshold; v <= 0 {
 		bad("watermark_stuck_threshold", v.String(), "must be positive")
 	}
@@ -346,6 +394,25 @@ func (o Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// topicNameProblem says why name is not a legal Kafka topic name (the
+// broker's rule, org.apache.kafka.common.internals.Topic.validate: 1 to
+// 249 characters of ASCII letters, digits, '.', '_' and '-', not "." or
+// ".."), or "" if it is one.
+func topicNameProblem(name string) string {
+	if name == "." || name == ".." {
+		return "is not a legal Kafka topic name"
+	}
+	if len(name) > 249 {
+		return fmt.Sprintf("is %d characters long: a Kafka topic name has at most 249", len(name))
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Sprintf("holds %q: a Kafka topic name has only ASCII letters, digits, '.', '_' and '-'", c)
+		}
+	}
+	return ""
 }
 
 // txnTimeoutSource says where the transaction timeout comes from.

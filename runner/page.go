@@ -12,7 +12,7 @@ func localStages(loops map[string]*stage.Loop, counters map[string]gbkCounters, 
 	out := make(map[string]service.LocalStage, len(loops))
 	for name, l := range loops {
 		st := l.Stats()
-		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, LateDropped: -1, WindowsHeld: -1, TimersPending: -1}
+		ls := service.LocalStage{RecordsIn: st.RecordsIn, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut, Commits: st.Commits, Aborts: st.Aborts, DeadLetters: st.DeadLetters, LateDropped: -1, WindowsHeld: -1, TimersPending: -1}
 		if h := counters[name]; h != nil {
 			ls.LateDropped = h.Dropped()
 		}

@@ -82,7 +82,8 @@ func startProducers(ctx context.Context, o Options, pl *plan.Plan, instanceID st
 
 // setupTopics checks the brokers, reads the partition counts of the
 // users' topics (cp.users; userTopics) and creates the application's
-// topics (createTopics), and sets planProducer.empty. It returns the
+// topics (createTopics) and its dead-letter topic if it has one
+// (ensureDeadLetterTopic), and sets planProducer.empty. It returns the
 // users' topics' partition counts and the max.message.bytes of the
 // internal and the users' topics the broker described, by topic.
 //
@@ -109,6 +110,7 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 		userLimits, limits       map[string]int
 		usersErr, topicsErr      error
 		initialised, planCreated bool
+		deadLimit                int
 	)
 	topicsDone := make(chan struct{})
 	go func() {
@@ -121,7 +123,10 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 		// after the plan producer's InitTransactions is read by no first
 		// attempt (planProducer.empty).
 		initialised = planProducer.initialised()
-		if planCreated, limits, topicsErr = createTopics(tctx, bootstrap, props, pl, cp); topicsErr == nil {
+		if planCreated, limits, topicsErr = createTopics(tctx, bootstrap, props, pl, cp); topicsErr != nil {
+			return
+		}
+		if deadLimit, topicsErr = ensureDeadLetterTopic(tctx, o, pl, cp); topicsErr == nil {
 			tl.mark("topics")
 		}
 	}()
@@ -147,6 +152,9 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	}
 	for t, n := range userLimits {
 		limits[t] = n
+	}
+	if deadLimit > 0 {
+		limits[o.DeadLetterTopic] = deadLimit
 	}
 	warnSmallSinks(pl, props, limits)
 	return users, limits, nil

@@ -59,6 +59,9 @@ func logProgress(log *slog.Logger, t *service.Tracker, pl *plan.Plan, loops map[
 			st = l.Stats()
 		}
 		line := []any{"stage", s.Name, "watermark", wm, "records_in", st.RecordsIn, "elements_in", st.ElementsIn, "elements_out", st.ElementsOut, "commits", st.Commits, "aborts", st.Aborts}
+		if st.DeadLetters > 0 {
+			line = append(line, "dead_letters", st.DeadLetters)
+		}
 		if st.SidePauses > 0 {
 			// Tasks held by side inputs: a resume by the 5 s recheck
 			// is a pause no side input change ended (issue 24).

@@ -16,9 +16,9 @@ import (
 // (an aborted attempt adds to aborts only), like Kafka Streams' per-thread
 // and per-task metrics.
 type stageMetrics struct {
-	recordsIn, elementsIn, elementsOut, bundles, commits, aborts *prometheus.CounterVec
-	rebalances                                                   *prometheus.CounterVec
-	commitSeconds, processSeconds                                *prometheus.HistogramVec
+	recordsIn, elementsIn, elementsOut, bundles, commits, aborts, deadLetters *prometheus.CounterVec
+	rebalances                                                                *prometheus.CounterVec
+	commitSeconds, processSeconds                                             *prometheus.HistogramVec
 	// untrusted is the service's kafkastreams_untrusted_records_total
 	// (service.Server.Untrusted), by topic; nil in tests without one.
 	untrusted *prometheus.CounterVec
@@ -44,6 +44,7 @@ func newStageMetrics(reg prometheus.Registerer) *stageMetrics {
 		bundles:     counter("kafkastreams_stage_bundles_total", "Bundles of the stage in committed transactions."),
 		commits:     counter("kafkastreams_stage_commits_total", "Kafka transactions of the stage this instance committed (Kafka Streams: commit-total)."),
 		aborts:      counter("kafkastreams_stage_aborts_total", "Attempts of the stage this instance aborted and rewound (a failed bundle, a failed commit)."),
+		deadLetters: counter("kafkastreams_dead_letter_records_total", "Input records of the stage whose bundle failed every time (a DoFn's error or panic) that this instance wrote to the dead-letter topic in committed transactions (--error_policy=dead_letter; Kafka Streams: dropped-records-total)."),
 		rebalances:  counter("kafkastreams_stage_rebalances_total", "Rebalance events of the stage's consumer on this instance, by event (assigned, revoked).", "event"),
 		commitSeconds: hist("kafkastreams_stage_commit_duration_seconds",
 			"Commit latency: from BeginTransaction to the end of CommitTransaction (producing the outputs, reports and offsets, and the commit), per committed transaction."),
@@ -56,6 +57,7 @@ func newStageMetrics(reg prometheus.Registerer) *stageMetrics {
 func (m *stageMetrics) observer(name string) stage.Observer {
 	recordsIn, elementsIn, elementsOut := m.recordsIn.WithLabelValues(name), m.elementsIn.WithLabelValues(name), m.elementsOut.WithLabelValues(name)
 	bundles, commits, aborts := m.bundles.WithLabelValues(name), m.commits.WithLabelValues(name), m.aborts.WithLabelValues(name)
+	deadLetters := m.deadLetters.WithLabelValues(name)
 	assigned, revoked := m.rebalances.WithLabelValues(name, "assigned"), m.rebalances.WithLabelValues(name, "revoked")
 	commitSeconds, processSeconds := m.commitSeconds.WithLabelValues(name), m.processSeconds.WithLabelValues(name)
 	return stage.Observer{
@@ -64,6 +66,7 @@ func (m *stageMetrics) observer(name string) stage.Observer {
 			elementsIn.Add(float64(o.Stats.ElementsIn))
 			elementsOut.Add(float64(o.Stats.ElementsOut))
 			bundles.Add(float64(o.Stats.Bundles))
+			deadLetters.Add(float64(o.Stats.DeadLetters))
 			commits.Inc()
 			commitSeconds.Observe(o.Commit.Seconds())
 			processSeconds.Observe(o.Process.Seconds())

@@ -42,13 +42,13 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
-// Commits, aborts and rebalances reach their counters and histograms with
-// the stage's label; names follow Prometheus' conventions.
+// Commits, aborts, dead letters and rebalances reach their counters and
+// histograms with the stage's label; names follow Prometheus' conventions.
 func TestStageMetricsObserver(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o := newStageMetrics(reg).observer("s1")
 	o.Committed(stage.CommitObservation{Process: 300 * time.Millisecond, Commit: 20 * time.Millisecond, Stats: stage.Stats{RecordsIn: 7, ElementsIn: 6, ElementsOut: 5, Bundles: 2}})
-	o.Committed(stage.CommitObservation{Process: 100 * time.Millisecond, Commit: 40 * time.Millisecond, Stats: stage.Stats{RecordsIn: 3}})
+	o.Committed(stage.CommitObservation{Process: 100 * time.Millisecond, Commit: 40 * time.Millisecond, Stats: stage.Stats{RecordsIn: 3, DeadLetters: 1}})
 	o.Aborted()
 	o.Rebalanced([]int32{0, 1}, nil)
 	o.Rebalanced(nil, []int32{1})
@@ -60,6 +60,7 @@ func TestStageMetricsObserver(t *testing.T) {
 		"kafkastreams_stage_bundles_total{stage=s1}":                   2,
 		"kafkastreams_stage_commits_total{stage=s1}":                   2,
 		"kafkastreams_stage_aborts_total{stage=s1}":                    1,
+		"kafkastreams_dead_letter_records_total{stage=s1}":             1,
 		"kafkastreams_stage_rebalances_total{event=assigned,stage=s1}": 1,
 		"kafkastreams_stage_rebalances_total{event=revoked,stage=s1}":  1,
 		"kafkastreams_stage_commit_duration_seconds{stage=s1}_count":   2,

@@ -67,7 +67,7 @@ func (l *Loop) Close() {
 // ErrRecordTooLarge, ErrTopicGone, ErrOffsetOutOfRange (a restart would
 // meet the same deleted records) or an error of the SDK or the head.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) || usersFailure(err) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {

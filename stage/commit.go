@@ -24,9 +24,14 @@ import (
 // once the transaction committed, Step.Advance acknowledges the Ready. On
 // an error the transaction is aborted, the head's changes dropped
 // (Step.Abort) and the error returned; the caller rewinds. It returns the
-// tasks side inputs hold back.
-func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32) (blocked map[int32]int64, err error) {
+// tasks side inputs hold back. With dead set, batch is one record set
+// aside (step.In.Skip: poison.go's deadLetter) and dead its dead letter,
+// produced in the same transaction.
+func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32, dead *step.Record) (blocked map[int32]int64, err error) {
 	ins, touched := inputs(batch)
+	if dead != nil {
+		ins[0].Skip = true
+	}
 	began := time.Now()
 	for p := range touched {
 		l.status.update(p, func(s *TaskStatus) { s.AttemptSince = began })
@@ -76,7 +81,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		return nil, l.classify(ctx, "begin transaction", err)
 	}
 	inTxn = true
-	if err := l.produceReady(r, len(batch), touched); err != nil {
+	if err := l.produceReady(r, len(batch), touched, dead); err != nil {
 		return nil, err
 	}
 	if err := l.commitTransaction(ctx, r.Offsets); err != nil {
@@ -97,7 +102,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32)
 		// restored from the changelog. Stop: the task state is suspect.
 		return nil, fmt.Errorf("%w: %w", ErrLocalState, err)
 	}
-	l.countCommit(r, len(batch), touched, began, decided)
+	l.countCommit(r, len(batch), dead != nil, touched, began, decided)
 	return r.Blocked, nil
 }
 
@@ -131,10 +136,11 @@ func inputs(batch []*kafka.Message) ([]step.In, map[int32]bool) {
 }
 
 // produceReady produces r's records into the open transaction, in Ready's
-// order: the spilled records, Records, Config.CommitRecords' records (the
-// runner's metrics of the transaction: recordsIn input records, the tasks
-// touched), then the head's state (Ready.State).
-func (l *Loop) produceReady(r *step.Ready, recordsIn int, touched map[int32]bool) error {
+// order: the spilled records, Records, the dead letter if any (dead),
+// Config.CommitRecords' records (the runner's metrics of the transaction:
+// recordsIn input records, the tasks touched), then the head's state
+// (Ready.State).
+func (l *Loop) produceReady(r *step.Ready, recordsIn int, touched map[int32]bool, dead *step.Record) error {
 	if r.Spilled > 0 {
 		if err := l.spilled.replay(l.produceRecord); err != nil {
 			return err
@@ -145,8 +151,13 @@ func (l *Loop) produceReady(r *step.Ready, recordsIn int, touched map[int32]bool
 			return err
 		}
 	}
+	if dead != nil {
+		if err := l.produceRecord(dead); err != nil {
+			return err
+		}
+	}
 	if f := l.cfg.CommitRecords; f != nil {
-		extra := f(TxnSummary{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
+		extra := f(TxnSummary{RecordsIn: uint64(recordsIn), DeadLetters: dead1(dead), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, AbortsBefore: l.abortsUncommitted, Tasks: slices.Sorted(maps.Keys(touched))})
 		for i := range extra {
 			if err := l.produceRecord(&extra[i]); err != nil {
 				return err
@@ -225,11 +236,25 @@ func txnRequiresAbort(err error) bool {
 	return errors.As(err, &ke) && ke.TxnRequiresAbort()
 }
 
+// dead1 is 1 with a dead letter, else 0.
+func dead1(dead *step.Record) uint64 {
+	if dead != nil {
+		return 1
+	}
+	return 0
+}
+
 // countCommit counts a committed transaction: the loop's Stats, the
 // touched tasks' status, Config.Observer.Committed (the attempt took from
-// began to decided, its transaction from decided to now).
-func (l *Loop) countCommit(r *step.Ready, recordsIn int, touched map[int32]bool, began, decided time.Time) {
+// began to decided, its transaction from decided to now); dead says it
+// carried a dead letter (Stats.DeadLetters).
+func (l *Loop) countCommit(r *step.Ready, recordsIn int, dead bool, touched map[int32]bool, began, decided time.Time) {
 	l.stats.commits.Add(1)
+	var deadLetters uint64
+	if dead {
+		deadLetters = 1
+		l.stats.deadLetters.Add(1)
+	}
 	l.abortsUncommitted = 0
 	end := time.Now()
 	for p := range touched {
@@ -238,7 +263,7 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, touched map[int32]bool,
 		}
 	}
 	if f := l.cfg.Observer.Committed; f != nil {
-		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1}})
+		f(CommitObservation{Process: decided.Sub(began), Commit: end.Sub(decided), Stats: Stats{RecordsIn: uint64(recordsIn), ElementsIn: r.ElementsIn, ElementsOut: r.ElementsOut, Bundles: r.Bundles, Commits: 1, DeadLetters: deadLetters}})
 	}
 	now := end.UnixNano()
 	l.stats.firstCommit.CompareAndSwap(0, now)

@@ -74,7 +74,12 @@
 // committed offset below an internal input topic's log start; producer.go the transactional producer started
 // ahead; spillfile.go an attempt's records beyond memory; status.go what
 // other goroutines read (Loop.Tasks); envelope.go what the loop reads of
-// an input record's reports (a task done at the end of time).
+// an input record's reports (a task done at the end of time); size.go a
+// record too large for its topic, and poison.go an input record whose
+// bundle fails every time (Config.ErrorPolicy: the stage fails naming
+// it, or writes it to the dead-letter topic with its offset), both found
+// by taking the failed attempt's records in smaller attempts (Loop.isolate);
+// topicwatch.go a topic deleted while the stage runs.
 //
 // Idleness travels with the watermark (DESIGN.md "Watermarks", seed 002): a
 // task's input watermark is its watermarkmgr.Aggregator's over its upstream

@@ -40,8 +40,9 @@ func (l *Loop) applyDrain() {
 // the interval with nothing more to come cost every stage of a bounded
 // job a commit interval at its end (7 stages, 0.1 s each). Records of
 // partitions revoked meanwhile are dropped. While the loop looks for the
-// input record that made a record too large (Loop.isolate) a batch is
-// one record.
+// input record that made a record too large (a batch is one record) or
+// fails its bundle (half the failed batch, halved at each failure:
+// Loop.isolate, isolateMost).
 func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	if err := l.resumeHeld(); err != nil {
 		return nil, err
@@ -63,7 +64,9 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	ending := false
 	most := l.cfg.MaxBatchRecords
 	if l.isolate != nil {
-		most = 1 // finding the record that made one too large (tooLargeFound)
+		// Finding the record that made one too large (tooLargeFound) or
+		// fails (bundleFailed).
+		most = max(1, min(l.isolateMost, most))
 	}
 	for len(batch) < most && ctx.Err() == nil {
 		left := time.Until(deadline)

@@ -68,9 +68,22 @@ type Config struct {
 	SpillDir string
 	// MaxBatchRecords bounds the records in one transaction. Default 10 000.
 	MaxBatchRecords int
-	// MaxAttempts is how many times a failing bundle is retried (abort,
-	// rewind, read again) before Run returns its error. Default 4.
+	// MaxAttempts is how many times a failing attempt is tried (abort,
+	// rewind, read again) before Run returns its error, or, when a
+	// bundle failed the user's way (a DoFn's error or panic), before the
+	// attempt's input records are taken in smaller attempts (halved, one
+	// at a time from oneAtATime down), and then before the one failing
+	// alone is handled by ErrorPolicy. Default 4.
 	MaxAttempts int
+	// ErrorPolicy is what the stage does with an input record whose
+	// bundle fails alone in its attempt MaxAttempts times (poison.go).
+	// Empty: ErrorPolicyFail.
+	ErrorPolicy ErrorPolicy
+	// DeadLetterTopic receives the records ErrorPolicyDeadLetter sets
+	// aside, in the transaction committing their offsets. It must exist
+	// (the stage's producer creates no topic). Required with
+	// ErrorPolicyDeadLetter, unused otherwise.
+	DeadLetterTopic string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Producer, if set, is the stage's transactional producer started
@@ -119,6 +132,9 @@ type TxnSummary struct {
 	// AbortsBefore counts the attempts this loop aborted since its previous
 	// committed transaction (or its start).
 	AbortsBefore uint64
+	// DeadLetters is 1 if the transaction writes a dead letter
+	// (ErrorPolicyDeadLetter), else 0.
+	DeadLetters uint64
 	// Tasks are the tasks (input partitions) the transaction holds work
 	// or offsets of, ascending.
 	Tasks []int32
@@ -135,7 +151,13 @@ var (
 	// instance would; Run returns it after maxRestarts restarts within
 	// restartWindow.
 	ErrFenced = errors.New("stage: producer fenced")
-	// ErrBundleFailed: a bundle failed MaxAttempts times; wraps the cause.
+	// ErrBundleFailed: an attempt failed MaxAttempts times; wraps the
+	// cause. When the user's code failed (a DoFn's error or panic), the
+	// error names the input record that fails alone in its attempt (input
+	// topic, partition, offset) under ErrorPolicyFail, or the watermark
+	// reports or timers that failed without an input record (poison.go).
+	// Not retryable when the user's code failed: the same input fails the
+	// same way, so Run does not restart the clients.
 	ErrBundleFailed = errors.New("stage: bundle failed")
 	// ErrLocalState: a transaction committed but the head could not apply
 	// its state changes to the local stores; the task state here is
@@ -158,6 +180,11 @@ type Stats struct {
 	// Untrusted counts the input records of an internal topic the loop
 	// skipped, committed past (step.Untrusted).
 	Untrusted uint64
+	// DeadLetters counts the input records written to
+	// Config.DeadLetterTopic in committed transactions
+	// (ErrorPolicyDeadLetter); each is counted in RecordsIn too (its
+	// offset committed), never in ElementsIn.
+	DeadLetters uint64
 	// FirstCommit and LastCommit are the wall-clock times of the first and
 	// the last committed transaction (zero if none): RecordsIn / (LastCommit
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
@@ -250,11 +277,16 @@ type Loop struct {
 	// (TxnSummary.AbortsBefore).
 	abortsUncommitted uint64
 	// isolate holds, while the loop looks for the input record that made
-	// a record too large for its topic (tooLargeFound), the last offset of
-	// the failed batch of each of its partitions: until every such
-	// partition is past it, poll takes one record per attempt. Nil
-	// otherwise.
+	// a record too large for its topic (tooLargeFound) or that fails its
+	// bundle (bundleFailed), the last offset of the failed batch of each
+	// of its partitions: until every such partition is past it, poll
+	// takes one record per attempt. Nil otherwise.
 	isolate map[int32]int64
+	// isolateMost is how many records poll takes per attempt while
+	// isolate is set (0 means 1): 1 for a record too large, half the
+	// failed attempt's records for a bundle that fails (bundleFailed
+	// halves it at each failure, a bisection).
+	isolateMost int
 	// compresses says Config.Properties set a compression.type: the
 	// size check (checkSize) is left to the broker.
 	compresses bool
@@ -270,8 +302,8 @@ type Loop struct {
 	spilled *spillFile
 
 	stats struct {
-		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted atomic.Uint64
-		sidePauses, sideRechecks                                                            atomic.Uint64
+		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted, deadLetters atomic.Uint64
+		sidePauses, sideRechecks                                                                         atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
 		// assigned and firstRecord are Unix nanoseconds (0: none yet).
@@ -318,6 +350,15 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 4
+	}
+	switch cfg.ErrorPolicy {
+	case "", ErrorPolicyFail:
+	case ErrorPolicyDeadLetter:
+		if cfg.DeadLetterTopic == "" {
+			return nil, fmt.Errorf("stage %s: Config.ErrorPolicy %s needs a DeadLetterTopic", cfg.Spec.Name, cfg.ErrorPolicy)
+		}
+	default:
+		return nil, fmt.Errorf("stage %s: Config.ErrorPolicy %q: want %q or %q", cfg.Spec.Name, cfg.ErrorPolicy, ErrorPolicyFail, ErrorPolicyDeadLetter)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -371,6 +412,7 @@ func (l *Loop) Stats() Stats {
 		Commits:      l.stats.commits.Load(),
 		Bundles:      l.stats.bundles.Load(),
 		Aborts:       l.stats.aborts.Load(),
+		DeadLetters:  l.stats.deadLetters.Load(),
 		SidePauses:   l.stats.sidePauses.Load(),
 		SideRechecks: l.stats.sideRechecks.Load(),
 		FirstCommit:  unixNanos(l.stats.firstCommit.Load()),
@@ -389,7 +431,11 @@ func unixNanos(n int64) time.Time {
 
 // Run consumes until ctx is done (nil), a bundle fails MaxAttempts times
 // (ErrBundleFailed), the local state cannot take a committed attempt
-// (ErrLocalState), or a Kafka error recurs. A Kafka error (the producer
+// (ErrLocalState), or a Kafka error recurs. A bundle that fails the
+// user's way (a DoFn's error or panic) MaxAttempts times has the attempt's
+// records taken in smaller attempts (halved); the one failing alone MaxAttempts times
+// fails the stage naming it, or is written to the dead-letter topic
+// (Config.ErrorPolicy, poison.go). A Kafka error (the producer
 // fenced or fatal, the consumer fatal, a coordinator gone while the rewind
 // asked for committed offsets, a transaction that timed out: what a
 // broker's failover gives) restarts the loop's clients, as a restart of the
@@ -499,7 +545,7 @@ func (l *Loop) run(ctx context.Context) error {
 			return err
 		}
 		var blocked map[int32]int64
-		blocked, err = l.commit(ctx, batch, wake)
+		blocked, err = l.commit(ctx, batch, wake, nil)
 		if err == nil {
 			err = l.holdBlocked(blocked)
 		}
@@ -529,7 +575,13 @@ func (l *Loop) run(ctx context.Context) error {
 				return rerr
 			}
 			if attempts >= l.cfg.MaxAttempts {
-				return fmt.Errorf("%w: stage %s after %d attempts: %w", ErrBundleFailed, l.cfg.Spec.Name, attempts, err)
+				// The user's code: the record taken alone, then set
+				// aside or named (poison.go); otherwise the error.
+				if ferr := l.bundleFailed(ctx, err, attempts, batch, wake); ferr != nil {
+					return ferr
+				}
+				attempts = 0
+				continue
 			}
 			select {
 			case <-ctx.Done():

@@ -134,15 +134,8 @@ func (l *Loop) tooLargeFound(tl *tooLarge, batch []*kafka.Message, wake []int32)
 		return true, fmt.Errorf("%w: stage %s: %s: made from %s at input topic %s, partition %d, offset %d%s",
 			ErrRecordTooLarge, l.cfg.Spec.Name, tl.Error(), what, l.cfg.Spec.InputTopic, m.TopicPartition.Partition, int64(m.TopicPartition.Offset), timers)
 	}
-	if l.isolate == nil {
-		l.isolate = map[int32]int64{}
-	}
-	for _, m := range batch {
-		p, o := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
-		if last, ok := l.isolate[p]; !ok || o > last {
-			l.isolate[p] = o
-		}
-	}
+	l.isolateBatch(batch)
+	l.isolateMost = 1
 	l.stats.aborts.Add(1)
 	l.abortsUncommitted++
 	if f := l.cfg.Observer.Aborted; f != nil {
@@ -162,8 +155,8 @@ func (l *Loop) isolated() {
 		}
 	}
 	if l.isolate != nil && len(l.isolate) == 0 {
-		l.isolate = nil
-		l.log.Info("stage: the records of the attempt that made a record too large were taken one at a time and none made it again: reading on in batches")
+		l.isolate, l.isolateMost = nil, 0
+		l.log.Info("stage: the records of the failed attempt were taken in smaller attempts past its last one: reading on in batches")
 	}
 }
 

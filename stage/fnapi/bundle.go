@@ -469,7 +469,7 @@ func (s *Server) RunBundleWith(ctx context.Context, descID string, inputs map[st
 		}
 	}
 	if e := resp.GetError(); e != "" {
-		return fail(fmt.Errorf("harness: %s", e))
+		return fail(fmt.Errorf("%w: %s", ErrBundleFailed, e))
 	}
 	pb := resp.GetProcessBundle()
 	// The response and the sinks' last chunks travel on different streams.
@@ -483,7 +483,7 @@ last:
 				return fail(err)
 			}
 		case resp = <-p.resp: // a late local failure (e.g. bad data) wins
-			return fail(fmt.Errorf("%s", resp.GetError()))
+			return fail(fmt.Errorf("%w: %s", ErrBundleFailed, resp.GetError()))
 		case <-ctx.Done():
 			return fail(context.Cause(ctx))
 		case <-s.gone:

@@ -29,6 +29,13 @@ var (
 	// ErrUnknownDescriptor means a ProcessBundle named a descriptor id that
 	// was not registered with RegisterStage.
 	ErrUnknownDescriptor = errors.New("fnapi: unknown process bundle descriptor")
+	// ErrBundleFailed means the SDK harness answered a bundle with an
+	// error (the InstructionResponse's error): the user's code failed, a
+	// DoFn's error or panic (the Go SDK recovers a panic and reports it so),
+	// or a coder's on the bundle's data; not the transport, the runner or
+	// the harness gone. The stage loop counts only these as an input
+	// record's failure (stage.Config.ErrorPolicy). Its text is "harness".
+	ErrBundleFailed = errors.New("harness")
 )
 
 // Options configures a Server. The zero value is valid.

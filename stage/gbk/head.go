@@ -166,6 +166,13 @@ func (h *Head) core(p int32) (*Core, error) {
 // "droppedDueToClosedWindow").
 func (h *Head) ClosedDropped() int64 { return h.closed.Load() }
 
+// Unskippable implements step.Unskippable: an element record can complete
+// a pane (a data-driven trigger) holding earlier records' values, so the
+// record a pane's bundle fails with is not the pane's poison.
+func (h *Head) Unskippable() string {
+	return "a GroupByKey's record can complete a pane that holds earlier records' values: setting it aside would not set the pane aside"
+}
+
 // Element buffers one input element in every window it is in. The record
 // key must be the element's key bytes (KeyOf upstream). It returns the
 // panes a non-default trigger fires on it (the default trigger fires only

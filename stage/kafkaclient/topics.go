@@ -77,3 +77,10 @@ func DataTopicConfig() map[string]string {
 		"segment.bytes":   strconv.Itoa(InternalTopicMaxMessageBytes),
 	}
 }
+
+// DeadLetterTopic is the default dead-letter topic of an application's
+// stages under --error_policy=dead_letter, "<application_id>.dead-letters":
+// the input records whose bundle fails every time (stage.ErrorPolicy).
+// Unlike the topics above it is the user's to read: the runner creates it
+// if it is missing and never deletes or purges it.
+func DeadLetterTopic(applicationID string) string { return applicationID + ".dead-letters" }

@@ -12,7 +12,7 @@
 //     (GroupByKey, stateful ParDo, splittable DoFn, TestStream, Kafka
 //     source, Passthrough), and the optional interfaces the loop and the
 //     step look for (Drainer, Owing, Reachability, LogEnds, EndsInput,
-//     JobClockSource, JobClockReader): a loop never asks which kind of
+//     Unskippable, JobClockSource, JobClockReader): a loop never asks which kind of
 //     head it runs, only whether it implements one of them;
 //   - spec.go: the vocabulary (Spec and its outputs and sinks, In, Record,
 //     Bundle, ProcessFunc, Emit, SideInputGate);

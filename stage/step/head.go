@@ -148,6 +148,21 @@ type Head interface {
 	Aborted(ps []int32) error
 }
 
+// Unskippable is implemented by a head one of whose input records can
+// make work of more than itself: a TestStream's record is a segment (many
+// elements and a watermark), a GroupByKey's element record can complete a
+// pane of a data-driven trigger holding earlier records' values. The
+// Loop never sets such a head's record aside (In.Skip, under the
+// dead_letter error policy: stage.Config.ErrorPolicy): a record failing
+// alone in its attempt fails the stage naming it, under either policy,
+// since setting it aside would drop more than the record, or the wrong
+// record. Unskippable says why, in words, for that error; "" means the
+// head's records may be set aside after all (a Passthrough that is not
+// an Impulse's).
+type Unskippable interface {
+	Unskippable() string
+}
+
 // Drainer is implemented by the heads of stages that read an unbounded
 // input (a Kafka topic, a splittable DoFn's restrictions). Drain is Beam's
 // drain of the application: the head stops taking new input, finishes or
@@ -216,13 +231,24 @@ type Passthrough struct {
 }
 
 var (
-	_ Head      = (*Passthrough)(nil)
-	_ EndsInput = (*Passthrough)(nil)
+	_ Head        = (*Passthrough)(nil)
+	_ EndsInput   = (*Passthrough)(nil)
+	_ Unskippable = (*Passthrough)(nil)
 )
 
 // EveryRecordEndsInput implements EndsInput: an Impulse stage's one
 // record ends its input.
 func (h *Passthrough) EveryRecordEndsInput() bool { return h.Impulse != nil }
+
+// Unskippable implements Unskippable: an Impulse stage's one record is
+// every element the pipeline creates from it (a Create's values); any
+// other record is one element ("").
+func (h *Passthrough) Unskippable() string {
+	if h.Impulse != nil {
+		return "an Impulse's record is every element created from it: setting it aside would drop them all"
+	}
+	return ""
+}
 
 // Assign implements Head: a Passthrough keeps no state to restore.
 func (h *Passthrough) Assign(context.Context, int32) error { return nil }

@@ -119,6 +119,15 @@ type In struct {
 	LogAppendTime bool
 	// Headers are the record's headers, in order.
 	Headers []Header
+	// Skip sets the record aside: the step gives it to no head and no
+	// bundle, and only moves its task's offset past it (the task is
+	// touched: advanced and reported at the end of the attempt like any
+	// other). The loop sets it on an input record whose bundle failed
+	// alone in its attempt every time, which it writes to the dead-letter
+	// topic in the same transaction (stage.Config.ErrorPolicy). Only an
+	// element record can be skipped: Decide refuses a skipped record that
+	// holds watermark reports (they are the stream's order, not data).
+	Skip bool
 }
 
 // Header is one Kafka record header.

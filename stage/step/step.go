@@ -33,6 +33,30 @@ func (s *Step) Partitions() int32 { return s.spec.Partitions }
 // attempt aborts (retryable, but it will loop again: a DoFn bug).
 var ErrTimerLoop = errors.New("step: timers keep firing timers")
 
+// BundleError is the error of a bundle the SDK harness ran and failed
+// (Config.Process returned an error: a DoFn's error or panic, which the
+// SDK harness reports as the bundle's error): the user's code, not the
+// runner's nor Kafka's. The loop counts only these as a record's failure
+// (stage.Config.ErrorPolicy); every other error of Decide (a record that
+// is no Envelope, a head's error, a side input's) fails the attempt as
+// before.
+type BundleError struct {
+	// Stage is the stage's name; Elements and Timers are the bundle's.
+	Stage            string
+	Elements, Timers int
+	// Err is Process's error.
+	Err error
+}
+
+func (e *BundleError) Error() string {
+	if e.Timers > 0 {
+		return fmt.Sprintf("stage %s: bundle of %d elements and %d timers: %v", e.Stage, e.Elements, e.Timers, e.Err)
+	}
+	return fmt.Sprintf("stage %s: bundle of %d elements: %v", e.Stage, e.Elements, e.Err)
+}
+
+func (e *BundleError) Unwrap() error { return e.Err }
+
 // Step is the commit decision of one stage, a pure core in the sense of
 // etcd's raft: given a batch of decoded input records and the tasks'
 // watermark state it runs the head and the bundles and returns a Ready;
@@ -268,7 +292,7 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 				report = reports[i]
 			}
 		}
-		if report == nil && s.gate != nil {
+		if report == nil && s.gate != nil && !m.Skip {
 			ok, err := s.gate.Ready(value)
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: side inputs: %w", s.spec.Name, err)
@@ -283,6 +307,12 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 			}
 		}
 		next[p] = m.Offset + 1
+		if m.Skip {
+			if report != nil {
+				return nil, fmt.Errorf("stage %s: record at %s[%d]@%d holds watermark reports: it cannot be set aside", s.spec.Name, s.spec.InputTopic, p, m.Offset)
+			}
+			continue // set aside (In.Skip): its offset only
+		}
 		if report != nil {
 			// A batch's reports were made at one place of one upstream
 			// transaction: observed in order, then one point.
@@ -539,7 +569,11 @@ func (a *attempt) bundle(w Work) (*Bundle, error) {
 	if a.s.process != nil {
 		var err error
 		if b, err = a.s.process(a.ctx, w, a.emit); err != nil {
-			return nil, fmt.Errorf("stage %s: bundle of %d elements: %w", a.s.spec.Name, len(w.Elements), err)
+			timers := 0
+			for _, ts := range w.Timers {
+				timers += len(ts)
+			}
+			return nil, &BundleError{Stage: a.s.spec.Name, Elements: len(w.Elements), Timers: timers, Err: err}
 		}
 	} else {
 		if len(w.Timers) > 0 {

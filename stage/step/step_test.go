@@ -3,6 +3,7 @@ package step
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -47,7 +48,9 @@ import (
 //	batch [woken=(p:offset,...)]
 //	    one Decide over the records of the input, one per line:
 //	      e P KEY VALUE                       element record (KEY - for none)
+//	      s P KEY VALUE                       element record set aside (In.Skip)
 //	      r P UP/SP wm=T total=N [idle]       report record of upstream UP
+//	      sr P UP/SP wm=T total=N [idle]      the same, set aside (refused)
 //	    each task's offsets continue from its committed next offset (a
 //	    blocked task's reads again from its held record). Prints the trace
 //	    of head calls and bundles, then the Ready: its records (reports
@@ -57,7 +60,8 @@ import (
 //
 // Times are ms, or min and max (mtime.MinTimestamp, mtime.MaxTimestamp).
 //
-// The fake ProcessFunc turns element "v" into output "v'"; element
+// The fake ProcessFunc turns element "v" into output "v'" and fails a
+// bundle holding the element "fail" (a DoFn's error); element
 // "set:K:T" also sets event-time timer K at T (hold T), "pset:K:T" the
 // processing-time timer K at T, "clear:K" clears event-time timer K. A
 // fired timer "K@T" outputs "fired K@T" (processing-time: "fired proc
@@ -246,10 +250,11 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 		in := In{Task: p, Offset: off[p]}
 		off[p]++
 		switch f[0] {
-		case "e":
+		case "e", "s":
 			if len(f) != 4 {
-				t.Fatalf("%s: %q: want e P KEY VALUE", d.Pos, line)
+				t.Fatalf("%s: %q: want e|s P KEY VALUE", d.Pos, line)
 			}
+			in.Skip = f[0] == "s"
 			if f[2] != "-" {
 				in.Key = []byte(f[2])
 			}
@@ -257,7 +262,8 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 			if !h.spec.RawInput {
 				in.Value = mustMarshal(t, &pb.Envelope{Payload: &pb.Envelope_Element{Element: in.Value}})
 			}
-		case "r":
+		case "r", "sr":
+			in.Skip = f[0] == "sr"
 			up, sp, ok := strings.Cut(f[2], "/")
 			if !ok {
 				t.Fatalf("%s: %q: want r P UP/SP wm=T total=N [idle]", d.Pos, line)
@@ -299,7 +305,12 @@ func (h *stepHarness) batch(t *testing.T, d *datadriven.TestData, woken []string
 	}
 	if err != nil {
 		// The Loop aborts and rewinds: every task back to its checkpoint.
-		fmt.Fprintf(&b, "error: %v\n", err)
+		var be *BundleError
+		if errors.As(err, &be) {
+			fmt.Fprintf(&b, "bundle error: %v\n", err)
+		} else {
+			fmt.Fprintf(&b, "error: %v\n", err)
+		}
 		for p := range h.tasks {
 			tk, rerr := RestoreTask(p, h.spec.Upstreams, h.committed[p])
 			if rerr != nil {
@@ -448,6 +459,10 @@ func (h *stepHarness) process(_ context.Context, w Work, _ Emit) (*Bundle, error
 	}
 	for _, e := range w.Elements {
 		s := string(e)
+		if s == "fail" {
+			h.log("bundle#%d %s: fails", n, bracket(bytesStrings(w.Elements)))
+			return nil, errors.New("the DoFn failed on fail")
+		}
 		b.Outputs[mainPC] = append(b.Outputs[mainPC], []byte(s+"'"))
 		f := strings.Split(s, ":")
 		switch {

@@ -66,6 +66,12 @@ func (h *Head) Assign(context.Context, int32) error { return nil }
 // Revoke implements step.Head.
 func (h *Head) Revoke(p int32) { delete(h.cur, p) }
 
+// Unskippable implements step.Unskippable: a record is a segment, many
+// elements and a watermark.
+func (h *Head) Unskippable() string {
+	return "a TestStream's record is a segment of elements and a watermark: setting it aside would drop them all"
+}
+
 // Element implements step.Head: value is segment record i of n, and n must
 // be the head's segment count (a different count means the recorded plan
 // was made from another TestStream: an error, never a guess).

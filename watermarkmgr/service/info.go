@@ -68,6 +68,9 @@ type LocalStage struct {
 	ElementsOut uint64 `json:"elementsOut"`
 	Commits     uint64 `json:"commits"`
 	Aborts      uint64 `json:"aborts"`
+	// DeadLetters counts the input records the stage wrote to its
+	// dead-letter topic (stage.Stats.DeadLetters; --error_policy).
+	DeadLetters uint64 `json:"deadLetters"`
 	// LateDropped counts elements the stage's GroupByKey dropped as too
 	// late (-1: not a GroupByKey stage).
 	LateDropped int64 `json:"lateDropped"`

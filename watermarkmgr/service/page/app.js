@@ -141,6 +141,7 @@ function render(s) {
       figs.push(`records in <b>${l.recordsIn}</b>${ri === null ? "" : " (" + ri.toFixed(0) + "/s)"}`);
       figs.push(`elements out <b>${l.elementsOut}</b>${eo === null ? "" : " (" + eo.toFixed(0) + "/s)"}`);
       figs.push(`commits <b>${l.commits}</b>`, `aborts <b>${l.aborts}</b>`);
+      if (l.deadLetters > 0) figs.push(`dead letters <b>${l.deadLetters}</b> (--error_policy=dead_letter)`);
       if (l.lateDropped >= 0) figs.push(`late dropped <b>${l.lateDropped}</b>`);
       if (l.windowsHeld >= 0) figs.push(`state held <b>${l.windowsHeld} ${l.windowsHeld === 1 ? "pane" : "panes"}</b> (key, window)`);
       if (l.timersPending >= 0) figs.push(`state held <b>${l.timersPending} ${l.timersPending === 1 ? "timer" : "timers"}</b>`);
