@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Sentinel errors.
@@ -60,6 +61,10 @@ type Options struct {
 	NoRestore bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// FS is the file system the task databases are written through:
+	// vfs.Default if nil. Tests give one that injects faults (Pebble's
+	// vfs/errorfs).
+	FS vfs.FS
 }
 
 // Manager holds the stores of one stage's tasks in one instance. Not safe
@@ -75,6 +80,9 @@ type Manager struct {
 	cache *pebble.Cache
 	// ws is Prepare's buffer, kept for the next commit's.
 	ws []write
+	// dir is the first file system error of the databases' background
+	// work (dirfull.go).
+	dir dirHealth
 
 	// pub is what Stats reads from other goroutines: the loop's goroutine
 	// writes it in Restore and Drop, holding mu.
@@ -106,7 +114,7 @@ const memTableBytes = 16 << 20
 // temporary and local; compression and decompression were 8% of the
 // GroupByKey benchmark's CPU).
 func (m *Manager) pebbleOptions() *pebble.Options {
-	o := &pebble.Options{Logger: pebbleLogger{m.log}, DisableWAL: true, Cache: m.cache, MemTableSize: memTableBytes}
+	o := &pebble.Options{Logger: pebbleLogger{m.log}, EventListener: m.eventListener(), DisableWAL: true, Cache: m.cache, MemTableSize: memTableBytes, FS: m.opts.FS}
 	for i := range o.Levels {
 		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
@@ -202,7 +210,7 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	dir := filepath.Join(m.base, fmt.Sprintf("%d-%s", p, hex.EncodeToString(suffix)))
 	db, err := pebble.Open(dir, m.pebbleOptions())
 	if err != nil {
-		return nil, fmt.Errorf("%w: task %d: open %s: %w", ErrRestore, p, dir, err)
+		return nil, fmt.Errorf("%w: task %d: %w", ErrRestore, p, openErr(dir, err))
 	}
 	t := &Task{p: p, dir: dir, db: db}
 	pub := &published{db: db, restoring: true}
@@ -251,6 +259,9 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 	flush := func() error {
 		if b.Empty() {
 			return nil
+		}
+		if err := m.dirErr(); err != nil {
+			return err
 		}
 		if err := b.Commit(pebble.NoSync); err != nil {
 			return err
@@ -306,8 +317,13 @@ func (m *Manager) Drop(p int32) {
 // so such deletions were 22% of the main job's changelog records (34 000
 // of its Sessions stage's 154 000). The records' keys and values are the pending
 // batch's own bytes, valid until Committed or Aborted: produce must copy
-// what it keeps (librdkafka's produce does).
+// what it keeps (librdkafka's produce does). Once a database's background
+// write has failed for the file system (dirfull.go), Prepare writes
+// nothing and returns ErrStateDir.
 func (m *Manager) Prepare(produce ProduceFunc) error {
+	if err := m.dirErr(); err != nil {
+		return err
+	}
 	ws := m.ws[:0]
 	defer func() { clear(ws); m.ws = ws[:0] }()
 	for _, p := range m.sortedTasks() {
