@@ -1,15 +1,18 @@
 package stage
 
 import (
-	"github.com/kafkastreams/kafkastreams/stage/step"
-
 	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
 	"time"
+
+	"github.com/kafkastreams/kafkastreams/stage/state"
+	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
 // spillFile holds an attempt's spilled records (StepConfig.Spill) on local
@@ -41,12 +44,12 @@ func (s *spillFile) add(records []step.Record) error {
 	if s.f == nil {
 		if s.dir != "" {
 			if err := os.MkdirAll(s.dir, 0o755); err != nil {
-				return fmt.Errorf("spill file: %w", err)
+				return spillErr(s.dir, err)
 			}
 		}
 		f, err := os.CreateTemp(s.dir, "kafkastreams-spill-*")
 		if err != nil {
-			return fmt.Errorf("spill file: %w", err)
+			return spillErr(s.dir, err)
 		}
 		s.f, s.w, s.index = f, bufio.NewWriterSize(f, 1<<20), map[string]uint64{}
 	}
@@ -74,7 +77,7 @@ func (s *spillFile) add(records []step.Record) error {
 		}
 		s.buf = b
 		if _, err := s.w.Write(b); err != nil {
-			return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
+			return spillErr(s.f.Name(), err)
 		}
 	}
 	s.n += len(records)
@@ -95,10 +98,10 @@ func (s *spillFile) replay(produce func(*step.Record) error) error {
 		return nil
 	}
 	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
+		return spillErr(s.f.Name(), err)
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
+		return spillErr(s.f.Name(), err)
 	}
 	rd := bufio.NewReaderSize(s.f, 1<<20)
 	var key, value []byte
@@ -188,10 +191,10 @@ func (s *spillFile) reset() error {
 	s.n = 0
 	s.w.Reset(s.f)
 	if err := s.f.Truncate(0); err != nil {
-		return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
+		return spillErr(s.f.Name(), err)
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("spill file %s: %w", s.f.Name(), err)
+		return spillErr(s.f.Name(), err)
 	}
 	return nil
 }
@@ -203,4 +206,18 @@ func (s *spillFile) close() {
 		os.Remove(s.f.Name())
 		s.f = nil
 	}
+}
+
+// spillErr is the error of the spill file (or its directory) at path: it
+// wraps state.ErrStateDir too when the file system refused (a full disk, a
+// quota, a read-only file system): the spill file lives in --state_dir,
+// beside the task stores, and the stage fails naming it, as a task store
+// that cannot flush does.
+func spillErr(path string, err error) error {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	if errors.As(err, &pe) || errors.As(err, &errno) {
+		return fmt.Errorf("%w: spill file %s (an attempt's records beyond the spill size wait there for its transaction): %w", state.ErrStateDir, path, err)
+	}
+	return fmt.Errorf("spill file %s: %w", path, err)
 }
