@@ -38,7 +38,7 @@ const resourceTransactionalID = kafka.ResourceType(5)
 var readmeACLs = []aclRow{
 	{kafka.ResourceTopic, "{app}", kafka.ResourcePatternTypePrefixed, []kafka.ACLOperation{
 		kafka.ACLOperationCreate, kafka.ACLOperationDescribe, kafka.ACLOperationRead, kafka.ACLOperationWrite,
-		kafka.ACLOperationDescribeConfigs, kafka.ACLOperationAlterConfigs}},
+		kafka.ACLOperationDescribeConfigs, kafka.ACLOperationAlterConfigs, kafka.ACLOperationDelete}},
 	{kafka.ResourceGroup, "{app}", kafka.ResourcePatternTypePrefixed, []kafka.ACLOperation{kafka.ACLOperationRead, kafka.ACLOperationDescribe}},
 	{resourceTransactionalID, "{app}", kafka.ResourcePatternTypePrefixed, []kafka.ACLOperation{kafka.ACLOperationWrite, kafka.ACLOperationDescribe}},
 	{kafka.ResourceTopic, "{source}", kafka.ResourcePatternTypeLiteral, []kafka.ACLOperation{kafka.ACLOperationRead, kafka.ACLOperationDescribe}},
@@ -123,6 +123,7 @@ func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 		_, err := beam.Run(runner.WithOptions(jctx, jobOptions(appBS, app, func(o *runner.Options) {
 			o.KafkaProperties = kafkaenv.ClientProperties("app", appPassword)
 			o.StateDir = t.TempDir()
+			o.PurgeInterval = 100 * time.Millisecond // the purge runs under the table too
 		})), runner.Name, kioEOSPipeline(in, out, counts, 0))
 		return err
 	}
@@ -186,6 +187,20 @@ func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 		t.Fatalf("internal topics of %s: %v", app, internal)
 	}
 	t.Logf("internal topics of %s: %v", app, internal)
+	// The purge ran under the table (Topic Delete): a stage's input topic
+	// that it purges starts past offset 0 on some partition.
+	purged := false
+	for topic := range dataTopics(t, admin, app) {
+		for p, low := range offsetsOf(t, ctx, admin, topic, len(md.Topics[topic].Partitions), kafka.EarliestOffsetSpec) {
+			if low > 0 {
+				purged = true
+				t.Logf("%s partition %d purged up to %d", topic, p, low)
+			}
+		}
+	}
+	if !purged {
+		t.Errorf("no internal data topic of %s was purged (--purge_interval 100ms): DeleteRecords refused under the table?", app)
+	}
 	// User:other may use groups of its own ("other…"), so that what
 	// refuses its reads is the topic's ACL, not its group's.
 	grantACLs(ctx, t, admin, "User:other", []aclRow{{kafka.ResourceGroup, "other", kafka.ResourcePatternTypePrefixed, []kafka.ACLOperation{kafka.ACLOperationRead, kafka.ACLOperationDescribe}}}, map[string][]string{"other": {"other"}})
