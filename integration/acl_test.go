@@ -81,7 +81,7 @@ func grantACLs(ctx context.Context, t *testing.T, admin *kafka.AdminClient, prin
 // group (GROUP_AUTHORIZATION_FAILED).
 func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts its own broker")
+		t.Skip("-short: this test starts a broker of its own (SASL/SCRAM, StandardAuthorizer, a java process); run it without -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -418,7 +418,7 @@ func TestSideInputRecordsDeletedFails(t *testing.T) {
 func TestPurgeKeepsInternalTopicsFlat(t *testing.T) {
 	mins, _ := strconv.ParseFloat(os.Getenv("KAFKASTREAMS_PURGE_MINUTES"), 64)
 	if mins <= 0 {
-		t.Skip("set KAFKASTREAMS_PURGE_MINUTES to measure")
+		t.Skip("a measurement of minutes, not part of make test: run it with KAFKASTREAMS_PURGE_MINUTES=5 (and KAFKASTREAMS_PURGE_INTERVAL=0 for the run without the purge), e.g. KAFKASTREAMS_PURGE_MINUTES=5 go test -run '^TestPurgeKeepsInternalTopicsFlat$' -v ./integration/")
 	}
 	every := 30 * time.Second
 	if v := os.Getenv("KAFKASTREAMS_PURGE_INTERVAL"); v != "" {
