@@ -74,17 +74,29 @@ func init() {
 	register.Function3x0(poisonGroup)
 }
 
-// poisonInput creates topic in (one partition) holding 40 records, keys
-// k00…k39, values v00…v39 but for offset 17's, the poison value, with a
-// header trace=t17, all produced before the job starts: the stage's
-// first attempt holds them all, so the record is found one at a time.
-func poisonInput(t *testing.T, ctx context.Context, bs, in string) {
+// poisonTopics makes a poison test's topics: its input with n records,
+// the poison one at offset at (poisonInputOf), and an output topic of one
+// partition; it returns their names and the application id.
+func poisonTopics(t *testing.T, ctx context.Context, bs string, n, at int) (in, out, app string) {
 	t.Helper()
-	poisonInputOf(t, ctx, bs, in, 40, 17)
+	in, out, app = uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+	poisonInputOf(t, ctx, bs, in, n, at)
+	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return in, out, app
 }
 
-// poisonInputOf is poisonInput with n records, the poison one at offset
-// at (keys and values of at least two digits).
+// boundedRead is the poison tests' read of their input: bounded, in
+// order (no out-of-orderness), idleness off.
+func boundedRead(s beam.Scope, in string) beam.PCollection {
+	return kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
+}
+
+// poisonInputOf creates topic in (one partition) holding n records, keys
+// k00…, values v00… (at least two digits) but for offset at's, the poison
+// value, with a header trace=t<at>, all produced before the job starts:
+// the stage's first attempts hold them all, so the record must be found.
 func poisonInputOf(t *testing.T, ctx context.Context, bs, in string, n, at int) {
 	t.Helper()
 	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}); err != nil {
@@ -154,13 +166,9 @@ func TestPoisonRecordFailNamesIt(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
-	kafkaio.Write(s, out, beam.ParDo(s, poisonPanics, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))))
+	kafkaio.Write(s, out, beam.ParDo(s, poisonPanics, boundedRead(s, in)))
 	_, took, err := runPoisonJob(t, ctx, bs, app, p)
 	t.Logf("the job ended after %v: %v", took, err)
 	if err == nil {
@@ -197,13 +205,9 @@ func TestPoisonRecordDeadLetterSource(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
-	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))))
+	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, boundedRead(s, in)))
 	before := time.Now().UTC()
 	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
 	t.Logf("the job ended after %v: %v", took, err)
@@ -234,13 +238,9 @@ func TestPoisonRecordDeadLetterAfterReshuffle(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
-	read := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
+	read := boundedRead(s, in)
 	kafkaio.Write(s, out, beam.ParDo(s, poisonPanics, beam.Reshuffle(s, read)))
 	before := time.Now().UTC()
 	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
@@ -272,13 +272,9 @@ func TestPoisonPaneFailsUnderDeadLetter(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
-	read := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
+	read := boundedRead(s, in)
 	kafkaio.Write(s, out, beam.ParDo(s, poisonGroup, beam.GroupByKey(s, read)))
 	_, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
 	t.Logf("the job ended after %v: %v", took, err)
@@ -385,11 +381,7 @@ func TestPoisonRecordDeadLetterCounted(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
 	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0))))
 	jctx, jcancel := context.WithCancel(ctx)
@@ -494,13 +486,9 @@ func TestPoisonRecordDeadLetterStateful(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
-	poisonInput(t, ctx, bs, in)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, 40, 17)
 	p, s := beam.NewPipelineWithRoot()
-	read := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))
+	read := boundedRead(s, in)
 	kafkaio.Write(s, out, beam.ParDo(s, &poisonStatefulFn{Seen: state.MakeValueState[int]("seen")}, read))
 	before := time.Now().UTC()
 	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
@@ -529,14 +517,10 @@ func TestPoisonRecordDeadLetterManyRecords(t *testing.T) {
 	bs := b.BootstrapServers()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
 	const n, at = 3000, 1717
-	poisonInputOf(t, ctx, bs, in, n, at)
-	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: out, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	in, out, app := poisonTopics(t, ctx, bs, n, at)
 	p, s := beam.NewPipelineWithRoot()
-	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1))))
+	kafkaio.Write(s, out, beam.ParDo(s, poisonErrs, boundedRead(s, in)))
 	res, took, err := runPoisonJob(t, ctx, bs, app, p, func(o *runner.Options) { o.ErrorPolicy = stage.ErrorPolicyDeadLetter })
 	var commits uint64
 	if res != nil {
