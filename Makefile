@@ -18,7 +18,7 @@ INTEGRATION_TIMEOUT ?= 30m
 # INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
 INTEGRATION_RUN     ?=
 
-.PHONY: all test unit integration scenarios bench chaos difftest kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
+.PHONY: all test unit integration scenarios bench chaos soak difftest kafka-jars kafka-image proto proto-check run run-stream run-prism vet fmt-check lint clean
 
 all: test
 
@@ -61,6 +61,24 @@ CHAOS_COUNT ?= 1
 chaos: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	KAFKASTREAMS_CHAOS=1 $(GO) test -count=$(CHAOS_COUNT) -run '^TestChaos$$' -v -timeout 60m ./integration/ 2>&1 | grep -v -E '^(kafkaenv|time=|[0-9]{4}/)'
+
+## soak: issue 23's Kafka system test (integration/soak_test.go, TestSoak;
+## its short version runs in make test): the scenario job on a 3-node
+## KRaft cluster (replication factor 3, min.insync.replicas 2) under a
+## steady load for MINUTES (default 30) of random instance faults (SIGKILL,
+## SIGSTOP past the session and transaction timeouts then SIGCONT, SIGTERM;
+## 1-3 running) and node faults (SIGTERM, SIGKILL, the active controller
+## among them; each node restarted, one down at a time); then the output
+## checked exactly. Prints the lines "figures soak: …"; the full log in
+## .cache/soak.log. The seed is logged; KAFKASTREAMS_SOAK_SEED=<seed>
+## replays a schedule.
+SOAK_MINUTES = $(or $(MINUTES),30)
+soak: kafka-jars
+	@mkdir -p .cache
+	@echo "make: soak for $(SOAK_MINUTES) minutes of faults (full log in .cache/soak.log)"
+	@set +e; KAFKASTREAMS_SOAK_MINUTES=$(SOAK_MINUTES) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout $$(( $(SOAK_MINUTES) + 40 ))m ./integration/ 2>&1 | tee .cache/soak.log \
+	  | grep -a --line-buffered -E '^(\s*--- (PASS|FAIL)|ok|FAIL|PASS|\s+soak_test\.go:[0-9]+: |\s+scenarios_test\.go:[0-9]+: (figures|soak)|\s{4,}[+-]?[0-9.]+s )' | sed -u -E 's/^(.{600}).*/\1/'; \
+	  exit $${PIPESTATUS[0]}
 
 ## difftest: the randomized differential test against Prism
 ## (integration/difftest_test.go) on more seeds than make test's: N=n runs
@@ -108,21 +126,41 @@ scenarios: kafka-jars
 ## the benchmarks it names (a regexp of names without "Benchmark");
 ## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
 ## g GB (default: 80% of the machine's available memory).
+## BenchmarkKafkaStreams (issue 24): a windowed sum on this runner and as
+## the Kafka Streams application integration/kstreamsbench (1 and 2
+## threads, built here with mvn when its sources change), 2 alternating
+## rounds of 1 M records (KS=1M,10M adds the 10 M row, about 5 minutes
+## more), then a 60 s steady run at 2 000 records/s (KS_STEADY=0 skips it):
+## wall, CPU s (process, broker), peak RSS, latency p50/p99.
 SCALE         ?= 1000000,3000000,10000000
-BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Partitions|Scale
+KS            ?= 1M
+KS_STEADY     ?= 60s
+BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Partitions|KafkaStreams|Scale
+KS_DIR        := integration/kstreamsbench
+KS_JAR        := $(KS_DIR)/target/kstreamsbench.jar
 BENCH_PLOT    ?= cmd/benchtable/bench-scale.png
 BENCH_TIMEOUT ?= 180m
 BENCH_MEMORY_GB ?=
-bench: kafka-jars
+bench: kafka-jars $(KS_JAR)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	$(GO) build -o bin/commitactivity ./cmd/commitactivity
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_MEMORY_GB='$(BENCH_MEMORY_GB)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
+	  KAFKASTREAMS_BENCH_KS='$(KS)' KAFKASTREAMS_BENCH_KS_STEADY='$(KS_STEADY)' KAFKASTREAMS_BENCH_KS_JAR=$(abspath $(KS_JAR)) \
 	  $(GO) test -count=1 -run '^$$' -bench '^Benchmark($(BENCH))$$' -benchtime=1x -timeout $(BENCH_TIMEOUT) ./integration/ 2>&1 | tee .cache/bench.log \
-	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench|partitions_bench)_test)'; \
+	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench|partitions_bench|kstreams_bench)_test)'; \
 	  status=$${PIPESTATUS[0]}; set -e; \
 	  $(GO) run ./cmd/benchtable --in=.cache/bench.log --plot='$(BENCH_PLOT)'; \
 	  exit $$status
+
+## The Kafka Streams application of BenchmarkKafkaStreams and its runtime
+## jars (target/lib), from Maven Central, Kafka Streams of the broker's
+## version; rebuilt when its pom, its source or the Kafka version changes.
+$(KS_JAR): $(KS_DIR)/pom.xml $(KAFKA_POM) $(shell find $(KS_DIR)/src -name '*.java' 2>/dev/null)
+	@command -v mvn >/dev/null || { echo "make: mvn not found: install Maven (apt-get install maven)" >&2; exit 1; }
+	@rm -rf $(KS_DIR)/target/lib
+	MAVEN_OPTS="-Djansi.passthrough=false -Dstyle.color=never" mvn -B -q -Dstyle.color=never -Dkafka.version=$(KAFKA_VERSION) -f $(KS_DIR)/pom.xml package dependency:copy-dependencies
+	@touch $@
 
 ## kafka-jars: the Kafka broker jars from Maven Central into .cache/.
 kafka-jars: $(KAFKA_LIBS)/.complete
@@ -195,4 +233,4 @@ fmt-check:
 lint: vet fmt-check
 
 clean:
-	rm -rf .cache bin
+	rm -rf .cache bin $(KS_DIR)/target

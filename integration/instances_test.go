@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,6 +158,18 @@ func runChild(name string) int {
 	// close their transactions and leave their groups).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if path := os.Getenv(envChildProf); path != "" {
+		// A CPU profile of the whole run (BenchmarkKafkaStreams).
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	start := time.Now()
 	res, err := beam.Run(runner.WithOptions(ctx, o), runner.Name, p)
 	out := childResult{Counters: map[string]int64{}, ElementsIn: map[string]uint64{}, Seconds: time.Since(start).Seconds()}

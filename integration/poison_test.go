@@ -302,6 +302,13 @@ func TestPoisonPaneFailsUnderDeadLetter(t *testing.T) {
 // on; it returns the record.
 func checkDeadLetter(t *testing.T, bs, topic, key, value, kind, inTopic string, offset int64, before time.Time) kafkaenv.Record {
 	t.Helper()
+	return checkDeadLetterSaying(t, bs, topic, key, value, kind, inTopic, offset, before, "poison record with key k17")
+}
+
+// checkDeadLetterSaying is checkDeadLetter with the error message the
+// dead letter's header must hold.
+func checkDeadLetterSaying(t *testing.T, bs, topic, key, value, kind, inTopic string, offset int64, before time.Time, message string) kafkaenv.Record {
+	t.Helper()
 	recs, err := kafkaenv.Consume(context.Background(), bs, topic, -1, kafkaenv.ReadCommitted, 30*time.Second)
 	if err != nil && !errors.Is(err, kafkaenv.ErrTimeout) {
 		t.Fatal(err)
@@ -333,7 +340,7 @@ func checkDeadLetter(t *testing.T, bs, topic, key, value, kind, inTopic string, 
 	if header(dl, stage.DeadLetterHeaderStage) == "" {
 		t.Errorf("no header %s", stage.DeadLetterHeaderStage)
 	}
-	if m := header(dl, stage.DeadLetterHeaderMessage); !strings.Contains(m, "poison record with key k17") {
+	if m := header(dl, stage.DeadLetterHeaderMessage); !strings.Contains(m, message) {
 		t.Errorf("header %s = %q, want the DoFn's error", stage.DeadLetterHeaderMessage, m)
 	}
 	if at, err := time.Parse(time.RFC3339Nano, header(dl, stage.DeadLetterHeaderTime)); err != nil || at.Before(before.Truncate(time.Millisecond)) || at.After(time.Now()) {

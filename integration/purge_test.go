@@ -534,3 +534,57 @@ func TestPurgeKeepsInternalTopicsFlat(t *testing.T) {
 	}
 	t.Logf("produced %d records; the internal topics held at most %d records, %d at the end", n, heldMax, heldLast)
 }
+
+// TestMetricsAndControlTopicsKeepEveryRecord (issue 23): the metrics topic
+// (the application-wide totals are the sum of all its records) and the
+// control topic (a drain request is read by every later instance) are
+// created with retention.ms and retention.bytes -1, and ones made before
+// with the broker's 7 days (as the runner made them until 1fc5b1c) are
+// altered at start; a report topic made before with "compact,delete" is
+// made "compact". Before: retention.ms=604800000 on both, the existing
+// ones left as they were.
+func TestMetricsAndControlTopicsKeepEveryRecord(t *testing.T) {
+	b := needBroker(t)
+	bs := b.BootstrapServers()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, before := range []bool{false, true} {
+		in, out, app := uniqueName(t, "in"), uniqueName(t, "out"), uniqueName(t, "app")
+		if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 1), userTopic(out, 1)); err != nil {
+			t.Fatal(err)
+		}
+		week := map[string]string{"retention.ms": "604800000", "cleanup.policy": "delete"}
+		if before {
+			if err := kafkaenv.CreateTopics(ctx, bs,
+				kafkaenv.TopicSpec{Name: kafkaclient.MetricsTopic(app), Partitions: 1, Config: week},
+				kafkaenv.TopicSpec{Name: kafkaclient.ControlTopic(app), Partitions: 1, Config: week},
+				kafkaenv.TopicSpec{Name: kafkaclient.ReportTopic(app), Partitions: 1, Config: map[string]string{"cleanup.policy": "compact,delete"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		produceAt(t, bs, in, 0, trustRecords(0, 5)...)
+		p, s := beam.NewPipelineWithRoot()
+		kafkaio.Write(s, out, boundedRead(s, in))
+		if _, _, err := runPoisonJob(t, ctx, bs, app, p); err != nil {
+			t.Fatalf("the job: %v", err)
+		}
+		kept := map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"} // kafkaclient.KeptTopicConfig
+		for topic, want := range map[string]map[string]string{
+			kafkaclient.MetricsTopic(app): kept,
+			kafkaclient.ControlTopic(app): kept,
+			kafkaclient.ReportTopic(app):  {"cleanup.policy": "compact"},
+		} {
+			c := topicConfig(t, ctx, admin, topic)
+			for k, v := range want {
+				if c[k] != v {
+					t.Errorf("topic %s (made before the start: %v): %s=%s, want %s", topic, before, k, c[k], v)
+				}
+			}
+		}
+	}
+}

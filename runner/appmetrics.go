@@ -80,7 +80,7 @@ func commitMetricsRecords(app, stageName, instance string, head step.Head) func(
 	timers, _ := head.(timerCounts)
 	return func(t stage.TxnSummary) []step.Record {
 		m := &pb.StageCommitMetrics{Stage: stageName, Instance: instance, RecordsIn: t.RecordsIn, ElementsIn: t.ElementsIn,
-			ElementsOut: t.ElementsOut, Bundles: t.Bundles, Aborts: t.AbortsBefore}
+			ElementsOut: t.ElementsOut, Bundles: t.Bundles, Aborts: t.AbortsBefore, DeadLetters: t.DeadLetters}
 		if dropped != nil {
 			m.LateDropped = proto.Int64(dropped.AttemptDropped())
 		}

@@ -36,7 +36,9 @@ var (
 // keyed by the stage, is read by cmd/watermarkmgr's counts
 // (service.AppCounts) as the transaction's counts and state, and is
 // skipped by the end-of-job metrics (committedMetrics), which know only
-// Beam's URNs.
+// Beam's URNs. Dead letters of two instances are summed application-wide
+// (issue 23: TxnSummary.DeadLetters was not in the record, so the page's
+// application counts lacked them).
 func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testing.T) {
 	h := &gbkLikeHead{dropped: 3, windows: map[int32]int64{0: 11, 2: 4}}
 	recs := commitMetricsRecords("app", "s2", "vm-1", h)(stage.TxnSummary{RecordsIn: 100, ElementsIn: 90, ElementsOut: 7, Bundles: 2, AbortsBefore: 1, Tasks: []int32{0, 2}})
@@ -59,6 +61,16 @@ func TestCommitMetricsRecordIsCountedByTheServiceAndSkippedByJobMetrics(t *testi
 	m.add(r.GetMonitoringInfos())
 	if s := m.snapshot(); len(s) != 0 {
 		t.Errorf("the job's metrics took the commit record: %v", s)
+	}
+	// A dead letter on each of two instances: the application's count is 2.
+	for _, inst := range []string{"vm-1", "vm-2"} {
+		recs := commitMetricsRecords("app", "s2", inst, h)(stage.TxnSummary{RecordsIn: 1, DeadLetters: 1, Tasks: []int32{0}})
+		if err := a.Apply(recs[0].Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.Stages()["s2"]; got.DeadLetters != 2 || len(got.Instances) != 2 {
+		t.Errorf("dead letters of two instances counted %d over %v, want 2 over both", got.DeadLetters, got.Instances)
 	}
 	// A head without late drops or state: none in the record.
 	recs = commitMetricsRecords("app", "s1", "vm-1", &step.Passthrough{})(stage.TxnSummary{RecordsIn: 1, Tasks: []int32{0}})

@@ -53,6 +53,19 @@ func buildStages(ctx context.Context, j *job, wm *service.Server, committed *com
 		tracker:  wm.Tracker,
 		shared:   map[string]prometheus.Collector{},
 	}
+	if stores := storesAtMost(j.checked.changelogs); stores > 0 {
+		b, err := state.NewBudget(int64(j.o.StateMemoryMB)<<20, stores)
+		if err != nil {
+			return st, fmt.Errorf("kafkastreams: --state_memory_mb: %w", err)
+		}
+		st.closers = append(st.closers, b.Close)
+		base.budget = b
+		if ex := b.Exceeds(); ex > 0 {
+			j.log.Warn("state: the memory budget is too small for this many task stores: each has the smallest memtable, and all of them full exceed it", "budget", b.String(), "exceeds_mib", ex>>20)
+		} else {
+			j.log.Info("state: memory budget", "budget", b.String())
+		}
+	}
 	metrics := newStageMetrics(wm.Registry)
 	metrics.untrusted = wm.Untrusted
 	for _, s := range j.pl.Stages {
@@ -67,6 +80,16 @@ func buildStages(ctx context.Context, j *job, wm *service.Server, committed *com
 		}
 	}
 	return st, nil
+}
+
+// storesAtMost is the most task stores an instance can hold: every
+// partition of every changelog, the whole application on one instance.
+func storesAtMost(changelogs map[string]int32) int {
+	n := 0
+	for _, p := range changelogs {
+		n += int(p)
+	}
+	return n
 }
 
 // stageConfig builds stage s's loop config whole: its side inputs, its
@@ -142,7 +165,19 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		Producer:         j.producers[s.Name],
 		Observer:         observer,
 		CommitRecords:    commitMetricsRecords(j.pl.ApplicationID, s.Name, j.inst.ID, b.head),
+		WrittenTopics:    j.writtenTopics(s),
 	}, b, nil
+}
+
+// writtenTopics is stage s's stage.Config.WrittenTopics: the metrics topic
+// (CommitRecords writes to it) and the stage's changelog if it keeps state
+// (checkedPlan.changelogs).
+func (j *job) writtenTopics(s *plan.Stage) []string {
+	ts := []string{kafkaclient.MetricsTopic(j.pl.ApplicationID)}
+	if ct := kafkaclient.ChangelogTopic(j.pl.ApplicationID, s.Name); j.checked.changelogs[ct] > 0 {
+		ts = append(ts, ct)
+	}
+	return ts
 }
 
 // overlay is base with over's settings added, over's winning; base is

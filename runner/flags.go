@@ -19,6 +19,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/gbk"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/state"
 )
 
 // Options is every setting of one kafkastreams run, read once: from the
@@ -88,6 +89,16 @@ type Options struct {
 	// takes a free slot and with it a previous instance's transactional ids
 	// (instance.go). A local file system. Empty: os.TempDir()/kafkastreams-state.
 	StateDir string
+	// StateMemoryMB is the memory, in MiB, every task store of this
+	// instance shares (--state_memory_mb, default 512, at least 16): one
+	// block cache that the stores' memtables are charged to, the
+	// memtables sized by the most stores the instance can hold (every
+	// partition of every stateful stage), as Kafka Streams users bound
+	// RocksDB with a shared cache and a WriteBufferManager (state.Budget).
+	// It does not grow with the task count; past 512 stores at 512 MiB a
+	// store's memtable is at its 256 KiB floor, and past 682 the start-up
+	// log warns by how much the memtables can exceed the budget.
+	StateMemoryMB int
 	// WatermarksAddr is where this instance serves GET /watermarks,
 	// /healthz and /metrics (--watermarks_addr). Default 127.0.0.1:0 (a
 	// free port, logged); empty disables. On a loopback address only
@@ -190,6 +201,7 @@ func DefaultOptions() Options {
 		MaxBundleSize:            10000,
 		GBKFireBudget:            gbk.DefaultFireBudget,
 		MergeSessionAccumulators: true,
+		StateMemoryMB:            state.DefaultBudgetBytes >> 20,
 		WatermarksAddr:           "127.0.0.1:0",
 		DefaultIdleness:          5 * time.Minute,
 		SessionTimeout:           6 * time.Second,
@@ -214,6 +226,7 @@ var (
 	gbkFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
 	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
 	stateDir                 = flag.String("state_dir", defaults.StateDir, "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
+	stateMemoryMB            = flag.Int("state_memory_mb", defaults.StateMemoryMB, "memory in MiB that every task state store of this instance shares (a block cache and the memtables), at least 16; it does not grow with the task count (RocksDB's shared cache and WriteBufferManager in Kafka Streams)")
 	watermarksAddr           = flag.String("watermarks_addr", defaults.WatermarksAddr, "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
 	defaultIdleness          = flag.Duration("default_idleness", defaults.DefaultIdleness, "idleness of Kafka sources that set none: a partition without records this long stops holding the watermark (0: off)")
 	sessionTimeout           = flag.Duration("session_timeout", defaults.SessionTimeout, "stage consumers' session timeout, a Go duration (Kafka session.timeout.ms): a killed instance's tasks move after it; at least the broker's group.min.session.timeout.ms (6s by default)")
@@ -241,6 +254,7 @@ func OptionsFromFlags() Options {
 		GBKFireBudget:            *gbkFireBudget,
 		MergeSessionAccumulators: *mergeSessionAccumulators,
 		StateDir:                 *stateDir,
+		StateMemoryMB:            *stateMemoryMB,
 		WatermarksAddr:           *watermarksAddr,
 		DefaultIdleness:          *defaultIdleness,
 		SessionTimeout:           *sessionTimeout,
@@ -347,6 +361,9 @@ func (o Options) Validate() error {
 		bad("commit_interval", v.String(), fmt.Sprintf("must be below the stages' transaction timeout (transaction.timeout.ms, %v: %s): the broker aborts a transaction open that long", txnTimeout, txnTimeoutSource(o.KafkaProperties)))
 	}
 	positiveInt("max_bundle_size", o.MaxBundleSize)
+	if v := o.StateMemoryMB; v < 16 {
+		bad("state_memory_mb", strconv.Itoa(v), "must be at least 16 (MiB)")
+	}
 	if v := o.PurgeInterval; v < 0 {
 		bad("purge_interval", v.String(), "must not be negative (0 turns the purge off)")
 	}

@@ -180,6 +180,9 @@ type buildEnv struct {
 	// gets each stage's state.Manager a kind opens (the metrics read it).
 	storeDir string
 	stores   map[string]*state.Manager
+	// budget is the memory every task store of the instance shares
+	// (--state_memory_mb); nil in a plan without stores.
+	budget *state.Budget
 	// users are the partition counts of the users' topics, by topic.
 	users map[string]int32
 	// reg is the instance's Prometheus registry (/metrics); tracker the
@@ -223,6 +226,7 @@ func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) 
 		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
 		Changelog: kafkaclient.ChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
 		Logger:    e.log,
+		Budget:    e.budget,
 	})
 	if err != nil {
 		return none, err

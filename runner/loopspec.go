@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 
@@ -100,5 +101,54 @@ func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b bui
 	if spec.Sinks, err = sinkSpecs(comps, s, users); err != nil {
 		return step.Spec{}, err
 	}
+	if !spec.RawInput {
+		if spec.CheckElement, err = inputCheck(comps, pl, s); err != nil {
+			return step.Spec{}, err
+		}
+	}
 	return spec, nil
+}
+
+// inputCheck returns step.Spec.CheckElement of stage s, which reads an
+// internal topic: an element must be exactly one wire element of a
+// PCollection some upstream stage writes to s's input topic (one, or
+// several of a Flatten's). nil when no upstream writes one, or one of
+// them has a wire coding fnapi cannot walk (a window coder other than
+// the global and interval ones): such a stage runs unchecked, as before,
+// its elements decoded by the SDK harness alone.
+func inputCheck(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (func([]byte) error, error) {
+	var wires []*fnapi.WireElements
+	seen := map[string]bool{}
+	for _, up := range pl.Stages {
+		for _, o := range up.Outputs {
+			if seen[o.PCollection] || !slices.Contains(o.Topics, s.InputTopic) {
+				continue
+			}
+			seen[o.PCollection] = true
+			w, err := fnapi.NewWireElements(comps, o.PCollection, false)
+			if err != nil {
+				return nil, nil
+			}
+			wires = append(wires, w)
+		}
+	}
+	switch len(wires) {
+	case 0:
+		return nil, nil
+	case 1:
+		return wires[0].Check, nil
+	}
+	return func(e []byte) error {
+		var first error
+		for _, w := range wires {
+			err := w.Check(e)
+			if err == nil {
+				return nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
 }

@@ -91,7 +91,7 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 	defer stopSignals()
 	errc, wg := runLoops(parent, ctx, j, wm.Tracker, loops)
 	var stuck stuckLog
-	err = waitDone(ctx, j.log, wm.Tracker, j.pl, errc, h, func(running time.Duration) {
+	err = waitDone(parent, j.log, wm.Tracker, j.pl, errc, h, func(running time.Duration) {
 		logProgress(j.log, wm.Tracker, j.pl, loops, wmURL, running)
 		logStuck(j.log, &stuck, service.Explain(wm.Tracker, wm.Info()), wm.Tracker.Now())
 	})

@@ -320,6 +320,12 @@ func processFunc(log *slog.Logger, srv *fnapi.Server, st *plan.Stage, fs *fnapi.
 // or the first stage error, or ctx's error. Every 10 s, and once more when
 // done, it calls progress (logProgress: each stage's watermark and element
 // counts), so a stuck job says which stage and partition hold it.
+//
+// ctx is the caller's context (Execute's), never one derived from it here:
+// its cancellation reaches its children (the harness's, the loops') one
+// after another, so a harness or loop that ends of a cancelled child can
+// be seen before a sibling context says so, while ctx's own error is set
+// before any child is cancelled. That is how a stop is told from a failure.
 func waitDone(ctx context.Context, log *slog.Logger, t *service.Tracker, pl *plan.Plan, errc <-chan error, h *fnapi.Harness, progress func(running time.Duration)) error {
 	start := time.Now()
 	sinks := pl.Sinks()

@@ -20,17 +20,21 @@ import (
 )
 
 // createTopics creates every topic of the plan, the report topic, the plan
-// topic and the state changelog topics (compacted, cp.changelogs), the
-// metrics topic and the control topic, each with max.message.bytes
-// kafkaclient.InternalTopicMaxMessageBytes; the plan's topics (the data
-// topics: stages' input topics and side input topics) with
-// kafkaclient.DataTopicConfig: no deletion by time or size (they are
-// purged instead: stage.Config.PurgeInterval), 64 MiB segments. A topic that exists
-// already must have the planned partition count;
-// otherwise the error names the topic and both counts; its
-// max.message.bytes, if lower, is raised, and a data topic's finite
-// retention made infinite (IncrementalAlterConfigs, internalLimits; a
-// refusal, an ACL's, is logged and the topic keeps its setting).
+// topic and the state changelog topics (cp.changelogs), the metrics topic
+// and the control topic, each with max.message.bytes
+// kafkaclient.InternalTopicMaxMessageBytes and the settings of its kind:
+// the plan's topics (the data topics: stages' input topics and side input
+// topics) kafkaclient.DataTopicConfig: no deletion by time or size (they
+// are purged instead: stage.Config.PurgeInterval), 64 MiB segments; the
+// metrics and control topics kafkaclient.KeptTopicConfig: every record
+// kept (issue 23: with the broker's 7 days the application-wide totals
+// undercounted and a drain request could be deleted); the report and plan
+// topics and the changelogs kafkaclient.CompactedTopicConfig. A topic
+// that exists already must have the planned partition count; otherwise
+// the error names the topic and both counts; its max.message.bytes, if
+// lower, is raised, and a setting of its kind with another value set
+// (IncrementalAlterConfigs, internalLimits; a refusal, an ACL's, is
+// logged and the topic keeps its setting).
 // planCreated says this call created the plan topic (its CreateTopics
 // answered no error for it, not TOPIC_ALREADY_EXISTS): it was empty then.
 // limits are the topics' max.message.bytes as the broker says them, by
@@ -41,22 +45,21 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	if err != nil {
 		return false, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
-	defer closeLater(admin.Close)
+	defer func() { closeLater(admin.Close) }() // the last client made (createWithRetry)
 	want := p.Topics()
-	data := map[string]bool{}
+	// settings are each topic's settings beyond max.message.bytes.
+	settings := map[string]map[string]string{}
 	for t := range want {
-		data[t] = true
+		settings[t] = kafkaclient.DataTopicConfig()
 	}
-	compacted := map[string]bool{}
-	want[kafkaclient.ReportTopic(p.ApplicationID)] = 1
-	compacted[kafkaclient.ReportTopic(p.ApplicationID)] = true
-	want[kafkaclient.PlanTopic(p.ApplicationID)] = 1
-	compacted[kafkaclient.PlanTopic(p.ApplicationID)] = true
-	want[kafkaclient.MetricsTopic(p.ApplicationID)] = 1
-	want[kafkaclient.ControlTopic(p.ApplicationID)] = 1
+	for _, t := range []string{kafkaclient.ReportTopic(p.ApplicationID), kafkaclient.PlanTopic(p.ApplicationID)} {
+		want[t], settings[t] = 1, kafkaclient.CompactedTopicConfig()
+	}
+	for _, t := range []string{kafkaclient.MetricsTopic(p.ApplicationID), kafkaclient.ControlTopic(p.ApplicationID)} {
+		want[t], settings[t] = 1, kafkaclient.KeptTopicConfig()
+	}
 	for t, n := range cp.changelogs {
-		want[t] = n
-		compacted[t] = true
+		want[t], settings[t] = n, kafkaclient.CompactedTopicConfig()
 	}
 
 	names := make([]string, 0, len(want))
@@ -81,13 +84,8 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		// Envelope a few bytes larger (kafkaclient.InternalTopicMaxMessageBytes).
 		s := kafka.TopicSpecification{Topic: n, NumPartitions: int(want[n]), ReplicationFactor: -1,
 			Config: map[string]string{"max.message.bytes": strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)}}
-		if compacted[n] {
-			s.Config["cleanup.policy"] = "compact"
-		}
-		if data[n] {
-			for k, v := range kafkaclient.DataTopicConfig() {
-				s.Config[k] = v
-			}
+		for k, v := range settings[n] {
+			s.Config[k] = v
 		}
 		if early[n] {
 			first = append(first, s)
@@ -95,14 +93,14 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 			rest = append(rest, s)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, createTopicsTimeout)
 	defer cancel()
 	var res []kafka.TopicResult
 	for _, specs := range [][]kafka.TopicSpecification{first, rest} {
 		if len(specs) == 0 {
 			continue
 		}
-		r, err := admin.CreateTopics(cctx, specs)
+		r, err := createWithRetry(cctx, &admin, cm, specs)
 		if err != nil {
 			return false, nil, fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
 		}
@@ -120,7 +118,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		}
 	}
 	if len(existing) == 0 {
-		return planCreated, internalLimits(cctx, admin, names, nil, data), nil
+		return planCreated, internalLimits(cctx, admin, names, nil, settings), nil
 	}
 	// A topic another instance created a moment ago (CreateTopics said it
 	// exists) may not be in the metadata the describe is answered from yet
@@ -145,7 +143,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 			}
 		}
 		if unknown == "" {
-			return planCreated, internalLimits(cctx, admin, names, existing, data), nil
+			return planCreated, internalLimits(cctx, admin, names, existing, settings), nil
 		}
 		select {
 		case <-cctx.Done():
@@ -153,6 +151,90 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// createTopicsTimeout bounds createTopics as a whole; createAttemptTimeout
+// one CreateTopics request of one admin client (createWithRetry).
+const (
+	createTopicsTimeout  = 2 * time.Minute
+	createAttemptTimeout = 10 * time.Second
+)
+
+// createWithRetry asks for specs with *admin, each attempt bounded by
+// createAttemptTimeout, until one is answered, or ctx ends. An attempt that
+// times out, or whose topics all fail with a retriable error, is asked again
+// by a new admin client (*admin is replaced, the old one closed): librdkafka
+// sends CreateTopics to the node its metadata names as the controller, which
+// in KRaft is any broker the metadata lists as live, so a client whose
+// metadata was taken just after a node's SIGKILL (still live for the
+// broker.session.timeout.ms that follows) can keep sending to the dead node
+// until its deadline (issue 23's soak: 65 960 attempts in 30 s, and the
+// instance's start failed). A new client takes fresh metadata.
+func createWithRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.ConfigMap, specs []kafka.TopicSpecification) ([]kafka.TopicResult, error) {
+	log := slog.Default().With("runner", Name)
+	var done []kafka.TopicResult // answered for good: created, existing, or refused
+	pending := specs
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, createAttemptTimeout)
+		res, err := (*admin).CreateTopics(actx, pending)
+		cancel()
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !retriableErr(err)) {
+			return nil, err
+		}
+		if err == nil {
+			// Topics answered with a retriable error (their controller
+			// went away, the request timed out) are asked again.
+			bySpec := map[string]kafka.TopicSpecification{}
+			for _, s := range pending {
+				bySpec[s.Topic] = s
+			}
+			var again []kafka.TopicSpecification
+			for _, r := range res {
+				if retriableTopic(r.Error) {
+					again = append(again, bySpec[r.Topic])
+					err = r.Error
+					continue
+				}
+				done = append(done, r)
+			}
+			if len(again) == 0 {
+				return done, nil
+			}
+			pending = again
+		}
+		log.Warn("kafkastreams: creating the topics: no answer; asking again with a new admin client (fresh metadata)", "attempt", attempt, "topics", len(pending), "err", err)
+		next, nerr := kafka.NewAdminClient(&cm)
+		if nerr != nil {
+			return nil, fmt.Errorf("admin client: %w", nerr)
+		}
+		closeLater((*admin).Close)
+		*admin = next
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (after %d attempts; the last: %v)", ctx.Err(), attempt, err)
+		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+// retriableErr reports whether err is a kafka.Error to retry a request
+// after (retriableTopic of its code).
+func retriableErr(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && retriableTopic(ke)
+}
+
+// retriableTopic reports whether a topic's CreateTopics result e is one to
+// ask again: retriable as librdkafka says, or a controller that moved or
+// did not answer.
+func retriableTopic(e kafka.Error) bool {
+	switch e.Code() {
+	case kafka.ErrNoError:
+		return false
+	case kafka.ErrNotController, kafka.ErrRequestTimedOut, kafka.ErrTimedOut, kafka.ErrTransport:
+		return true
+	}
+	return e.IsRetriable()
 }
 
 // internalLimits returns the max.message.bytes of the internal topics
@@ -171,7 +253,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 // read (the stage then fails with stage.ErrOffsetOutOfRange, never skips
 // them). A describe the broker refuses is logged too, and the limits are
 // then unknown (empty: the broker alone checks).
-func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string, data map[string]bool) map[string]int {
+func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string, settings map[string]map[string]string) map[string]int {
 	log := slog.Default().With("runner", Name)
 	cfgs, err := topicConfigs(ctx, admin, names)
 	if err != nil {
@@ -179,7 +261,7 @@ func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existi
 		return map[string]int{}
 	}
 	limits := limitsOf(cfgs)
-	fixes := internalFixes(cfgs, existing, data)
+	fixes := internalFixes(cfgs, existing, settings)
 	if len(fixes) == 0 {
 		return limits
 	}
@@ -217,10 +299,11 @@ func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existi
 // that differ from a new internal topic's, with the value to set: a
 // max.message.bytes below kafkaclient.InternalTopicMaxMessageBytes (a
 // topic whose configs cfgs lacks, or whose value is not a number, is
-// left as it is), and for a data topic (data) a retention.ms,
-// retention.bytes or segment.bytes other than
-// kafkaclient.DataTopicConfig's.
-func internalFixes(cfgs map[string]map[string]string, existing []string, data map[string]bool) map[string]map[string]string {
+// left as it is), and any of the topic's settings (settings[topic]:
+// kafkaclient.DataTopicConfig for a data topic, KeptTopicConfig for the
+// metrics and control topics, CompactedTopicConfig for the report and
+// plan topics and the changelogs) with another value.
+func internalFixes(cfgs map[string]map[string]string, existing []string, settings map[string]map[string]string) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	set := func(t, k, v string) {
 		if out[t] == nil {
@@ -236,10 +319,7 @@ func internalFixes(cfgs map[string]map[string]string, existing []string, data ma
 		if n, err := strconv.Atoi(c["max.message.bytes"]); err == nil && n < kafkaclient.InternalTopicMaxMessageBytes {
 			set(t, "max.message.bytes", strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes))
 		}
-		if !data[t] {
-			continue
-		}
-		for k, v := range kafkaclient.DataTopicConfig() {
+		for k, v := range settings[t] {
 			if got, ok := c[k]; ok && got != v {
 				set(t, k, v)
 			}

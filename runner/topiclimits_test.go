@@ -42,24 +42,36 @@ func TestWarnSmallSinks(t *testing.T) {
 // a max.message.bytes below the runner's is raised, and a data topic's
 // finite retention.ms or retention.bytes made -1 and its segment.bytes
 // the runner's (issue 23: a data topic
-// made by an earlier version kept the broker's 7 days); a changelog's or
-// the report topic's retention (not data topics) and a topic created now
-// are left as they are.
+// made by an earlier version kept the broker's 7 days); the metrics and
+// control topics' finite retention made -1 (issue 23: the application's
+// totals undercounted after 7 days, a drain request could be deleted); a
+// changelog's "compact,delete" made "compact" (its retention no matter,
+// compacted); a topic created now is left as it is.
 func TestInternalFixes(t *testing.T) {
 	big := strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)
+	week := "604800000"
 	cfgs := map[string]map[string]string{
-		"app-s1":           {"max.message.bytes": big, "retention.ms": "604800000", "retention.bytes": "-1", "segment.bytes": big},
-		"app-s2":           {"max.message.bytes": "1048588", "retention.ms": "-1", "retention.bytes": "1073741824", "segment.bytes": "1073741824"},
-		"app-s3":           {"max.message.bytes": big, "retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": big},
-		"app-s1-changelog": {"max.message.bytes": big, "retention.ms": "604800000", "retention.bytes": "-1", "segment.bytes": "1073741824"},
-		"app-new":          {"max.message.bytes": big, "retention.ms": "604800000", "retention.bytes": "-1", "segment.bytes": "1073741824"},
+		"app-s1":           {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "segment.bytes": big, "cleanup.policy": "delete"},
+		"app-s2":           {"max.message.bytes": "1048588", "retention.ms": "-1", "retention.bytes": "1073741824", "segment.bytes": "1073741824", "cleanup.policy": "delete"},
+		"app-s3":           {"max.message.bytes": big, "retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": big, "cleanup.policy": "delete"},
+		"app-s1-changelog": {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "segment.bytes": "1073741824", "cleanup.policy": "compact"},
+		"app-s2-changelog": {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "cleanup.policy": "compact,delete"},
+		"app-watermarks":   {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "cleanup.policy": "compact"},
+		"app-metrics":      {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "cleanup.policy": "delete"},
+		"app-control":      {"max.message.bytes": big, "retention.ms": "-1", "retention.bytes": "1073741824", "cleanup.policy": "delete"},
+		"app-new":          {"max.message.bytes": big, "retention.ms": week, "retention.bytes": "-1", "segment.bytes": "1073741824"},
 	}
-	existing := []string{"app-s1", "app-s2", "app-s3", "app-s1-changelog"}
-	data := map[string]bool{"app-s1": true, "app-s2": true, "app-s3": true, "app-new": true}
-	got := internalFixes(cfgs, existing, data)
+	existing := []string{"app-s1", "app-s2", "app-s3", "app-s1-changelog", "app-s2-changelog", "app-watermarks", "app-metrics", "app-control"}
+	data, compacted, kept := kafkaclient.DataTopicConfig(), kafkaclient.CompactedTopicConfig(), kafkaclient.KeptTopicConfig()
+	settings := map[string]map[string]string{"app-s1": data, "app-s2": data, "app-s3": data, "app-new": data,
+		"app-s1-changelog": compacted, "app-s2-changelog": compacted, "app-watermarks": compacted, "app-metrics": kept, "app-control": kept}
+	got := internalFixes(cfgs, existing, settings)
 	want := map[string]map[string]string{
-		"app-s1": {"retention.ms": "-1"},
-		"app-s2": {"max.message.bytes": big, "retention.bytes": "-1", "segment.bytes": big},
+		"app-s1":           {"retention.ms": "-1"},
+		"app-s2":           {"max.message.bytes": big, "retention.bytes": "-1", "segment.bytes": big},
+		"app-s2-changelog": {"cleanup.policy": "compact"},
+		"app-metrics":      {"retention.ms": "-1"},
+		"app-control":      {"retention.bytes": "-1"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("internalFixes = %v, want %v", got, want)

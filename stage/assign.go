@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -190,11 +191,27 @@ const committedTimeout = 2 * time.Minute
 // waiting for unstable ones as committedTimeout says; a wait of more than a
 // second is logged with its likely cause. A partition the answer has an
 // error for is logged (it reads as "nothing committed").
+//
+// The answer is always the stable one (OffsetFetch's require_stable,
+// KIP-447): librdkafka asks for it only when the asking consumer reads
+// read_committed, so a stage whose consumer reads read_uncommitted (a
+// Kafka source read with kafkaio.WithReadUncommitted) asks through
+// stableReader instead. Otherwise a new owner would take the committed
+// offsets of before a previous owner's transaction that is committing
+// (its offsets sent, its commit under way) and read again what that
+// transaction's output already holds: duplicates.
 func (l *Loop) committed(c *kafka.Consumer, tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+	if l.cfg.Consumer["isolation.level"] == "read_uncommitted" {
+		r, err := l.stableReader()
+		if err != nil {
+			return nil, err
+		}
+		c = r
+	}
 	start := time.Now()
 	out, err := c.Committed(tps, int(committedTimeout.Milliseconds()))
 	if el := time.Since(start); el > time.Second {
-		l.log.Info("stage: waited for stable committed offsets (a transaction of a previous owner of these tasks was open until the broker aborted it)",
+		l.log.Info("stage: waited for stable committed offsets (a transaction of a previous owner of these tasks held offsets until it ended: committed, or aborted by the broker at its timeout)",
 			"partitions", partitionsOf(tps), "waited", el.Round(time.Millisecond))
 	}
 	if err != nil {
@@ -384,4 +401,23 @@ func (l *Loop) grow(n int32) {
 	}
 	l.log.Info("stage: the input topic has more partitions: every task reports the new total (the downstream hold re-opens until the new partitions report)", "topic", l.cfg.Spec.InputTopic, "partitions", n)
 	l.reportAll = true
+}
+
+// stableReader is the loop's reader of its group's committed offsets for
+// a stage whose consumer reads read_uncommitted (committed): a consumer
+// of the stage's group.id that reads read_committed, so that librdkafka
+// asks for stable offsets, and never joins the group nor commits
+// (kafkaclient.AssignedReaderConfig). Made at its first use, closed by
+// Close.
+func (l *Loop) stableReader() (*kafka.Consumer, error) {
+	if l.stable != nil {
+		return l.stable, nil
+	}
+	cc := kafkaclient.AssignedReaderConfig(l.cfg.BootstrapServers, l.cfg.Properties, l.group)
+	c, err := kafka.NewConsumer(&cc)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: reader of stable committed offsets: %w", l.cfg.Spec.Name, err)
+	}
+	l.stable = c
+	return c, nil
 }

@@ -55,6 +55,9 @@ func (l *Loop) Close() {
 		l.closeLogEnds()
 		l.closePurge()
 		l.closeConsumer()
+		if l.stable != nil {
+			_ = l.stable.Close()
+		}
 		if !l.abandoned {
 			l.producer.Close()
 		}
@@ -214,6 +217,13 @@ func (l *Loop) leaveGroup() {
 // InitTransactions fences it and aborts its transaction, unless the call
 // completed meanwhile; either way the tasks are restored from what Kafka
 // committed.
+//
+// A topic of the stage found gone meanwhile (watchTopics closes gone)
+// ends the wait at once with its ErrTopicGone error, the producer
+// abandoned the same way: a transaction holding records of a deleted
+// topic cannot commit (librdkafka retries them until the call's timeout),
+// and the broker aborts it after transaction.timeout.ms. Before, a
+// deleted sink held CommitTransaction for txnCallTimeout (30 s).
 func (l *Loop) callWithin(what string, f func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- f() }()
@@ -222,6 +232,14 @@ func (l *Loop) callWithin(what string, f func() error) error {
 	select {
 	case err := <-done:
 		return err
+	case <-l.gone:
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		l.abandoned = true
+		return fmt.Errorf("given up, the producer abandoned: %w", l.checkTopics())
 	case <-t.C:
 		l.abandoned = true
 		return fmt.Errorf("%w: stage %s: %s did not return within %v (the Kafka client ignored its timeout): the producer is abandoned", ErrFenced, l.cfg.Spec.Name, what, txnCallTimeout+txnCallGrace)

@@ -190,6 +190,9 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
 	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
+		if l.abandoned {
+			return l.classify(ctx, "send offsets", err)
+		}
 		if tl := l.refusedForSize(tctx, offsets, gm); tl != nil {
 			return tl
 		}
@@ -278,6 +281,13 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, dead bool, touched map[
 	l.stats.reportsOut.Add(r.ReportsOut)
 	l.countUntrusted(r.Untrusted)
 	l.stats.bundles.Add(r.Bundles)
+	if l.trace.on {
+		ps := make([]int32, len(r.Offsets))
+		for i, o := range r.Offsets {
+			ps[i] = o.Task
+		}
+		l.traceCommit(began, decided, end, recordsIn, r.ElementsOut, ps)
+	}
 }
 
 // spill is the step's StepConfig.Spill: it writes records to the
@@ -311,6 +321,10 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaclient.Headers(r.Headers)}, nil)
 		var ke kafka.Error
 		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+			// A queue held by records of a deleted topic never drains.
+			if err := l.checkTopics(); err != nil {
+				return err
+			}
 			l.producer.Flush(100)
 			continue
 		}
@@ -337,7 +351,9 @@ func (l *Loop) classify(_ context.Context, what string, err error) error {
 // abort aborts the open transaction and returns cause (or ErrFenced if the
 // abort itself says the producer is fenced).
 func (l *Loop) abort(ctx context.Context, cause error) error {
-	if errors.Is(cause, ErrFenced) {
+	if errors.Is(cause, ErrFenced) || l.abandoned {
+		// An abandoned producer's call is still under way: an abort
+		// would wait for it (the broker aborts the transaction).
 		return cause
 	}
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)

@@ -112,7 +112,7 @@
 // whether its input is raw (a source stage), which output topics are
 // keyed, and its upstreams; beyond the Head interface the loop asks only
 // whether its head implements one of step's optional interfaces
-// (step.Drainer, step.Owing, step.EndsInput, step.Reachability,
+// (step.Drainer, step.Owing, step.Due, step.EndsInput, step.Reachability,
 // step.LogEnds), and the step whether it implements step.JobClockSource
 // or step.JobClockReader.
 //

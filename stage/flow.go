@@ -47,6 +47,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	if err := l.resumeHeld(); err != nil {
 		return nil, err
 	}
+	l.trace.polling()
 	deadline := time.Now().Add(l.cfg.CommitInterval)
 	if o, ok := l.head.(step.Owing); ok && o.Owes() {
 		// The next attempt is due now: take only what is fetched already.
@@ -93,9 +94,10 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			if len(batch) == 0 {
 				l.stats.firstRecord.CompareAndSwap(0, time.Now().UnixNano())
 			}
+			l.traceRecord(e.Value)
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
-			ending = ending || l.endsInput(e)
+			ending = ending || l.endsInput(e) || l.makesDue(e)
 		case kafka.PartitionEOF:
 			if l.tasks[e.Partition] != nil {
 				l.head.ReachedEnd(e.Partition, int64(e.Offset))
@@ -180,6 +182,41 @@ func (l *Loop) endsInput(m *kafka.Message) bool {
 		return true
 	}
 	return !l.cfg.Spec.RawInput && reportsEndOfTime(m.Value) && envelope.FromApplication(m.Headers, l.cfg.Spec.ApplicationID)
+}
+
+// makesDue reports whether m, a polled record of task p, is an Envelope
+// of watermark reports of the application's runner one of which is at or
+// past the input watermark at which the head has work due for p
+// (step.Due: a GroupByKey's next window end), so that poll commits it
+// without waiting out the commit interval: the pane fires when the
+// watermark that makes it due arrives. It is a necessary condition, not a
+// sufficient one: p's input watermark is the minimum over its upstream
+// partitions, and a report of one of them past the due time may leave
+// another behind; such a poll ends early for a commit that fires nothing,
+// at most once per upstream transaction reporting past it (each upstream
+// instance's transactions come at most every commit interval while it
+// keeps up). Element records are told apart without decoding their
+// element (envelope.Decode's fast path); reports are decoded once more
+// in the step.
+func (l *Loop) makesDue(m *kafka.Message) bool {
+	d, ok := l.head.(step.Due)
+	if !ok || l.cfg.Spec.RawInput {
+		return false
+	}
+	e, rs, err := envelope.Decode(m.Value)
+	if err != nil || e != nil || len(rs) == 0 || !envelope.FromApplication(m.Headers, l.cfg.Spec.ApplicationID) {
+		return false
+	}
+	due, ok := d.NextDue(m.TopicPartition.Partition)
+	if !ok {
+		return false
+	}
+	for _, r := range rs {
+		if r.Core().CommittedWatermark >= due {
+			return true
+		}
+	}
+	return false
 }
 
 // align pauses the partitions the head asks to pause (Head.Pause) and

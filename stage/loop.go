@@ -121,6 +121,12 @@ type Config struct {
 	// (the head's state is the attempt's) and before the transaction
 	// begins; the records are aborted with the attempt.
 	CommitRecords func(TxnSummary) []step.Record
+	// WrittenTopics are the topics the stage writes that neither Spec nor
+	// the fields above name: its state changelog (the head's
+	// Ready.State) and the topic of CommitRecords' records. The loop
+	// watches them as it watches its input, outputs, sinks, ReportTopic
+	// and DeadLetterTopic: one deleted stops the stage with ErrTopicGone.
+	WrittenTopics []string
 }
 
 // TxnSummary is what one transaction about to commit holds, for
@@ -258,7 +264,10 @@ type Loop struct {
 	seenPartitions atomic.Int32
 	// topicGone is the ErrTopicGone error watchTopics found (nil: none);
 	// written by that goroutine, read by the loop's (checkTopics).
+	// gone is closed when it is stored: a transaction call waiting for
+	// records of the gone topic returns at once (callWithin).
 	topicGone atomic.Pointer[error]
+	gone      chan struct{}
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
 	// logEnd is askLogEnds' state (logends.go): its admin client (nil
@@ -300,6 +309,8 @@ type Loop struct {
 	// (StepConfig.Spill) until its transaction produces them; nil until
 	// the first spill.
 	spilled *spillFile
+	// trace is EnvTraceCommits' state (trace.go).
+	trace commitTrace
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted, deadLetters atomic.Uint64
@@ -318,6 +329,9 @@ type Loop struct {
 	// abandoned says a transaction call of the producer did not return
 	// (callWithin): the producer is left as it is, never closed.
 	abandoned bool
+	// stable reads the group's stable committed offsets for a stage whose
+	// consumer reads read_uncommitted (stableReader); nil until needed.
+	stable *kafka.Consumer
 	// closing is set while the consumer closes: an assignment that arrives
 	// then (a rebalance in the middle of leaving) is taken without
 	// restoring its tasks (no committed-offset wait, which could block the
@@ -376,6 +390,8 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		core:  core,
 		head:  cfg.Head,
 		tasks: map[int32]*step.Task{},
+		gone:  make(chan struct{}),
+		trace: newCommitTrace(),
 	}
 	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
 	l.purge.asked = time.Now() // the first purge one interval after the start
@@ -554,7 +570,7 @@ func (l *Loop) run(ctx context.Context) error {
 		case err == nil:
 			attempts = 0
 			l.isolated()
-		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState):
+		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState), errors.Is(err, ErrTopicGone):
 			return err
 		case errors.As(err, &tl):
 			// Aborted already. Not retried as it is: the same records
@@ -574,7 +590,9 @@ func (l *Loop) run(ctx context.Context) error {
 			if rerr := l.rewind(batch); rerr != nil {
 				return rerr
 			}
-			if attempts >= l.cfg.MaxAttempts {
+			// A record the stage cannot decode fails every attempt the
+			// same way: not retried, found at once (bundleFailed).
+			if attempts >= l.cfg.MaxAttempts || errors.Is(err, step.ErrUndecodable) {
 				// The user's code: the record taken alone, then set
 				// aside or named (poison.go); otherwise the error.
 				if ferr := l.bundleFailed(ctx, err, attempts, batch, wake); ferr != nil {

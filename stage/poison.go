@@ -88,15 +88,19 @@ const oneAtATime = 32
 // carries the goroutine's stack).
 const maxDeadLetterMessage = 16 << 10
 
-// usersFailure says cause, an attempt's error, is the user's code failing
-// on the attempt's data: a bundle (step.BundleError) the SDK harness
-// answered with an error (fnapi.ErrBundleFailed). Every other error (a
-// Kafka error, the harness gone, a head's or a store's error, a record
-// that is no Envelope) is not set aside under either policy: it fails the
-// attempt and the stage as before.
+// usersFailure says cause, an attempt's error, is a record's failure: the
+// user's code failing on the attempt's data, a bundle (step.BundleError)
+// the SDK harness answered with an error (fnapi.ErrBundleFailed: a DoFn's
+// error or panic, or an input element the harness cannot decode), or a
+// runner-side decode of an input record that fails (step.ErrUndecodable:
+// a well-formed Envelope whose element the stage's coder cannot decode,
+// issue 23). Every other error (a Kafka error, the harness gone, a head's
+// or a store's error) is not set aside under either policy: it fails the
+// attempt and the stage as before. (A record that is no Envelope never
+// gets here: the step skips and counts it, step/trust.go.)
 func usersFailure(cause error) bool {
 	var be *step.BundleError
-	return errors.As(cause, &be) && errors.Is(cause, fnapi.ErrBundleFailed)
+	return errors.As(cause, &be) && errors.Is(cause, fnapi.ErrBundleFailed) || errors.Is(cause, step.ErrUndecodable)
 }
 
 // bundleFailed handles an attempt that failed attempts (MaxAttempts)
@@ -189,6 +193,12 @@ func (l *Loop) deadLetter(ctx context.Context, m *kafka.Message, wake []int32, a
 		if errors.As(err, &tl) {
 			_, ferr := l.tooLargeFound(tl, batch, wake)
 			return ferr
+		}
+		if errors.Is(err, ErrTopicGone) {
+			// The stage stops; no rewind: it would wait for stable
+			// offsets behind the abandoned transaction until the broker
+			// aborts it (transaction.timeout.ms; 17.7 s seen).
+			return err
 		}
 		if rerr := l.rewind(batch); rerr != nil {
 			return errors.Join(err, rerr)

@@ -94,6 +94,35 @@ func TestBundleFailedPolicies(t *testing.T) {
 	}
 }
 
+// TestBundleFailedUndecodable (issue 23): an input record the stage
+// cannot decode (step.ErrUndecodable, a well-formed Envelope with garbage
+// element bytes) is a record's failure as a DoFn's is: a batch of several
+// is isolated, the record alone named under --error_policy=fail with the
+// decode error, and a GroupByKey's (step.Unskippable) named under
+// dead_letter too. Before, it failed the stage naming no record.
+func TestBundleFailedUndecodable(t *testing.T) {
+	ctx := context.Background()
+	l := &Loop{cfg: Config{Spec: step.Spec{Name: "s1", InputTopic: "in"}}, log: slog.Default(), tasks: map[int32]*step.Task{}}
+	batch := []*kafka.Message{
+		{TopicPartition: kafka.TopicPartition{Partition: 0, Offset: 3}, Value: envelope.EncodeElement([]byte("a"))},
+		{TopicPartition: kafka.TopicPartition{Partition: 1, Offset: 9}, Value: envelope.EncodeElement([]byte{0xde, 0xad})},
+	}
+	undecodable := fmt.Errorf("stage s1: element at in[1]@9: %w: gbk: decode: unexpected EOF", step.ErrUndecodable)
+	if err := l.bundleFailed(ctx, undecodable, 1, batch, nil); err != nil || l.isolate == nil {
+		t.Fatalf("an undecodable record in a batch of two: %v (isolate %v), want nil and the batch isolated", err, l.isolate)
+	}
+	err := l.bundleFailed(ctx, undecodable, 1, batch[1:], nil)
+	if !errors.Is(err, ErrBundleFailed) || !errors.Is(err, step.ErrUndecodable) || !strings.Contains(err.Error(), "the record at input topic in, partition 1, offset 9") || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("the undecodable record alone under the fail policy: %v, want the stage's error naming it", err)
+	}
+	l.cfg.ErrorPolicy, l.cfg.DeadLetterTopic = ErrorPolicyDeadLetter, "app.dead-letters"
+	l.head = unskippableHead{}
+	err = l.bundleFailed(ctx, undecodable, 1, batch[1:], nil)
+	if !errors.Is(err, ErrBundleFailed) || !strings.Contains(err.Error(), "offset 9") || !strings.Contains(err.Error(), "not set aside under --error_policy=dead_letter") {
+		t.Errorf("an undecodable record of a step.Unskippable head, dead_letter policy: %v, want the stage's error naming it", err)
+	}
+}
+
 // reportsOf is one watermark report's batch, for an Envelope of reports.
 func reportsOf(t *testing.T) []*pb.WatermarkReport {
 	t.Helper()

@@ -174,7 +174,8 @@ func (l *Loop) isolated() {
 // goes well never waits here.
 func (l *Loop) refusedForSize(ctx context.Context, offsets []kafka.TopicPartition, gm *kafka.ConsumerGroupMetadata) error {
 	if d, ok := ctx.Deadline(); ok {
-		for l.producer.Len() > 0 && time.Now().Before(d) {
+		// Not for records of a deleted topic: they never leave.
+		for l.producer.Len() > 0 && time.Now().Before(d) && l.checkTopics() == nil {
 			l.producer.Flush(100)
 		}
 	}

@@ -62,7 +62,12 @@ func (w *topicWatch) observe(topic, id string, missing bool) error {
 }
 
 // watchedTopics are the topics the loop reads and writes: its input topic,
-// its output topics and its sinks, sorted, each once.
+// its output topics, its sinks, the report topic, the dead-letter topic
+// (ErrorPolicyDeadLetter) and Config.WrittenTopics (its changelog, the
+// metrics topic), sorted, each once. Every topic a transaction of the
+// loop may hold records of is here: a record produced to a deleted topic
+// holds CommitTransaction up to txnCallTimeout unless the watch ends it
+// (callWithin).
 func (l *Loop) watchedTopics() []string {
 	ts := []string{l.cfg.Spec.InputTopic}
 	for _, o := range l.cfg.Spec.Outputs {
@@ -73,6 +78,13 @@ func (l *Loop) watchedTopics() []string {
 	for _, k := range l.cfg.Spec.Sinks {
 		ts = append(ts, k.Topic)
 	}
+	if l.cfg.ReportTopic != "" {
+		ts = append(ts, l.cfg.ReportTopic)
+	}
+	if l.cfg.ErrorPolicy == ErrorPolicyDeadLetter && l.cfg.DeadLetterTopic != "" {
+		ts = append(ts, l.cfg.DeadLetterTopic)
+	}
+	ts = append(ts, l.cfg.WrittenTopics...)
 	slices.Sort(ts)
 	return slices.Compact(ts)
 }
@@ -80,7 +92,8 @@ func (l *Loop) watchedTopics() []string {
 // watchTopics asks for the ids of the loop's topics (watchedTopics) every
 // TopicCheck until ctx is done, through an admin client sharing c's
 // connections, and stores the first ErrTopicGone error in topicGone, which
-// the loop checks before each attempt. A failed request (a broker away) is
+// the loop checks before each attempt, and closes gone, which ends a
+// transaction call waiting meanwhile (callWithin). A failed request (a broker away) is
 // asked again at the next tick; a topic an answer has another error for
 // (authorization) is not judged. The caller stops it before c is closed.
 func (l *Loop) watchTopics(ctx context.Context, c *kafka.Consumer) {
@@ -108,7 +121,9 @@ func (l *Loop) watchTopics(ctx context.Context, c *kafka.Consumer) {
 					gone = w.observe(d.Name, "", true)
 				}
 				if gone != nil {
-					l.topicGone.CompareAndSwap(nil, &gone)
+					if l.topicGone.CompareAndSwap(nil, &gone) {
+						close(l.gone)
+					}
 					l.log.Error("stage: a topic of the stage is gone: the stage stops", "err", gone)
 					return
 				}

@@ -1,9 +1,11 @@
 // Command benchtable turns the output of `make bench` (go test -bench over
 // integration/: BenchmarkStartup, BenchmarkStatelessStage,
-// BenchmarkGroupByKeyStage, BenchmarkKafkaSourceStage, BenchmarkScale) into
-// the one table of issue 13's goals, printed as Markdown on stdout (this
-// runner, the baseline measured in the same run, the ratio, the goal; a
-// goal whose benchmark did not run says so), and a PNG plot of the main
+// BenchmarkGroupByKeyStage, BenchmarkKafkaSourceStage, BenchmarkInstances,
+// BenchmarkPartitions, BenchmarkScale, BenchmarkKafkaStreams) into the one
+// table of issue 13's goals and issue 24's Kafka Streams baseline, printed
+// as Markdown on stdout (this runner, the baseline measured in the same
+// run, the ratio, the goal; a goal whose benchmark did not run says so),
+// and a PNG plot of the main
 // job's wall time against input size for this runner and Prism.
 //
 //	go run ./cmd/benchtable --in=.cache/bench.log --plot=cmd/benchtable/bench-scale.png

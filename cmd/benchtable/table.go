@@ -29,6 +29,8 @@ const (
 	benchScale     = "BenchmarkScale"
 	benchInstances = "BenchmarkInstances"
 	partsPrefix    = "BenchmarkPartitions/partitions="
+	ksPrefix       = "BenchmarkKafkaStreams/records="
+	ksSteady       = "BenchmarkKafkaStreams/steady"
 	smallJob       = benchScale + "/job=git-commits.csv"
 	scalePrefix    = benchScale + "/events="
 )
@@ -115,7 +117,68 @@ func Table(res Results) []Row {
 	}
 	rows = append(rows, instancesRow(res))
 	rows = append(rows, partitionsRow(res))
+	rows = append(rows, kafkaStreamsRows(res)...)
 	return rows
+}
+
+// The goals of issue 24's Kafka Streams rows.
+const (
+	ksBatchGoal  = "issue 24: wall ≤ KS's, CPU s per M records (process + broker) ≤ KS's, ahead of KS with 2 threads"
+	ksSteadyGoal = "issue 24: p99 ≤ KS's"
+)
+
+// kafkaStreamsRows are BenchmarkKafkaStreams' rows (issue 24): for each
+// batch size it ran, smallest first, this runner's wall time to the last
+// row visible read_committed, CPU seconds (its process; the broker's over
+// the same span) and peak RSS, against Kafka Streams with 1 thread (and
+// the wall time with 2), and the ratios ours/KS 1 thread of wall time and
+// of CPU seconds; then the steady run's latency p50/p99 (window end +
+// grace to the row visible read_committed) and cores. Without any result
+// one row says the benchmark was not measured.
+func kafkaStreamsRows(res Results) []Row {
+	var ns []int
+	for name := range res {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, ksPrefix)); strings.HasPrefix(name, ksPrefix) && err == nil {
+			ns = append(ns, n)
+		}
+	}
+	sort.Ints(ns)
+	var rows []Row
+	side := func(m map[string]float64, p string) string {
+		return fmt.Sprintf("%.2f s, %.1f CPU s, %.2f GB; broker %.1f CPU s", m[p+"-s"], m[p+"-cpu-s"], m[p+"-peakRSS-MB"]/1e3, m[p+"-broker-cpu-s"])
+	}
+	for _, n := range ns {
+		m := res[ksPrefix+strconv.Itoa(n)]
+		what := fmt.Sprintf("windowed sum (10 s windows, 1 000 keys, 4 partitions, exactly once), %s records: wall to the last row visible read_committed, CPU s, peak RSS", num(float64(n)))
+		base := "Kafka Streams 1 thread " + side(m, "ks1")
+		if m["ks2-s"] > 0 {
+			base += fmt.Sprintf("; 2 threads %.2f s", m["ks2-s"])
+		}
+		ratio := fmt.Sprintf("ours/KS 1 thread: wall %.2f, CPU %.2f", m["ours/ks1"], m["ours/ks1-cpu"])
+		if k := m["ks1-cpu-s"] + m["ks1-broker-cpu-s"]; k > 0 && m["ks1-broker-cpu-s"] > 0 {
+			ratio += fmt.Sprintf(", CPU with the broker's %.2f", (m["ours-cpu-s"]+m["ours-broker-cpu-s"])/k)
+		}
+		if m["ks2-s"] > 0 {
+			ratio += fmt.Sprintf("; wall ours/KS 2 threads %.2f", m["ours-s"]/m["ks2-s"])
+		}
+		rows = append(rows, Row{what, side(m, "ours"), base, ratio, ksBatchGoal})
+	}
+	if len(ns) == 0 {
+		rows = append(rows, Row{"windowed sum against Kafka Streams, batch", notMeasured, notMeasured, "—", ksBatchGoal})
+	}
+	const steadyWhat = "windowed sum, steady 2 000 records/s: latency from window end + 1 s grace to the row visible read_committed, p50 / p99"
+	m, ok := res[ksSteady]
+	if !ok {
+		return append(rows, Row{steadyWhat, notMeasured, notMeasured, "—", ksSteadyGoal})
+	}
+	lat := func(p string) string {
+		return fmt.Sprintf("%s / %s ms, %.2f core", num(m[p+"-p50-ms"]), num(m[p+"-p99-ms"]), m[p+"-cores"])
+	}
+	ratio := "—"
+	if m["ks1-p99-ms"] > 0 {
+		ratio = fmt.Sprintf("%.2fx / %.2fx", m["ours-p50-ms"]/m["ks1-p50-ms"], m["ours-p99-ms"]/m["ks1-p99-ms"])
+	}
+	return append(rows, Row{steadyWhat, lat("ours"), "Kafka Streams 1 thread " + lat("ks1"), ratio, ksSteadyGoal})
 }
 
 // instancesRow is BenchmarkInstances' row: the job's values/s with 1, 2
@@ -147,9 +210,10 @@ func instancesRow(res Results) Row {
 // stage's records/s and report records per data record; as the baseline,
 // its report records per commit beside P·(Q+1), what one report per task
 // to every downstream partition and to the report topic would cost if
-// every task reported at every commit.
+// every task reported at every commit; as the ratio, each P's source rate
+// against the smallest P's in the same run (issue 24: at least 0.7 at 128).
 func partitionsRow(res Results) Row {
-	const what, goal = "partitions: throughput and report records per data record at 4, 32, 128", "O(P + Q) reports per interval"
+	const what, goal = "partitions: throughput and report records per data record at 4, 32, 128, 512 (a backlog of 1 M records)", "O(P + Q) reports per interval; rate at 128 ≥ 0.7x that at 4 (issue 24)"
 	var ps []int
 	for name := range res {
 		if n, err := strconv.Atoi(strings.TrimPrefix(name, partsPrefix)); strings.HasPrefix(name, partsPrefix) && err == nil {
@@ -160,13 +224,21 @@ func partitionsRow(res Results) Row {
 		return Row{what, notMeasured, notMeasured, "—", goal}
 	}
 	sort.Ints(ps)
-	var ours, base []string
+	var ours, base, ratios []string
+	first := res[partsPrefix+strconv.Itoa(ps[0])]["source-records/s"]
 	for _, p := range ps {
 		m := res[partsPrefix+strconv.Itoa(p)]
 		ours = append(ours, fmt.Sprintf("P=%d: %s rec/s, %.3f reports/record", p, num(m["source-records/s"]), m["reports/record"]))
 		base = append(base, fmt.Sprintf("P=%d: %s reports/commit (P·(Q+1) = %s)", p, num(m["reports/commit"]), num(float64(p*(p+1)))))
+		if p != ps[0] && first > 0 {
+			ratios = append(ratios, fmt.Sprintf("P=%d vs %d: %.2fx", p, ps[0], m["source-records/s"]/first))
+		}
 	}
-	return Row{what, strings.Join(ours, "; "), strings.Join(base, "; "), "—", goal}
+	ratio := "—"
+	if len(ratios) > 0 {
+		ratio = strings.Join(ratios, ", ")
+	}
+	return Row{what, strings.Join(ours, "; "), strings.Join(base, "; "), ratio, goal}
 }
 
 // scaleRow is a BenchmarkScale row: both runners' wall time, events/s and

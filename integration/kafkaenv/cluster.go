@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -150,13 +152,85 @@ func (c *Cluster) Stop() error {
 }
 
 // Kill kills node id (1-based, its node.id) at once, as a power cut would:
-// SIGKILL of its JVM, or of its container. The node stays dead; Stop still
-// cleans up after it.
+// SIGKILL of its JVM (waiting for its exit), or of its container.
+// The node stays dead (Restart starts it again in ModeProcess); Stop
+// still cleans up after it.
 func (c *Cluster) Kill(id int) error {
-	if id < 1 || id > len(c.Nodes) {
-		return fmt.Errorf("%w: no node %d in a %d-node cluster", ErrBadOptions, id, len(c.Nodes))
+	n, err := c.node(id)
+	if err != nil {
+		return err
 	}
-	return c.Nodes[id-1].kill()
+	return n.kill()
+}
+
+// node returns node id (1-based) or an error naming the cluster's size.
+func (c *Cluster) node(id int) (*Broker, error) {
+	if id < 1 || id > len(c.Nodes) {
+		return nil, fmt.Errorf("%w: no node %d in a %d-node cluster", ErrBadOptions, id, len(c.Nodes))
+	}
+	return c.Nodes[id-1], nil
+}
+
+// Terminate stops node id (1-based) cleanly, as an operator's SIGTERM
+// does: Kafka's controlled shutdown (the node hands its partitions'
+// leadership over, resigns from the KRaft quorum's leadership if it held
+// it, and exits). It waits up to grace for the exit; a node that has not
+// exited by then is SIGKILLed and ErrKilled returned. The node stays down
+// (Restart starts it again; Stop still cleans up after it). ModeProcess
+// only: the image's entrypoint formats its log directory at every start,
+// so a container cannot be restarted; another mode is ErrBadOptions.
+func (c *Cluster) Terminate(id int, grace time.Duration) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if n.terminate == nil {
+		return fmt.Errorf("%w: Terminate needs mode %q (node %d runs in mode %q)", ErrBadOptions, ModeProcess, id, n.mode)
+	}
+	return n.terminate(grace)
+}
+
+// Restart starts node id (1-based) again after Kill or Terminate, on its
+// configuration and log directory (it recovers its logs, catches up from
+// the leaders and rejoins the ISRs), and returns once it answers a
+// metadata request (Options.ReadyTimeout, within ctx). A node still
+// running is an error. ModeProcess only (see Terminate).
+func (c *Cluster) Restart(ctx context.Context, id int) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if n.restart == nil {
+		return fmt.Errorf("%w: Restart needs mode %q (node %d runs in mode %q)", ErrBadOptions, ModeProcess, id, n.mode)
+	}
+	return n.restart(ctx)
+}
+
+// Controller returns the node.id of the active controller, the KRaft
+// quorum's leader (every node is a voter), and its epoch: the answer of
+// the first node in skip's complement that answers a DescribeQuorum
+// request on its controller listener (see quorum.go: DescribeCluster's
+// controller is a random broker in KRaft). Nodes in skip (down ones) are
+// not asked. It returns an error when no node answered or none knew a
+// leader (an election under way: ask again).
+func (c *Cluster) Controller(ctx context.Context, skip ...int) (id int, epoch int, err error) {
+	var errs []error
+	for i, n := range c.Nodes {
+		if slices.Contains(skip, i+1) {
+			continue
+		}
+		leader, ep, err := describeQuorumLeader(ctx, n.controllerAddr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if leader < 0 {
+			errs = append(errs, fmt.Errorf("node %d: no leader in epoch %d", i+1, ep))
+			continue
+		}
+		return int(leader), int(ep), nil
+	}
+	return 0, 0, fmt.Errorf("%w: %w", errNoController, errors.Join(errs...))
 }
 
 // Leader returns the node.id of the leader of partition p of topic, as the

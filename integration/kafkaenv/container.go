@@ -184,7 +184,8 @@ func startContainer(ctx context.Context, o Options, n node) (*Broker, error) {
 		readyIn:   time.Since(begin),
 		describe: fmt.Sprintf("container %.12s started by testcontainers-go (image %s, host network, controller %s:%d, log %s)",
 			ctr.GetContainerID(), o.Image, loopback, cport, logPath),
-		logPath: logPath,
+		logPath:        logPath,
+		controllerAddr: fmt.Sprintf("%s:%d", loopback, cport),
 		stop: func() error {
 			err := terminate()
 			logFile.Close()
@@ -205,6 +206,9 @@ func startContainer(ctx context.Context, o Options, n node) (*Broker, error) {
 			}
 			return nil
 		},
+	}
+	if info, err := ctr.Inspect(ctx); err == nil && info.State != nil {
+		b.pid = info.State.Pid
 	}
 	logReady(o, b)
 	return b, nil

@@ -178,12 +178,31 @@ type Broker struct {
 	readyIn  time.Duration
 	describe string
 	logPath  string
+	// pid is the broker's JVM as this machine's /proc sees it; 0 when
+	// unknown (ModeExternal, or a container the daemon did not inspect).
+	pid int
+
+	// controllerAddr is the KRaft controller listener's host:port; empty
+	// for ModeExternal.
+	controllerAddr string
 
 	stopOnce sync.Once
 	stopErr  error
 	stop     func() error // nil for ModeExternal
 	kill     func() error // nil for ModeExternal
+	// terminate (SIGTERM, up to a grace, then SIGKILL and ErrKilled) and
+	// restart (the same node again, its log directory kept) are set for
+	// ModeProcess only (see Cluster.Terminate and Cluster.Restart).
+	terminate func(grace time.Duration) error
+	restart   func(ctx context.Context) error
 }
+
+// PID returns the process id of the broker's JVM in this machine's /proc
+// (a local process's java; a container's main process, the daemon's
+// State.Pid, with the host network and PID namespace of this machine), so
+// a benchmark can read the broker's CPU time from /proc/<pid>/stat; 0 when
+// unknown (ModeExternal).
+func (b *Broker) PID() int { return b.pid }
 
 // SASLBootstrapServers returns the address of the SASL_PLAINTEXT listener
 // of a broker started with Options.SCRAM, e.g. "127.0.0.1:40125"; empty

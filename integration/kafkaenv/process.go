@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,9 +72,87 @@ func startProcess(ctx context.Context, o Options, n node) (*Broker, error) {
 		return nil, fmt.Errorf("%w: storage format (%s format) failed: %v:\n%s", ErrNotReady, kraftconfig.StorageToolMainClass, err, tailFile(logPath, 20))
 	}
 
-	server := exec.Command(java, launch.ServerArgs(props, log4j)...)
+	ps := &procServer{java: java, args: launch.ServerArgs(props, log4j), dir: tmp, logPath: logPath, extra: o.BrokerOutput}
+	if err := ps.launch(); err != nil {
+		return nil, fmt.Errorf("%w: start %s: %v", ErrNotReady, java, err)
+	}
+
+	stop := func() error {
+		defer os.RemoveAll(tmp)
+		return ps.terminate(stopGrace)
+	}
+
+	bootstrap := fmt.Sprintf("%s:%d", loopback, bport)
+	if err := waitReady(ctx, bootstrap, o.ReadyTimeout, ps.exitedChan()); err != nil {
+		tail := tailFile(logPath, 30) // before stop removes it
+		stop()
+		return nil, fmt.Errorf("%w: local process on %s: %v; last lines of its log:\n%s", ErrNotReady, bootstrap, err, tail)
+	}
+	ok = true
+	b := &Broker{
+		mode:           ModeProcess,
+		bootstrap:      bootstrap,
+		readyIn:        time.Since(begin),
+		describe:       fmt.Sprintf("local process (java pid %d, jars %s, controller %s:%d, log %s)", ps.pid(), libs, loopback, cport, logPath),
+		logPath:        logPath,
+		controllerAddr: fmt.Sprintf("%s:%d", loopback, cport),
+		pid:            ps.pid(), // the first launch's (a Restart's JVM is another)
+		stop:           stop,
+		kill:           ps.kill,
+		terminate:      ps.terminate,
+		restart: func(ctx context.Context) error {
+			if err := ps.launch(); err != nil {
+				return fmt.Errorf("kafkaenv: restart node %d: %w", n.id, err)
+			}
+			if err := waitReady(ctx, bootstrap, o.ReadyTimeout, ps.exitedChan()); err != nil {
+				return fmt.Errorf("%w: node %d restarted on %s: %v; last lines of its log:\n%s", ErrNotReady, n.id, bootstrap, err, tailFile(logPath, 30))
+			}
+			return nil
+		},
+	}
+	logReady(o, b)
+	return b, nil
+}
+
+// procServer is a node's broker JVM, which Broker.Kill and
+// Broker.Terminate end and Broker.Restart starts again on the same
+// configuration and log directory (it is formatted once, before the first
+// launch). Its methods are safe for concurrent use.
+type procServer struct {
+	java    string
+	args    []string // after the java binary: kraftconfig.Launch.ServerArgs
+	dir     string   // the working directory: the node's temp dir
+	logPath string   // broker.log, appended to by every launch
+	extra   io.Writer
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // the last launch; nil before the first
+	exited chan struct{} // closed when the last launch's process has exited
+}
+
+// launch starts the JVM; it refuses while the last launch still runs.
+func (ps *procServer) launch() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.cmd != nil {
+		select {
+		case <-ps.exited:
+		default:
+			return fmt.Errorf("java pid %d still runs", ps.cmd.Process.Pid)
+		}
+	}
+	logFile, err := os.OpenFile(ps.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	var out io.Writer = logFile
+	if ps.extra != nil {
+		out = io.MultiWriter(logFile, ps.extra)
+	}
+	server := exec.Command(ps.java, ps.args...)
 	server.Stdout, server.Stderr = out, out
-	server.Dir = tmp
+	server.Dir = ps.dir
 	server.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true,
 		// If this process dies without Stop (a test timeout, a crash),
@@ -81,48 +160,72 @@ func startProcess(ctx context.Context, o Options, n node) (*Broker, error) {
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if err := server.Start(); err != nil {
-		return nil, fmt.Errorf("%w: start %s: %v", ErrNotReady, java, err)
+		return err
 	}
-	exited := make(chan struct{}) // closed when the broker process has exited
+	exited := make(chan struct{})
 	go func() {
 		server.Wait()
 		close(exited)
 	}()
+	ps.cmd, ps.exited = server, exited
+	return nil
+}
 
-	stop := func() error {
-		defer os.RemoveAll(tmp)
-		pgid := server.Process.Pid
-		syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-exited:
-			return nil
-		case <-time.After(stopGrace):
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			<-exited
-			return fmt.Errorf("%w: pid %d ignored SIGTERM for %v", ErrKilled, pgid, stopGrace)
-		}
-	}
+// current returns the last launch and its exit channel (nil, nil before
+// the first launch).
+func (ps *procServer) current() (*exec.Cmd, chan struct{}) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.cmd, ps.exited
+}
 
-	bootstrap := fmt.Sprintf("%s:%d", loopback, bport)
-	if err := waitReady(ctx, bootstrap, o.ReadyTimeout, exited); err != nil {
-		tail := tailFile(logPath, 30) // before stop removes it
-		stop()
-		return nil, fmt.Errorf("%w: local process on %s: %v; last lines of its log:\n%s", ErrNotReady, bootstrap, err, tail)
+func (ps *procServer) exitedChan() <-chan struct{} {
+	_, exited := ps.current()
+	return exited
+}
+
+func (ps *procServer) pid() int {
+	cmd, _ := ps.current()
+	if cmd == nil {
+		return 0
 	}
-	ok = true
-	b := &Broker{
-		mode:      ModeProcess,
-		bootstrap: bootstrap,
-		readyIn:   time.Since(begin),
-		describe:  fmt.Sprintf("local process (java pid %d, jars %s, controller %s:%d, log %s)", server.Process.Pid, libs, loopback, cport, logPath),
-		logPath:   logPath,
-		stop:      stop,
-		kill: func() error {
-			syscall.Kill(-server.Process.Pid, syscall.SIGKILL)
-			<-exited
-			return nil
-		},
+	return cmd.Process.Pid
+}
+
+// kill sends SIGKILL to the JVM's process group and waits for its exit.
+// A JVM already gone is no error.
+func (ps *procServer) kill() error {
+	cmd, exited := ps.current()
+	if cmd == nil {
+		return nil
 	}
-	logReady(o, b)
-	return b, nil
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+	return nil
+}
+
+// terminate sends SIGTERM to the JVM's process group (Kafka's clean
+// shutdown: a controlled shutdown that moves its partitions' leadership
+// away first) and waits up to grace for its exit; then it kills it and
+// returns ErrKilled. A JVM already gone is no error.
+func (ps *procServer) terminate(grace time.Duration) error {
+	cmd, exited := ps.current()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	default:
+	}
+	pgid := cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(grace):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("%w: pid %d ignored SIGTERM for %v", ErrKilled, pgid, grace)
+	}
 }

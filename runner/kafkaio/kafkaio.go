@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
@@ -171,6 +172,13 @@ type Config struct {
 	// TimestampFn could not give (in the source stage's transaction). The
 	// topic must exist. Empty: none.
 	DeadLetterTopic string `json:"deadLetterTopic,omitempty"`
+	// Key and Value are a Read's deserializers (WithKeyDeserializer,
+	// WithKeyDecoder, …; nil: ByteArrayDeserializer) or a Write's
+	// encoders (WithKeyEncoder, …; nil: by the element's type). Set, the
+	// Read or Write is a composite of the whole-record DoFns (typed.go),
+	// whose own Config has them nil.
+	Key   *Serde `json:"key,omitempty"`
+	Value *Serde `json:"value,omitempty"`
 }
 
 // Record is a Kafka record as a TimestampFunc sees it.
@@ -453,8 +461,11 @@ func newConfig(topics []string, opts []Option) Config {
 // Read reads topic as a PCollection<KV<[]byte,
 // []byte>> of the records' keys and values, each at its Kafka timestamp,
 // in the global window: an unbounded PCollection, a bounded one with
-// Bounded(). Bad options panic at construction, naming what is
-// wrong (as Beam's transforms do).
+// Bounded(). With WithKeyDeserializer, WithValueDeserializer,
+// WithKeyDecoder or WithValueDecoder it is a PCollection<KV<K, V>> of the
+// types they make (typed.go: a record one of them cannot decode goes
+// through the runner's error policy). Bad options panic at construction,
+// naming what is wrong (as Beam's transforms do).
 func Read(s beam.Scope, topic string, opts ...Option) beam.PCollection {
 	return ReadTopics(s, []string{topic}, opts...)
 }
@@ -514,14 +525,23 @@ func readOne(s beam.Scope, topic string, opts []Option) beam.PCollection {
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
+	if !c.Key.plain() || !c.Value.plain() {
+		return readTyped(s, c)
+	}
+	c.Key, c.Value = nil, nil
 	if c.Bounded {
 		return beam.ParDo(s, &readFn{Config: c}, beam.Impulse(s))
 	}
 	return beam.ParDo(s, &unboundedReadFn{Config: c}, beam.Impulse(s))
 }
 
-// Write writes col, a PCollection<KV<[]byte, []byte>> (or of []byte: values
-// without keys), to topic as plain records.
+// Write writes col, a PCollection<KV<K, V>> (or of V: values without
+// keys, each written with a null key), to topic as plain records. Keys and
+// values of type []byte are written as they are; of type string, their
+// UTF-8 bytes (Java's StringSerializer; "" is empty, not null); of any
+// other type, with the encoder WithKeyEncoder or WithValueEncoder gives
+// (its nil result is null). Another type without an encoder panics at
+// construction, naming it.
 func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) {
 	c := newConfig([]string{topic}, opts)
 	if err := c.Validate(); err != nil {
@@ -529,11 +549,14 @@ func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) {
 	}
 	s = s.Scope("kafkaio.Write(" + topic + ")")
 	t := col.Type()
+	kv := typex.IsKV(t)
 	switch {
-	case t.Type() == reflect.TypeOf([]byte(nil)):
+	case !kv && t.Type() == bytesType && c.Key == nil && c.Value == nil:
 		beam.ParDo0(s, &writeValuesFn{Config: c}, col)
-	default:
+	case kv && t.Components()[0].Type() == bytesType && t.Components()[1].Type() == bytesType && c.Key == nil && c.Value == nil:
 		beam.ParDo0(s, &writeFn{Config: c}, col)
+	default:
+		writeTyped(s, c, col, kv)
 	}
 }
 

@@ -247,6 +247,9 @@ func ReadRecords(s beam.Scope, topic string, opts ...Option) beam.PCollection {
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
+	if c.Key != nil || c.Value != nil {
+		panic(fmt.Errorf("%w: ReadRecords(%s): a key or value deserializer: a KafkaRecord holds the bytes as they are (use Read for typed keys and values)", ErrConfig, topic))
+	}
 	if c.Bounded {
 		return beam.ParDo(s, &readRecordsFn{readFn: readFn{Config: c}}, beam.Impulse(s))
 	}
@@ -263,6 +266,9 @@ func WriteRecords(s beam.Scope, topic string, col beam.PCollection, opts ...Opti
 	c := newConfig([]string{topic}, opts)
 	if err := c.Validate(); err != nil {
 		panic(err)
+	}
+	if c.Key != nil || c.Value != nil {
+		panic(fmt.Errorf("%w: WriteRecords(%s): a key or value encoder: a KafkaRecord holds the bytes to write (use Write for typed keys and values)", ErrConfig, topic))
 	}
 	s = s.Scope("kafkaio.WriteRecords(" + topic + ")")
 	if t := col.Type().Type(); t != kafkaRecordType {

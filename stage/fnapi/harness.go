@@ -22,8 +22,11 @@ type Harness struct {
 // Done is closed when the harness has exited.
 func (h *Harness) Done() <-chan struct{} { return h.done }
 
-// Err is why the harness exited: nil for a clean exit (Stop, or the Server
-// closed the control stream). Only meaningful once Done is closed.
+// Err is why the harness exited: nil when it was asked to (Stop, Close, or
+// the context given to StartHarness ended); otherwise the harness's own
+// error, or, when it ended on a control stream this Server closed unasked,
+// the Server's reason (wrapping ErrHarnessGone). Only meaningful once Done
+// is closed.
 func (h *Harness) Err() error {
 	select {
 	case <-h.done:
@@ -88,8 +91,20 @@ func (s *Server) StartHarness(ctx context.Context) (*Harness, error) {
 		// No runner capabilities: without short ids the harness returns full
 		// MonitoringInfos in the ProcessBundleResponse.
 		err := harness.MainWithOptions(hctx, s.endpoint, s.endpoint, harness.Options{})
-		if err != nil && (h.stopped.Load() || hctx.Err() != nil) {
+		asked := h.stopped.Load() || hctx.Err() != nil
+		switch {
+		case asked:
 			err = nil // we asked it to stop
+		case err == nil:
+			// A clean end nobody asked for: the Server ended the control
+			// stream (its context ended under it). Say why, or a runner
+			// sees only "exited".
+			err = errors.New("the control stream ended")
+			select {
+			case <-s.gone:
+				err = s.goneError()
+			default:
+			}
 		}
 		if err != nil {
 			err = fmt.Errorf("fnapi: harness exited: %w", err)

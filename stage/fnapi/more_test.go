@@ -53,7 +53,7 @@ func init() {
 	register.DoFn4x1[state.Provider, string, int, func(string), error](&countStateFn{})
 }
 
-func marshal(t *testing.T, p *beam.Pipeline) *pipepb.Components {
+func marshal(t testing.TB, p *beam.Pipeline) *pipepb.Components {
 	t.Helper()
 	edges, _, err := p.Build()
 	if err != nil {

@@ -195,11 +195,28 @@ func NewWireElements(comps *pipepb.Components, pcoll string, kv bool) (*WireElem
 	return w, nil
 }
 
+// Check returns nil if wire is exactly one wire element of the
+// PCollection: a windowed-value header (timestamp, windows, pane) and one
+// element, no byte after it; else an error saying what is wrong. It
+// allocates nothing. The SDK harness reads a bundle's elements as one
+// stream, so an element that is not exactly one would be read together
+// with its neighbours (a header cut short at the end of the stream is
+// taken for its end, and the element is dropped without an error).
+func (w *WireElements) Check(wire []byte) error {
+	_, _, err := w.split(wire, false)
+	return err
+}
+
 // Split cuts one wire element into its windows, each as the window coder
 // encodes it (empty for the global window), and the element bytes after the
 // windowed-value header (timestamp, windows, pane). Trailing bytes are an
 // error.
 func (w *WireElements) Split(wire []byte) (windows [][]byte, element []byte, err error) {
+	return w.split(wire, true)
+}
+
+// split is Split, and Check without windows.
+func (w *WireElements) split(wire []byte, windowsToo bool) (windows [][]byte, element []byte, err error) {
 	if len(wire) < 12 {
 		return nil, nil, errShortElement
 	}
@@ -213,7 +230,9 @@ func (w *WireElements) Split(wire []byte) (windows [][]byte, element []byte, err
 		if err != nil {
 			return nil, nil, fmt.Errorf("fnapi: window %d: %w", i, err)
 		}
-		windows = append(windows, b[:len(b)-len(rest):len(b)-len(rest)])
+		if windowsToo {
+			windows = append(windows, b[:len(b)-len(rest):len(b)-len(rest)])
+		}
 		b = rest
 	}
 	// The pane: one byte whose high nibble says how many varints follow.

@@ -2,6 +2,7 @@ package gbk
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -92,4 +93,40 @@ func (c *Core) ReplaceValues(key []byte, w Window, v []byte) error {
 		e.m.Pending = 1
 	}
 	return c.save(e)
+}
+
+// ErrMergeFailed: the combine's MergeAccumulators (HeadConfig.Compact)
+// failed on a window. Not set aside under either --error_policy: a
+// merge spans every value the window holds, from many input records, so
+// there is no one record to write to the dead-letter topic; the attempt
+// fails, and after its attempts the stage, with this error naming the
+// stage, the key and the window.
+var ErrMergeFailed = errors.New("gbk: MergeAccumulators failed")
+
+// compactNamed runs compact (HeadConfig.Compact) over panes. If it fails,
+// the window it fails on is searched by halving (at most about
+// 2·log2(len(panes)) more calls, on the failure path only: the CombineFn's
+// MergeAccumulators has no effect but its result) and the error, wrapping
+// ErrMergeFailed and compact's, names stage, that window's key (hex) and
+// window; if no half fails alone, it names the first and last of panes.
+func compactNamed(compact func([]Pane) ([][]byte, error), stage string, panes []Pane) ([][]byte, error) {
+	merged, err := compact(panes)
+	if err == nil {
+		return merged, nil
+	}
+	at, cause := panes, err
+	for len(at) > 1 {
+		half := len(at) / 2
+		if _, e := compact(at[:half]); e != nil {
+			at, cause = at[:half], e
+		} else if _, e := compact(at[half:]); e != nil {
+			at, cause = at[half:], e
+		} else {
+			break
+		}
+	}
+	if len(at) == 1 {
+		return nil, fmt.Errorf("%w: stage %s: key %x, window %v (one of %d windows merged in the attempt): %w", ErrMergeFailed, stage, at[0].Key, at[0].Window, len(panes), cause)
+	}
+	return nil, fmt.Errorf("%w: stage %s: %d windows, from key %x window %v to key %x window %v (no one of them fails alone): %w", ErrMergeFailed, stage, len(at), at[0].Key, at[0].Window, at[len(at)-1].Key, at[len(at)-1].Window, cause)
 }

@@ -1,10 +1,14 @@
 package gbk
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
 
 // sumValues is a MergeAccumulators of decimal ints, for the tests.
@@ -99,4 +103,39 @@ func TestCompactionFiresTheSameSums(t *testing.T) {
 		t.Fatal("no entry was compacted: the test checked nothing")
 	}
 	t.Logf("%d compactions", replaced)
+}
+
+// TestCompactNamedNamesTheWindow (issue 23): a MergeAccumulators that
+// fails on one window of many (a user's CombineFn panicking on one
+// accumulator) fails the compaction with ErrMergeFailed naming the stage,
+// that window's key and the window, found by halving; before, the error
+// said "compaction of 40 windows" and the SDK's message, naming no key or
+// window.
+func TestCompactNamedNamesTheWindow(t *testing.T) {
+	var panes []Pane
+	for i := 0; i < 40; i++ {
+		panes = append(panes, Pane{Key: []byte{byte(i)}, Window: Window{Start: mtime.Time(i * 10), End: mtime.Time(i*10 + 5)}})
+	}
+	calls := 0
+	compact := func(ps []Pane) ([][]byte, error) {
+		calls++
+		for _, p := range ps {
+			if p.Key[0] == 27 {
+				return nil, errors.New("bundle failed: panic: bad accumulator")
+			}
+		}
+		return make([][]byte, len(ps)), nil
+	}
+	_, err := compactNamed(compact, "s3-CombinePerKey", panes)
+	want := "stage s3-CombinePerKey: key 1b, window " + panes[27].Window.String() + " (one of 40 windows merged in the attempt): bundle failed: panic: bad accumulator"
+	if !errors.Is(err, ErrMergeFailed) || err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("compactNamed: %v\nwant ErrMergeFailed saying %q", err, want)
+	}
+	if calls > 1+2*6 {
+		t.Errorf("%d calls of Compact to find one window of 40, want at most 13", calls)
+	}
+	calls = 0
+	if got, err := compactNamed(compact, "s3", panes[:10]); err != nil || len(got) != 10 || calls != 1 {
+		t.Errorf("no failing window: %v, %d values, %d calls; want 10 values in one call", err, len(got), calls)
+	}
 }

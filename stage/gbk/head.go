@@ -102,6 +102,7 @@ var (
 	_ step.Head           = (*Head)(nil)
 	_ step.JobClockReader = (*Head)(nil)
 	_ step.Owing          = (*Head)(nil)
+	_ step.Due            = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -176,7 +177,9 @@ func (h *Head) Unskippable() string {
 // Element buffers one input element in every window it is in. The record
 // key must be the element's key bytes (KeyOf upstream). It returns the
 // panes a non-default trigger fires on it (the default trigger fires only
-// in Advance).
+// in Advance). A value the Codec cannot decode, or whose key is not the
+// record key, is step.ErrUndecodable (the record's failure, named by the
+// loop; never set aside: Unskippable).
 func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	out, err := h.element(p, r.Key, r.Value)
 	return step.Work{Elements: out}, err
@@ -189,10 +192,10 @@ func (h *Head) element(p int32, key, value []byte) ([][]byte, error) {
 	}
 	d, err := h.cfg.Codec.Decode(value)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", step.ErrUndecodable, err)
 	}
 	if key != nil && !bytes.Equal(key, d.Key) {
-		return nil, fmt.Errorf("%w: record key %x is not the element's key %x", ErrMalformed, key, d.Key)
+		return nil, fmt.Errorf("%w: %w: record key %x is not the element's key %x", step.ErrUndecodable, ErrMalformed, key, d.Key)
 	}
 	c.SetProcessingTime(h.now(p))
 	var out [][]byte
@@ -332,9 +335,9 @@ func (h *Head) compact() error {
 	if len(panes) == 0 {
 		return nil
 	}
-	merged, err := h.cfg.Compact(panes)
+	merged, err := compactNamed(h.cfg.Compact, h.cfg.Stage, panes)
 	if err != nil {
-		return fmt.Errorf("gbk: stage %s: compaction of %d windows: %w", h.cfg.Stage, len(panes), err)
+		return err
 	}
 	if len(merged) != len(panes) {
 		return fmt.Errorf("gbk: stage %s: compaction of %d windows returned %d values", h.cfg.Stage, len(panes), len(merged))
@@ -382,6 +385,16 @@ func (h *Head) Owes() bool {
 	return false
 }
 
+// NextDue implements step.Due: the least input watermark at which task
+// p fires a pane (Core.NextDue); ok false if p fires none on the
+// watermark alone or is not assigned.
+func (h *Head) NextDue(p int32) (mtime.Time, bool) {
+	if c := h.cores[p]; c != nil {
+		return c.NextDue()
+	}
+	return 0, false
+}
+
 // WindowsHeld is the number of open (key, window) panes the head's tasks
 // hold, as of the last commit, assignment or revocation: the state a
 // GroupByKey stage holds, for the live page. Safe from any goroutine.
@@ -396,22 +409,17 @@ func (h *Head) AttemptDropped() int64 { return h.droppedAttempt }
 // in the current attempt's state (0 for a task not assigned here). Must be
 // called on the loop's goroutine (stage.Config.CommitRecords).
 func (h *Head) TaskWindowsHeld(p int32) int64 {
-	var n int64
 	if c := h.cores[p]; c != nil {
-		for _, ws := range c.windows {
-			n += int64(len(ws.entries))
-		}
+		return c.Held()
 	}
-	return n
+	return 0
 }
 
 // publishWindows stores the windows the cores hold for WindowsHeld.
 func (h *Head) publishWindows() {
 	var n int64
 	for _, c := range h.cores {
-		for _, ws := range c.windows {
-			n += int64(len(ws.entries))
-		}
+		n += c.Held()
 	}
 	h.windowsHeld.Store(n)
 }

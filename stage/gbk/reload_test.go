@@ -36,7 +36,8 @@ func TestReloadAnywhere(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					out = append(out, fmt.Sprintf("add %s dropped=%v hold=%d", o.e.Value, d, c.Hold()))
+					checkHeld(t, c, seed, i)
+					out = append(out, fmt.Sprintf("add %s dropped=%v hold=%d held=%d", o.e.Value, d, c.Hold(), c.Held()))
 					continue
 				}
 				ps, err := c.Advance(o.wm)
@@ -46,7 +47,8 @@ func TestReloadAnywhere(t *testing.T) {
 				for _, p := range ps {
 					out = append(out, fmt.Sprintf("fire %s %s %d %+v %q", p.Key, p.Window, p.Timestamp, p.Info, p.Values))
 				}
-				out = append(out, fmt.Sprintf("advance %d hold=%d", o.wm, c.Hold()))
+				checkHeld(t, c, seed, i)
+				out = append(out, fmt.Sprintf("advance %d hold=%d held=%d", o.wm, c.Hold(), c.Held()))
 			}
 			return out
 		}
@@ -61,6 +63,19 @@ func TestReloadAnywhere(t *testing.T) {
 				t.Fatalf("seed %d: reload before op %d: %d steps, want %d", seed, at, len(got), len(want))
 			}
 		}
+	}
+}
+
+// checkHeld fails t unless c.Held, kept as entries come and go, is the
+// number of entries in c's index.
+func checkHeld(t *testing.T, c *Core, seed int64, op int) {
+	t.Helper()
+	var n int64
+	for _, ws := range c.windows {
+		n += int64(len(ws.entries))
+	}
+	if c.Held() != n {
+		t.Fatalf("seed %d, after op %d: Held() = %d, the index holds %d entries", seed, op, c.Held(), n)
 	}
 }
 

@@ -78,6 +78,38 @@ func DataTopicConfig() map[string]string {
 	}
 }
 
+// KeptTopicConfig returns the settings of the internal topics whose every
+// record matters and whose readers read them from their start: the
+// metrics topic (MetricsTopic: the application-wide totals are the sum of
+// every committed transaction's record; a record the broker deleted would
+// be missing from them, after the broker's default 7 days) and the
+// control topic (ControlTopic: a drain request must reach an instance
+// started at any later time; few records). cleanup.policy delete (not
+// compact: each metrics record is a delta under its stage's key, and a
+// compacted drain key could be replaced), retention.ms -1 and
+// retention.bytes -1: never deleted by time or size. Set when the runner
+// creates one and on one made before with others. The metrics topic
+// grows by one small record (the counts, the stage and instance names, a
+// URN, a header) per committed transaction of each stage, never purged. A new map each call.
+func KeptTopicConfig() map[string]string {
+	return map[string]string{
+		"cleanup.policy":  "delete",
+		"retention.ms":    "-1",
+		"retention.bytes": "-1",
+	}
+}
+
+// CompactedTopicConfig returns the settings of the internal topics where a
+// key's last record is all that matters: the report topic (a task's last
+// report, keyed "<stage>/<partition>"; its watermark only grows), the plan
+// topic and the state changelogs, as Kafka Streams' changelog topics:
+// cleanup.policy compact alone (compact,delete would also delete records
+// by the broker's retention, a plan or a store's key among them). A new
+// map each call.
+func CompactedTopicConfig() map[string]string {
+	return map[string]string{"cleanup.policy": "compact"}
+}
+
 // DeadLetterTopic is the default dead-letter topic of an application's
 // stages under --error_policy=dead_letter, "<application_id>.dead-letters":
 // the input records whose bundle fails every time (stage.ErrorPolicy).

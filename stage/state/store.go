@@ -61,6 +61,11 @@ type Options struct {
 	NoRestore bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Budget is the memory the stores share with every other stage's of
+	// the instance (the runner's, from --state_memory_mb). Nil: a budget
+	// of the Manager's own, a 32 MiB block cache and 16 MiB memtables,
+	// closed with it.
+	Budget *Budget
 	// FS is the file system the task databases are written through:
 	// vfs.Default if nil. Tests give one that injects faults (Pebble's
 	// vfs/errorfs).
@@ -76,8 +81,11 @@ type Manager struct {
 	base   string
 	tasks  map[int32]*Task
 	closed bool
-	// cache is the block cache the tasks' databases share.
-	cache *pebble.Cache
+	// budget gives the block cache the tasks' databases share and their
+	// memtable size; ownBudget says the Manager made it (Options.Budget
+	// nil) and closes it.
+	budget    *Budget
+	ownBudget bool
 	// ws is Prepare's buffer, kept for the next commit's.
 	ws []write
 	// dir is the first file system error of the databases' background
@@ -92,20 +100,19 @@ type Manager struct {
 	}
 }
 
-// blockCacheBytes is the size of the block cache one Manager's task
-// stores share (Pebble's default is 8 MiB a database): a fired window
-// reads its values back, and with the default cache a third of the
-// GroupByKey benchmark's store reads went to re-reading and decompressing
-// index blocks.
-const blockCacheBytes = 32 << 20
-
-// memTableBytes is a task database's memtable size: Kafka Streams'
-// RocksDB default write buffer (16 MiB; Pebble's default is 4 MiB). A
-// GroupByKey's values live until their window fires, often within a
-// commit or a few: in a larger memtable more of them are written and
-// deleted before a flush, and fewer L0 files feed compactions (Pebble's
-// compactions were 14% of BenchmarkGroupByKeyStage's CPU with 4 MiB).
-const memTableBytes = 16 << 20
+// privateBudget is the budget of a Manager given none (tests of the
+// heads): 128 MiB, memtables of MaxMemTableBytes. (Before the instance's
+// stores shared a budget, each Manager had a 32 MiB block cache, Pebble's
+// default being 8 MiB a database: a fired window reads its values back,
+// and with the default cache a third of the GroupByKey benchmark's store
+// reads went to re-reading and decompressing index blocks.)
+func privateBudget() *Budget {
+	b, err := NewBudget(128<<20, 2)
+	if err != nil {
+		panic(err) // constant arguments
+	}
+	return b
+}
 
 // pebbleOptions are the options of a task's database. A task's store is
 // always restored from its changelog into a fresh directory (Restore), so
@@ -114,7 +121,7 @@ const memTableBytes = 16 << 20
 // temporary and local; compression and decompression were 8% of the
 // GroupByKey benchmark's CPU).
 func (m *Manager) pebbleOptions() *pebble.Options {
-	o := &pebble.Options{Logger: pebbleLogger{m.log}, EventListener: m.eventListener(), DisableWAL: true, Cache: m.cache, MemTableSize: memTableBytes, FS: m.opts.FS}
+	o := &pebble.Options{Logger: pebbleLogger{m.log}, EventListener: m.eventListener(), DisableWAL: true, Cache: m.budget.cache, MemTableSize: uint64(m.budget.memTable), FS: m.opts.FS}
 	for i := range o.Levels {
 		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
@@ -170,6 +177,8 @@ type Task struct {
 	// lookups counts Prepare's look-ups in db (has): tests check that a
 	// GroupByKey's fired values cost none.
 	lookups int
+	// budget is the Manager's, counting the store open until close.
+	budget *Budget
 }
 
 // Open returns a Manager. It creates Dir/<Name> but opens no database.
@@ -187,7 +196,11 @@ func Open(opts Options) (*Manager, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	return &Manager{opts: opts, log: opts.Logger.With("stage", opts.Name), base: base, tasks: map[int32]*Task{}, cache: pebble.NewCache(blockCacheBytes)}, nil
+	m := &Manager{opts: opts, log: opts.Logger.With("stage", opts.Name), base: base, tasks: map[int32]*Task{}, budget: opts.Budget}
+	if m.budget == nil {
+		m.budget, m.ownBudget = privateBudget(), true
+	}
+	return m, nil
 }
 
 // Task returns task p's store, or nil if it is not assigned.
@@ -212,7 +225,8 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: task %d: %w", ErrRestore, p, openErr(dir, err))
 	}
-	t := &Task{p: p, dir: dir, db: db}
+	m.budget.opened()
+	t := &Task{p: p, dir: dir, db: db, budget: m.budget}
 	pub := &published{db: db, restoring: true}
 	m.pub.Lock()
 	if m.pub.tasks == nil {
@@ -461,7 +475,9 @@ func (m *Manager) Close() {
 	for p := range m.tasks {
 		m.Drop(p)
 	}
-	m.cache.Unref()
+	if m.ownBudget {
+		m.budget.Close()
+	}
 }
 
 func (m *Manager) sortedTasks() []int32 {
@@ -480,6 +496,9 @@ func (t *Task) close() {
 	}
 	_ = t.db.Close()
 	_ = os.RemoveAll(t.dir)
+	if t.budget != nil {
+		t.budget.closedOne()
+	}
 }
 
 func (t *Task) batch() *pebble.Batch {

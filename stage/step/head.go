@@ -197,6 +197,21 @@ type Owing interface {
 	Owes() bool
 }
 
+// Due is implemented by heads that have work a watermark alone makes due
+// (a GroupByKey's panes at their windows' ends). NextDue(p) is the least
+// input watermark of task p at which Advance returns work (mtime.Time,
+// ms); ok is false when no watermark would (nothing buffered, or
+// firings the watermark alone does not decide). The Loop ends its poll
+// once it reads a watermark report for task p at or past it, taking only
+// the records already fetched (as for Owing), so the work runs and
+// commits at once, not when the commit interval runs out: a watermark
+// that moves with no record of its own would otherwise wait out a whole
+// poll in every such stage (issue 24's steady run). Called on the Loop's
+// goroutine, between attempts.
+type Due interface {
+	NextDue(p int32) (mtime.Time, bool)
+}
+
 // JobClockSource is implemented by the head of a stage that drives the
 // job clock (Config.JobClock): a TestStream, whose
 // AdvanceProcessingTime events move it. ProcessingTime is task p's job

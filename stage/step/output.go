@@ -136,12 +136,17 @@ func (a *attempt) appendSinks(b *Bundle) error {
 	return nil
 }
 
-// appendSinkElements appends elements es of sink k's PCollection.
+// appendSinkElements appends elements es of sink k's PCollection. An
+// element the sink cannot decode is ErrUndecodable: in a stage without
+// SDK transforms it is an input record's element as read (a garbage
+// Envelope), and in one with them it was made from the attempt's input;
+// either way the same records fail the same way, and the loop finds the
+// one (stage.Config.ErrorPolicy).
 func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
 	for _, e := range es {
 		sr, err := k.Decode(e)
 		if err != nil {
-			return fmt.Errorf("stage %s: an element of %s for topic %s: %w", a.s.spec.Name, k.PCollection, k.Topic, err)
+			return fmt.Errorf("%w: stage %s: an element of %s for topic %s: %w", ErrUndecodable, a.s.spec.Name, k.PCollection, k.Topic, err)
 		}
 		r := Record{Topic: k.Topic, Partition: AnyPartition, Key: sr.Key, Value: sr.Value, Headers: sr.Headers}
 		if sr.Key != nil {

@@ -42,6 +42,15 @@ type Spec struct {
 	Upstreams []string
 	// HeadOutput is the PCollection the head produces.
 	HeadOutput string
+	// CheckElement, if non-nil, returns nil if an element record's element
+	// (the Envelope's, as read from InputTopic; never a RawInput record)
+	// is exactly one element of the PCollection written to InputTopic in
+	// its wire coding (fnapi.WireElements.Check). Decide checks every
+	// element record with it before the head sees it: an element that is
+	// not fails as ErrUndecodable naming the record (issue 23: a
+	// well-formed Envelope with garbage element bytes, which the SDK
+	// harness could read together with its neighbours or drop unseen).
+	CheckElement func(element []byte) error
 	// Outputs are the PCollections the stage writes, and where.
 	Outputs []Output
 	// Sinks are users' topics the stage writes plain records to

@@ -33,13 +33,26 @@ func (s *Step) Partitions() int32 { return s.spec.Partitions }
 // attempt aborts (retryable, but it will loop again: a DoFn bug).
 var ErrTimerLoop = errors.New("step: timers keep firing timers")
 
+// ErrUndecodable is wrapped by the error of an input record the stage
+// cannot take as it stands, though it is a well-formed Envelope (issue 23,
+// records in internal topics the runner did not write): its element does
+// not decode with the PCollection's coder (a GroupByKey's codec, a Kafka
+// sink's KafkaRecord of a stage without SDK transforms), or its record key
+// is not the element's or not its partition's. A head's Element wraps it
+// on such a record; Decide's error then names the record (input topic,
+// partition, offset), or, for a sink's decode, the stage alone. The same
+// bytes fail the same way on every attempt and every owner, so the loop
+// takes it for the record's failure (stage.Config.ErrorPolicy), as it
+// does a BundleError: the record is found (alone in its attempt) and the
+// stage fails naming it, or it is set aside to the dead-letter topic.
+var ErrUndecodable = errors.New("step: an input record the stage cannot decode")
+
 // BundleError is the error of a bundle the SDK harness ran and failed
 // (Config.Process returned an error: a DoFn's error or panic, which the
 // SDK harness reports as the bundle's error): the user's code, not the
-// runner's nor Kafka's. The loop counts only these as a record's failure
-// (stage.Config.ErrorPolicy); every other error of Decide (a record that
-// is no Envelope, a head's error, a side input's) fails the attempt as
-// before.
+// runner's nor Kafka's. The loop counts only these and ErrUndecodable as
+// a record's failure (stage.Config.ErrorPolicy); every other error of
+// Decide (a head's error, a side input's) fails the attempt as before.
 type BundleError struct {
 	// Stage is the stage's name; Elements and Timers are the bundle's.
 	Stage            string
@@ -336,6 +349,11 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 				}
 			}
 			continue
+		}
+		if s.spec.CheckElement != nil {
+			if err := s.spec.CheckElement(value); err != nil {
+				return nil, fmt.Errorf("%w: stage %s: element at %s[%d]@%d: %w", ErrUndecodable, s.spec.Name, s.spec.InputTopic, p, m.Offset, err)
+			}
 		}
 		rec := m
 		rec.Value = value

@@ -621,3 +621,7 @@ func RestoreTask(partition int32, upstreams []string, metadata string) (*Task, e
 // for every assigned task when the input topic's partition count grew, so
 // the next reports carry the new total (seed 000).
 func (t *Task) ReportAgain() { t.reported = false }
+
+// OutputWatermark is the output watermark task t last reported downstream
+// (mtime.Time, ms; mtime.MinTimestamp before its first report).
+func (t *Task) OutputWatermark() mtime.Time { return t.out }

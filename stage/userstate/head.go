@@ -94,6 +94,7 @@ type Head struct {
 var (
 	_ step.Head       = (*Head)(nil)
 	_ fnapi.UserState = (*Head)(nil)
+	_ step.Due        = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -165,12 +166,13 @@ func (h *Head) Revoke(p int32) {
 // Results, before the task's next Advance. Timers that side inputs held
 // back (Config.SideInputs) and that are ready now fire first, in a bundle
 // of their own before the element's (step.Work.Timers): they were due
-// before it.
+// before it. A record whose key is of another task than p is
+// step.ErrUndecodable (the record's failure, under the error policy).
 func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	key, value := r.Key, r.Value
 	if key != nil {
 		if q := step.KeyPartition(key, h.cfg.Partitions); q != p {
-			return step.Work{}, fmt.Errorf("userstate: stage %s: a record of task %d has key %x of task %d", h.cfg.Stage, p, key, q)
+			return step.Work{}, fmt.Errorf("%w: userstate: stage %s: a record of task %d has key %x of task %d", step.ErrUndecodable, h.cfg.Stage, p, key, q)
 		}
 	}
 	w := step.Work{Elements: [][]byte{value}, Barrier: h.barrier}
@@ -230,6 +232,18 @@ func (h *Head) fireLocked(due []*timer) step.Work {
 		fire[id] = append(fire[id], tm.encoded)
 	}
 	return step.Work{Timers: fire}
+}
+
+// NextDue implements step.Due: the least input watermark at which task
+// p fires an event-time timer (Task.NextEvent); ok false if it has none
+// or is not assigned.
+func (h *Head) NextDue(p int32) (mtime.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.mu.tasks[p]; t != nil {
+		return t.NextEvent()
+	}
+	return 0, false
 }
 
 // Hold is task p's timer hold (mtime.MaxTimestamp if it is not assigned).

@@ -455,5 +455,15 @@ func (t *Task) NextProcessing() (next mtime.Time, ok bool) {
 	return mtime.MaxTimestamp, false
 }
 
+// NextEvent is the least input watermark at which PopDue returns an
+// event-time timer: the earliest pending event-time timer's fire + 1
+// (PopDue takes fire < wm); ok=false when there is none. O(1) amortized.
+func (t *Task) NextEvent() (due mtime.Time, ok bool) {
+	if tm := t.idx.event.peek(); tm != nil {
+		return tm.fire + 1, true
+	}
+	return mtime.MaxTimestamp, false
+}
+
 // Timers is the number of pending timers.
 func (t *Task) Timers() int { return len(t.timers) }

@@ -237,3 +237,35 @@ func TestTimers(t *testing.T) {
 		t.Errorf("after firing all: %d timers, hold %d, %d records", tk.Timers(), tk.Hold(), st.Len())
 	}
 }
+
+// TestNextEventIsWherePopDueFires checks NextEvent's sentence (the stage
+// loop ends its poll on a report at or past it, issue 24): one watermark
+// below it pops nothing, it pops the earliest event-time timer; a
+// processing-time timer has no due watermark.
+func TestNextEventIsWherePopDueFires(t *testing.T) {
+	tk := NewTask(gbk.NewMemStore(), urnGlobal)
+	for _, tm := range []struct {
+		key  string
+		proc bool
+		fire mtime.Time
+	}{{"a", false, 50}, {"b", false, 20}, {"c", true, 10}} {
+		if err := tk.SetTimer("f", tm.proc, fnapi.Timer{Key: []byte(tm.key), Fire: tm.fire, Hold: tm.fire, Encoded: []byte(tm.key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []mtime.Time{21, 51} {
+		due, ok := tk.NextEvent()
+		if !ok || due != want {
+			t.Fatalf("NextEvent = %d, %v; want %d, true", due, ok, want)
+		}
+		if got, err := tk.PopDue(due-1, false, 0); err != nil || len(got) != 0 {
+			t.Fatalf("PopDue(%d), below the due watermark: %d timers, err %v; want none", due-1, len(got), err)
+		}
+		if got, err := tk.PopDue(due, false, 0); err != nil || len(got) != 1 {
+			t.Fatalf("PopDue(%d), the due watermark: %d timers, err %v; want 1", due, len(got), err)
+		}
+	}
+	if due, ok := tk.NextEvent(); ok {
+		t.Fatalf("only a processing-time timer is left, NextEvent = %d", due)
+	}
+}

@@ -38,6 +38,11 @@ type AppStage struct {
 	// Aborts is the aborted attempts counted by a later commit of the same
 	// loop (StageCommitMetrics.aborts).
 	Aborts uint64 `json:"aborts"`
+	// DeadLetters is the input records written to the dead-letter topic
+	// (StageCommitMetrics.dead_letters; --error_policy=dead_letter): the
+	// application-wide sum of every instance's
+	// kafkastreams_dead_letter_records_total{stage}.
+	DeadLetters uint64 `json:"deadLetters"`
 	// LateDropped is the values a GroupByKey stage dropped as too late;
 	// -1 if no record said (not a GroupByKey stage).
 	LateDropped int64 `json:"lateDropped"`
@@ -119,6 +124,7 @@ func (a *AppCounts) Apply(value []byte) error {
 		st.sum.ElementsOut += m.GetElementsOut()
 		st.sum.Commits++
 		st.sum.Aborts += m.GetAborts()
+		st.sum.DeadLetters += m.GetDeadLetters()
 		if m.LateDropped != nil {
 			st.hasLate = true
 			st.sum.LateDropped += m.GetLateDropped()

@@ -1078,7 +1078,11 @@ type StageCommitMetrics struct {
 	LateDropped *int64 `protobuf:"varint,8,opt,name=late_dropped,json=lateDropped,proto3,oneof" json:"late_dropped,omitempty"`
 	// tasks are the state the transaction's tasks hold once it committed:
 	// a gauge per task, the latest one of a task wins.
-	Tasks         []*TaskStateHeld `protobuf:"bytes,9,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Tasks []*TaskStateHeld `protobuf:"bytes,9,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// dead_letters counts the input records the transaction wrote to the
+	// dead-letter topic (--error_policy=dead_letter: 0 or 1; each is
+	// counted in records_in too).
+	DeadLetters   uint64 `protobuf:"varint,10,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1174,6 +1178,13 @@ func (x *StageCommitMetrics) GetTasks() []*TaskStateHeld {
 		return x.Tasks
 	}
 	return nil
+}
+
+func (x *StageCommitMetrics) GetDeadLetters() uint64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
 }
 
 // TaskStateHeld is the state one task holds after a committed transaction.
@@ -1319,7 +1330,7 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x1cprocessing_time_bases_millis\x18\r \x03(\x12R\x19processingTimeBasesMillis\x122\n" +
 	"\x15processing_time_codes\x18\x0e \x03(\x04R\x13processingTimeCodes\x12O\n" +
 	"\x12unobserved_reports\x18\x0f \x03(\v2 .kafkastreams.v1.WatermarkReportR\x11unobservedReportsB\x1b\n" +
-	"\x19_emitted_watermark_millis\"\xca\x02\n" +
+	"\x19_emitted_watermark_millis\"\xed\x02\n" +
 	"\x12StageCommitMetrics\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1d\n" +
@@ -1331,7 +1342,9 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\abundles\x18\x06 \x01(\x04R\abundles\x12\x16\n" +
 	"\x06aborts\x18\a \x01(\x04R\x06aborts\x12&\n" +
 	"\flate_dropped\x18\b \x01(\x03H\x00R\vlateDropped\x88\x01\x01\x124\n" +
-	"\x05tasks\x18\t \x03(\v2\x1e.kafkastreams.v1.TaskStateHeldR\x05tasksB\x0f\n" +
+	"\x05tasks\x18\t \x03(\v2\x1e.kafkastreams.v1.TaskStateHeldR\x05tasks\x12!\n" +
+	"\fdead_letters\x18\n" +
+	" \x01(\x04R\vdeadLettersB\x0f\n" +
 	"\r_late_dropped\"\xa5\x01\n" +
 	"\rTaskStateHeld\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
