@@ -268,6 +268,11 @@ type Loop struct {
 	// records of the gone topic returns at once (callWithin).
 	topicGone atomic.Pointer[error]
 	gone      chan struct{}
+	// watch is watchTopics' state, kept across the lives of the clients
+	// (reopen): a topic seen by an earlier life and missing now is gone.
+	// Only the one watchTopics goroutine of a life touches it (run waits
+	// for it before the next life starts).
+	watch topicWatch
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
 	// logEnd is askLogEnds' state (logends.go): its admin client (nil
@@ -511,14 +516,23 @@ func (l *Loop) run(ctx context.Context) error {
 		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Spec.Name, l.cfg.Spec.InputTopic, err)
 	}
 	wctx, stop := context.WithCancel(ctx)
+	// The topic watch outlives ctx until run returns: a transaction call
+	// under way when the job stops (another stage failed, a SIGTERM) may
+	// wait for records of a topic deleted meanwhile, and only the watch
+	// ends that wait (callWithin) before librdkafka fails the records at
+	// message.timeout.ms (capped by transaction.timeout.ms, 10 s). Before,
+	// it stopped with ctx: a stage failing on a deleted internal topic
+	// ended the job 10.2 s after the delete, its upstream stage committing.
+	tctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	// Before the consumer is closed (reopen, Close): the watchers use it.
 	defer wg.Wait()
 	defer stop()
+	defer stopWatch()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		l.watchTopics(wctx, l.consumer)
+		l.watchTopics(tctx, l.consumer)
 	}()
 	if l.cfg.Spec.GrowingInput {
 		wg.Add(1)
