@@ -211,30 +211,103 @@ func (l *Loop) closePurge() {
 
 // outOfRange returns the error for an offset out of range on the stage's
 // internal input topic (the consumer's kafka.ErrAutoOffsetReset under
-// kafkaclient.InternalOffsetReset; librdkafka's event names no partition):
-// ErrOffsetOutOfRange naming every assigned task whose next offset
-// (Loop.next: its committed offset, or its last commit's) is below its
-// partition's log start as the broker says it now, with both offsets, and
-// librdkafka's text cause.
+// kafkaclient.InternalOffsetReset; librdkafka's event names no partition).
+// It judges each assigned task whose next offset (Loop.next: its committed
+// offset as this instance last read it, or its last commit's) is below its
+// partition's log start as the broker says it now by the group's stable
+// committed offset (KIP-447's require_stable: the authority, not this
+// instance's view; judgeOutOfRange):
+//   - one below the log start: ErrOffsetOutOfRange naming it with both
+//     offsets and librdkafka's text cause, not restartable: records no
+//     owner consumed were deleted (retention, DeleteRecords), lost;
+//   - otherwise the position was stale: another owner took the tasks while
+//     this instance could not hear the group (a session timeout: a paused
+//     process, a coordinator away), consumed past it and purged the records
+//     (the purge deletes only what its owner committed). ErrFenced: the
+//     loop restarts its clients and the tasks are restored from what Kafka
+//     committed. Before, this failed the instance's job (seen in make soak:
+//     "committed offset 3970 is below the log start 3974" on an instance
+//     whose tasks were lost 240 ms before, the group at 3974).
+//
+// Committed offsets that cannot be read are judged stale too (restartable:
+// Run's restart bound, 5 in 5 minutes, ends a loop that keeps meeting it).
 func (l *Loop) outOfRange(cause error) error {
 	topic := l.cfg.Spec.InputTopic
-	var lost []string
+	var parts []rangeCheck
+	var tps []kafka.TopicPartition
 	for _, p := range slices.Sorted(maps.Keys(l.tasks)) {
 		next, ok := l.next[p]
 		if !ok {
 			continue
 		}
 		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, int(partitionCheckTimeout.Milliseconds()))
+		c := rangeCheck{Partition: p, Next: next, LogStart: low, Committed: -1}
 		if err != nil {
-			lost = append(lost, fmt.Sprintf("partition %d at offset %d (its log start could not be read: %v)", p, next, err))
+			c.LogStart, c.Err = -1, err
+		} else if next >= low {
 			continue
 		}
-		if next < low {
-			lost = append(lost, fmt.Sprintf("partition %d: committed offset %d is below the log start %d (offsets %d to %d deleted unread)", p, next, low, next, low-1))
+		parts = append(parts, c)
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
+	}
+	if len(tps) > 0 {
+		if got, err := l.committed(l.consumer, tps); err != nil {
+			for i := range parts {
+				parts[i].Err = errors.Join(parts[i].Err, fmt.Errorf("committed offsets: %w", err))
+			}
+		} else {
+			for _, tp := range got {
+				for i := range parts {
+					switch {
+					case parts[i].Partition != tp.Partition:
+					case tp.Error != nil:
+						parts[i].Err = errors.Join(parts[i].Err, fmt.Errorf("committed offset: %w", tp.Error))
+					default:
+						// Nothing committed (OffsetInvalid): the group's
+						// first owner reads from offset 0.
+						parts[i].Committed = max(int64(tp.Offset), 0)
+					}
+				}
+			}
 		}
 	}
-	if len(lost) == 0 {
-		return fmt.Errorf("%w: stage %s: topic %s: a fetch was out of range and no task's committed offset is below its log start now: %w", ErrOffsetOutOfRange, l.cfg.Spec.Name, topic, cause)
+	lost, stale := judgeOutOfRange(parts)
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: stage %s: topic %s: %s: records the stage had not consumed were deleted (retention or DeleteRecords) and are lost; replay the input into a new --application_id (%w)", ErrOffsetOutOfRange, l.cfg.Spec.Name, topic, strings.Join(lost, "; "), cause)
 	}
-	return fmt.Errorf("%w: stage %s: topic %s: %s: records the stage had not consumed were deleted (retention or DeleteRecords) and are lost; replay the input into a new --application_id (%w)", ErrOffsetOutOfRange, l.cfg.Spec.Name, topic, strings.Join(lost, "; "), cause)
+	if len(stale) == 0 {
+		stale = []string{"no task's offset is below its log start now"}
+	}
+	l.log.Warn("stage: a fetch was out of range at a position the group has moved past: this instance's tasks moved while it could not hear the group; restarting its clients", "topic", topic, "partitions", strings.Join(stale, "; "), "cause", cause)
+	return fmt.Errorf("%w: stage %s: topic %s: a fetch was out of range and the group's committed offsets are not below the log start (%s): this instance's positions were stale (%w)", ErrFenced, l.cfg.Spec.Name, topic, strings.Join(stale, "; "), cause)
+}
+
+// rangeCheck is what outOfRange learned of one task's partition: this
+// instance's next offset, the log start, the group's stable committed
+// offset (0 if the group committed none; -1 until read) and the errors met
+// asking (then LogStart or Committed may be unknown, -1).
+type rangeCheck struct {
+	Partition                 int32
+	Next, LogStart, Committed int64
+	Err                       error
+}
+
+// judgeOutOfRange sorts the partitions of an out-of-range fetch: lost are
+// those whose group's committed offset (the authority) is below the log
+// start, with the offsets deleted unread; stale the others, which this
+// instance saw below the log start but whose committed offset is at or
+// past it, or which could not be judged (an error asking: then with the
+// error). Pure.
+func judgeOutOfRange(parts []rangeCheck) (lost, stale []string) {
+	for _, c := range parts {
+		switch {
+		case c.Err != nil || c.LogStart < 0 || c.Committed < 0:
+			stale = append(stale, fmt.Sprintf("partition %d at offset %d: not judged: %v", c.Partition, c.Next, c.Err))
+		case c.Committed < c.LogStart:
+			lost = append(lost, fmt.Sprintf("partition %d: committed offset %d is below the log start %d (offsets %d to %d deleted unread)", c.Partition, c.Committed, c.LogStart, c.Committed, c.LogStart-1))
+		default:
+			stale = append(stale, fmt.Sprintf("partition %d: this instance at %d, the group committed %d, log start %d", c.Partition, c.Next, c.Committed, c.LogStart))
+		}
+	}
+	return lost, stale
 }
