@@ -674,7 +674,7 @@ func (t *Task) Delete(key []byte) error {
 }
 
 // Scan calls fn for every key with the prefix, in key order, with pending
-// writes merged in. fn must not keep key or value, nor write to the task.
+// writes merged in (never the kept store's meta record). fn must not keep key or value, nor write to the task.
 func (t *Task) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	opts := &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}
 	var it *pebble.Iterator
@@ -695,6 +695,9 @@ func (t *Task) Scan(prefix []byte, fn func(key, value []byte) error) error {
 		}
 		if !bytes.HasPrefix(it.Key(), prefix) {
 			break
+		}
+		if bytes.Equal(it.Key(), metaKey) {
+			continue // the kept store's meta record (keep.go), not the task's
 		}
 		if err := fn(it.Key(), v); err != nil {
 			_ = it.Close()
