@@ -106,6 +106,11 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 	defer mcancel()
 	var appRead <-chan appMetricsRead
 	if err == nil {
+		// The job is done: its task stores are of no further use, so they
+		// are removed at close instead of kept (state.Manager.Close).
+		for _, m := range st.stores {
+			m.RemoveOnClose()
+		}
 		appRead = readApplicationMetricsAsync(mctx, j)
 	}
 	cancel()

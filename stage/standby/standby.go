@@ -332,6 +332,12 @@ func (f *follower) place(ctx context.Context) error {
 		}
 	}
 	want := Standbys(members, f.cfg.ClientID, f.cfg.Replicas)
+	owned := map[int32]bool{}
+	for _, m := range members {
+		for _, p := range m.Tasks {
+			owned[p] = true
+		}
+	}
 	wanted := map[int32]bool{}
 	var start []int32
 	for _, p := range want {
@@ -341,7 +347,10 @@ func (f *follower) place(ctx context.Context) error {
 		}
 	}
 	for p := range f.copies {
-		if !wanted[p] {
+		// A task no member owns is between owners (a dead member's,
+		// after its session timed out, before the rebalance gives it to
+		// one): its copy is kept current, for this instance may be next.
+		if !wanted[p] && owned[p] {
 			f.log.Info("standby: copy no longer followed", "task", p)
 			f.apply()
 			f.stop(p)

@@ -106,6 +106,10 @@ type Manager struct {
 		closed bool
 	}
 
+	// remove: Close removes the stores instead of keeping them
+	// (RemoveOnClose).
+	remove atomic.Bool
+
 	// pub is what Stats reads from other goroutines: the loop's goroutine
 	// writes it in Restore and Drop, holding mu.
 	pub struct {
@@ -573,13 +577,26 @@ func (m *Manager) Aborted(ps []int32) {
 	}
 }
 
-// Close drops (keeps) every task's store and releases every standby
-// copy: Follow refuses every task from now on.
+// RemoveOnClose makes Close remove every task's store and standby copy
+// instead of keeping them: for a job that is done. Safe from any
+// goroutine.
+func (m *Manager) RemoveOnClose() { m.remove.Store(true) }
+
+// Close drops (keeps, or removes after RemoveOnClose) every task's store
+// and releases every standby copy: Follow refuses every task from now on.
 func (m *Manager) Close() {
 	if m.closed {
 		return
 	}
 	m.closed = true
+	if m.remove.Load() {
+		defer func() {
+			es, _ := os.ReadDir(m.base)
+			for _, e := range es {
+				_ = os.RemoveAll(filepath.Join(m.base, e.Name()))
+			}
+		}()
+	}
 	m.keep.Lock()
 	m.keep.closed = true
 	copies := m.keep.copies
