@@ -304,7 +304,7 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	secs := max(el.Seconds(), 1e-6)
 	args := []any{"task", p, "topic", m.opts.Topic, "kind", res.kind, "from", res.from, "changelog_end", res.info.End,
 		"records", res.records, "bytes", res.size, "elapsed", el.Round(time.Millisecond),
-		"records_per_s", int64(float64(res.records)/secs), "mb_per_s", fmt.Sprintf("%.2f", float64(res.size)/1e6/secs)}
+		"records_per_s", int64(float64(res.records) / secs), "mb_per_s", fmt.Sprintf("%.2f", float64(res.size)/1e6/secs)}
 	if res.why != "" {
 		args = append(args, "kept_store_not_used", res.why)
 	}
