@@ -120,7 +120,9 @@ type ChangelogInfo struct {
 // meta m (ok: one was found and its meta read) or in full. It uses the kept
 // store, reading from m.Next, only if its topic id is the changelog's
 // (and known), Start <= m.Next <= End (no record it lacks was deleted; an
-// offset past the end is another log's), and now - m.Written < maxAge.
+// offset past the end is another log's), m.Next > Start unless the log is
+// empty (else there is nothing to skip: the restore is full and reported
+// so), and now - m.Written < maxAge.
 // Otherwise the restore is full, from Start, and why says what ruled the
 // kept store out ("" if there was none). Pure.
 func decide(m Meta, ok bool, info ChangelogInfo, now time.Time, maxAge time.Duration) (kind string, from int64, why string) {
@@ -133,6 +135,11 @@ func decide(m Meta, ok bool, info ChangelogInfo, now time.Time, maxAge time.Dura
 		why = fmt.Sprintf("kept from topic id %s, the changelog's is %s (deleted and created again)", m.TopicID, info.TopicID)
 	case m.Next < info.Start:
 		why = fmt.Sprintf("kept up to offset %d, the changelog starts at %d (records it lacks were deleted)", m.Next, info.Start)
+	case m.Next == info.Start && info.End > info.Start:
+		// Nothing to skip: reading from the start is a full restore, and
+		// says so (a store kept before any record was written, such as
+		// one revoked at the group's first rebalance).
+		why = fmt.Sprintf("kept at offset %d, the changelog's start: nothing to skip", m.Next)
 	case m.Next > info.End:
 		why = fmt.Sprintf("kept up to offset %d, past the changelog's end %d", m.Next, info.End)
 	case now.Sub(m.Written) >= maxAge:
