@@ -31,6 +31,9 @@ const (
 	// envStandbyMB is the state the test builds, in MiB (default 10); 1024
 	// is make scenarios' 1 GB handover.
 	envStandbyMB = "KAFKASTREAMS_STANDBY_MB"
+	// envStandbyStateDir is the children's --state_dir: the test's own, so
+	// that the killed instance's kept stores go with it.
+	envStandbyStateDir = "KAFKASTREAMS_STANDBY_STATE_DIR"
 )
 
 // standbyShape is the element count, value size (bytes) and per-element
@@ -95,6 +98,9 @@ func init() {
 			o.StandbyReplicas = v
 		}
 		o.MaxBundleSize = 500
+		if d := os.Getenv(envStandbyStateDir); d != "" {
+			o.StateDir = d
+		}
 		n, pad, slow := standbyShape(standbyMB())
 		return standbyPipeline(n, pad, slow)
 	}
@@ -184,6 +190,7 @@ func TestStandbySIGKILLRestoresTheTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
+	t.Setenv(envStandbyStateDir, t.TempDir())
 	start := time.Now()
 	cs := []*child{startPipelineChild(t, b, "standby", app, n, 0, 0), startPipelineChild(t, b, "standby", app, n, 0, 1)}
 	defer func() {
