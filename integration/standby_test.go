@@ -176,7 +176,7 @@ func changelogEnd(t *testing.T, admin *kafka.AdminClient, topic string) int64 {
 func TestStandbySIGKILLRestoresTheTail(t *testing.T) {
 	b := needBroker(t)
 	mb := standbyMB()
-	n, _, _ := standbyShape(mb)
+	n, pad, _ := standbyShape(mb)
 	replicas := 1
 	if v, err := strconv.Atoi(os.Getenv(envStandbyReplicas)); err == nil {
 		replicas = v
@@ -278,7 +278,7 @@ watch:
 		kind := m[3]
 		end, _ := strconv.ParseInt(m[5], 10, 64)
 		records, _ := strconv.ParseInt(m[6], 10, 64)
-		t.Logf("instance 1 restored task %s: %s, from offset %s, %d records of the changelog partition's %d, in %s; first commit %v after the kill", task, kind, m[4], records, end, m[7], firstCommit[task].Round(time.Millisecond))
+		t.Logf("instance 1 restored task %s (about %d MiB of values): %s, from offset %s, %d records of the changelog partition's %d, in %s; first commit %v after the kill", task, end*int64(pad)>>20, kind, m[4], records, end, m[7], firstCommit[task].Round(time.Millisecond))
 		if kind != "standby" || records*10 > end {
 			t.Errorf("instance 1 restored task %s from a %q store reading %d records of the %d in its changelog partition, want its standby copy and only the tail (under a tenth)", task, kind, records, end)
 		}
