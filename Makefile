@@ -101,10 +101,14 @@ difftest: kafka-jars
 ## clean scale-in, SIGKILL, reassignment, broker failover on a 3-node
 ## KRaft cluster; integration/scenarios_test.go) for
 ## minutes each at 1 000 records/s (their short versions run in make test);
-## prints each scenario's figures (the lines "figures <scenario>: …").
+## prints each scenario's figures (the lines "figures <scenario>: …");
+## then the SIGKILL handover of 1 GiB of GroupByKey state with
+## --standby_replicas=1 (TestStandbySIGKILLRestoresTheTail,
+## KAFKASTREAMS_STANDBY_MB=1024; 10 MiB in make test).
 scenarios: kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory kafka-image; fi
 	KAFKASTREAMS_SCENARIOS=long $(GO) test -count=1 -run '^TestScenario' -v -timeout 60m ./integration/ 2>&1 | grep -a -E '^(\s*--- (PASS|FAIL)|ok|FAIL|\s+scenarios_test\.go:[0-9]+: )'
+	KAFKASTREAMS_STANDBY_MB=1024 $(GO) test -count=1 -run '^TestStandbySIGKILLRestoresTheTail$$' -v -timeout 60m ./integration/ 2>&1 | grep -a -E '^(\s*--- (PASS|FAIL)|ok|FAIL|\s+standby_test\.go:[0-9]+: )'
 
 ## bench: this runner's start-up (Execute to the first record read) against
 ## a bare consumer's first read, its stateless stage against a plain

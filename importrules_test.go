@@ -67,6 +67,11 @@ var importRules = []importRule{
 		Why:  "issue 22: the heads' state store reads its changelog through Options.Changelog (kafkaclient.ChangelogReader, given by the runner), so the heads that use it link no Kafka client",
 	},
 	{
+		From: "stage/standby",
+		Deny: []string{"stage", "runner/..."},
+		Why:  "issue 24: the standby follower shares only the state.Manager with the stage loop (Follow, Restore's take-over); the loop does not know it and it does not know the loop",
+	},
+	{
 		From: "stage/teststream",
 		Deny: []string{kafkaClient},
 		Why:  "issue 22: a head with no state store (TestStream) is a pure core over the step package: no cgo",

@@ -124,6 +124,7 @@ func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 			o.KafkaProperties = kafkaenv.ClientProperties("app", appPassword)
 			o.StateDir = t.TempDir()
 			o.PurgeInterval = 100 * time.Millisecond // the purge runs under the table too
+			o.StandbyReplicas = 1                    // the standby followers' DescribeConsumerGroups too
 		})), runner.Name, kioEOSPipeline(in, out, counts, 0))
 		return err
 	}
@@ -153,6 +154,9 @@ func TestApplicationRunsUnderTheREADMEACLs(t *testing.T) {
 		t.Fatalf("the job under the README's ACLs: %v", err)
 	}
 	t.Logf("the job ran in %v under the README's ACLs", time.Since(began).Round(time.Millisecond))
+	// The standby followers describe the stage groups (--standby_replicas):
+	// the Group row's Describe lets User:app do it.
+	describeGroupsAs(ctx, t, admin, appBS, kafkaenv.ClientProperties("app", appPassword), app)
 	gotOut := readValues(t, opBS, out, 0, 30*time.Second)
 	if len(gotOut) != len(wantOut) {
 		t.Fatalf("%s holds %d records, want %d", out, len(gotOut), len(wantOut))
@@ -313,4 +317,43 @@ func otherWrites(bs string, props map[string]string, topic string) error {
 	case <-time.After(20 * time.Second):
 		return errors.New("no delivery report in 20 s")
 	}
+}
+
+// describeGroupsAs describes, as the client of props on bs, every consumer
+// group of app's stages (listed through admin, the operator's), failing
+// the test on a refusal.
+func describeGroupsAs(ctx context.Context, t *testing.T, admin *kafka.AdminClient, bs string, props map[string]string, app string) {
+	t.Helper()
+	ls, err := admin.ListConsumerGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for _, g := range ls.Valid {
+		if strings.HasPrefix(g.GroupID, app+".s") {
+			groups = append(groups, g.GroupID)
+		}
+	}
+	if len(groups) == 0 {
+		t.Fatalf("no consumer group of %s's stages", app)
+	}
+	cm := kafka.ConfigMap{"bootstrap.servers": bs}
+	for k, v := range props {
+		cm[k] = v
+	}
+	as, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer as.Close()
+	res, err := as.DescribeConsumerGroups(ctx, groups)
+	if err != nil {
+		t.Fatalf("DescribeConsumerGroups of %v under the README's ACLs: %v", groups, err)
+	}
+	for _, d := range res.ConsumerGroupDescriptions {
+		if d.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("DescribeConsumerGroups of %s under the README's ACLs: %v", d.GroupID, d.Error)
+		}
+	}
+	t.Logf("described %d stage groups under the README's ACLs (the standby followers' placement)", len(groups))
 }

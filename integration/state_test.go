@@ -76,7 +76,11 @@ func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.Pr
 
 func newStateManager(t *testing.T, bs, topic string) *state.Manager {
 	t.Helper()
-	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, Changelog: kafkaclient.ChangelogReader(bs, nil)})
+	read := kafkaclient.ChangelogReader(bs, nil)
+	changelog := func(ctx context.Context, topic string, p int32, from func(state.ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
+		return read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
+	}
+	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, Changelog: changelog})
 	if err != nil {
 		t.Fatal(err)
 	}

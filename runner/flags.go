@@ -61,6 +61,19 @@ type Options struct {
 	// (kafkaclient.DataTopicConfig), so without the purge they grow
 	// without bound. 0 turns the purge off; negative is refused.
 	PurgeInterval time.Duration
+	// StandbyReplicas is how many other instances keep a warm copy of each
+	// stateful task's store (--standby_replicas; Kafka Streams'
+	// num.standby.replicas, whose default it takes: 0). With N > 0 each
+	// instance follows, read_committed, the changelogs of the tasks owned
+	// by the N members after it in its stage groups (ordered by client.id,
+	// which becomes "<client.id or kafkastreams>-<instance slot>"), so a
+	// task moved to it after its owner's SIGKILL restores only the
+	// changelog's tail (stage/standby). librdkafka's assignors do not place
+	// an active task by its copies (KIP-441): with more than two instances
+	// a moved task may land on an instance without its copy. Costs the
+	// copies' disk and a changelog reader per stateful stage. Negative is
+	// refused.
+	StandbyReplicas int
 	// MaxBundleSize bounds the records of one bundle and one transaction
 	// (--max_bundle_size): a task commits after this many records even
 	// within CommitInterval, like Kafka's max.poll.records. Default 10 000;
@@ -222,6 +235,7 @@ var (
 	internalTopicPartitions  = flag.Int("internal_topic_partitions", defaults.InternalTopicPartitions, "partitions of the topics between stages: tasks per stage (positive)")
 	commitInterval           = flag.Duration("commit_interval", defaults.CommitInterval, "longest a transaction collects records before it commits, a positive Go duration such as 100ms or 2s (Kafka Streams commit.interval.ms), below the transaction timeout (10s)")
 	purgeInterval            = flag.Duration("purge_interval", defaults.PurgeInterval, "how often each stage deletes the records of its internal input topic that its commits consumed (Kafka Streams repartition.purge.interval.ms), a Go duration; 0: never")
+	standbyReplicas          = flag.Int("standby_replicas", defaults.StandbyReplicas, "how many other instances keep a warm copy of each stateful task's store from its changelog (Kafka Streams num.standby.replicas): a task moved after its owner's SIGKILL then restores only the changelog's tail; 0: none")
 	maxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
 	gbkFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
 	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
@@ -250,6 +264,7 @@ func OptionsFromFlags() Options {
 		InternalTopicPartitions:  *internalTopicPartitions,
 		CommitInterval:           *commitInterval,
 		PurgeInterval:            *purgeInterval,
+		StandbyReplicas:          *standbyReplicas,
 		MaxBundleSize:            *maxBundleSize,
 		GBKFireBudget:            *gbkFireBudget,
 		MergeSessionAccumulators: *mergeSessionAccumulators,
@@ -366,6 +381,9 @@ func (o Options) Validate() error {
 	}
 	if v := o.PurgeInterval; v < 0 {
 		bad("purge_interval", v.String(), "must not be negative (0 turns the purge off)")
+	}
+	if v := o.StandbyReplicas; v < 0 {
+		bad("standby_replicas", strconv.Itoa(v), "must not be negative (0: no standby copies)")
 	}
 	switch o.ErrorPolicy {
 	case stage.ErrorPolicyFail, stage.ErrorPolicyDeadLetter:

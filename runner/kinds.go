@@ -224,7 +224,7 @@ func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) 
 		Dir:       e.storeDir,
 		Name:      e.pl.ApplicationID + "-" + s.Name,
 		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
-		Changelog: kafkaclient.ChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
+		Changelog: changelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
 		Logger:    e.log,
 		Budget:    e.budget,
 	})
@@ -238,6 +238,16 @@ func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) 
 	}
 	e.stores[s.Name] = stores
 	return h, nil
+}
+
+// changelogReader is kafkaclient.ChangelogReader as state.Options.Changelog
+// (state imports no Kafka client, kafkaclient no stage package: the
+// runner converts kafkaclient.PartitionInfo to state.ChangelogInfo).
+func changelogReader(bootstrap string, props map[string]string) func(context.Context, string, int32, func(state.ChangelogInfo) (int64, error), func(key, value []byte) error) (int, error) {
+	read := kafkaclient.ChangelogReader(bootstrap, props)
+	return func(ctx context.Context, topic string, p int32, from func(state.ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
+		return read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
+	}
 }
 
 // builtHead is what a kind builds for one stage (stageHead.build): the

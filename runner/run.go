@@ -20,6 +20,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/standby"
 	"github.com/kafkastreams/kafkastreams/stage/state"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
@@ -77,6 +78,8 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 		return nil, err
 	}
 	j.tl.mark("stages and stores")
+	stopStandbys := startStandbys(ctx, j, st)
+	defer stopStandbys()
 	loops, err := newLoops(ctx, st.cfgs)
 	if err != nil {
 		return nil, err
@@ -103,6 +106,11 @@ func run(parent context.Context, j *job) (beam.PipelineResult, error) {
 	defer mcancel()
 	var appRead <-chan appMetricsRead
 	if err == nil {
+		// The job is done: its task stores are of no further use, so they
+		// are removed at close instead of kept (state.Manager.Close).
+		for _, m := range st.stores {
+			m.RemoveOnClose()
+		}
 		appRead = readApplicationMetricsAsync(mctx, j)
 	}
 	cancel()
@@ -303,6 +311,50 @@ func result(j *job, loops map[string]*stage.Loop, counters map[string]gbkCounter
 	res.metrics = metricsx.FromMonitoringInfos(j.pipe, nil, r.m.snapshot())
 	res.ApplicationMetrics = true
 	return res, nil
+}
+
+// startStandbys starts, with Options.StandbyReplicas > 0, one standby
+// follower (stage/standby) per stage with task stores, and gives those
+// stages' consumers the client.id the followers place copies by
+// (standby.ClientID of the user's client.id and the instance slot): call
+// it before the loops are made. The returned function stops the followers
+// and waits for them (before the stores close).
+func startStandbys(ctx context.Context, j *job, st *stages) (stop func()) {
+	n := j.o.StandbyReplicas
+	if n <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	clientID := standby.ClientID(j.o.KafkaProperties["client.id"], j.inst.ID)
+	for i := range st.cfgs {
+		cfg := &st.cfgs[i]
+		stores := st.stores[cfg.Spec.Name]
+		if stores == nil {
+			continue
+		}
+		if cfg.Consumer == nil {
+			cfg.Consumer = map[string]string{}
+		}
+		cfg.Consumer["client.id"] = clientID
+		sc := standby.Config{
+			BootstrapServers: j.o.BootstrapServers,
+			Properties:       j.o.KafkaProperties,
+			Group:            j.pl.ApplicationID + "." + cfg.Spec.Name,
+			ClientID:         clientID,
+			InputTopic:       cfg.Spec.InputTopic,
+			Topic:            kafkaclient.ChangelogTopic(j.pl.ApplicationID, cfg.Spec.Name),
+			Replicas:         n,
+			Stores:           stores,
+			Logger:           j.log.With("stage", cfg.Spec.Name),
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = standby.Run(ctx, sc)
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // stageNames are the names of pl's stages: the reports the embedded

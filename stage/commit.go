@@ -262,7 +262,15 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, dead bool, touched map[
 	end := time.Now()
 	for p := range touched {
 		if l.tasks[p] != nil {
-			l.status.update(p, func(s *TaskStatus) { s.LastCommit = end })
+			l.status.update(p, func(s *TaskStatus) {
+				if s.LastCommit.IsZero() {
+					// Once per assignment of the task: the time from
+					// assignment (restore included) to its first commit
+					// here, a moved task's handover time.
+					l.log.Info("stage: first commit of an assigned task", "task", p, "since_assigned", end.Sub(s.AssignedAt).Round(time.Millisecond))
+				}
+				s.LastCommit = end
+			})
 		}
 	}
 	if f := l.cfg.Observer.Committed; f != nil {

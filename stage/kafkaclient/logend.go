@@ -145,7 +145,14 @@ func ReadToEnd(ctx context.Context, c *kafka.Consumer, topic string, p int32, ea
 	if end == 0 {
 		return 0, nil
 	}
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: kafka.OffsetBeginning}}); err != nil {
+	return readFrom(ctx, c, topic, p, kafka.OffsetBeginning, end, each)
+}
+
+// readFrom reads partition p of topic through c from offset from until a
+// partition EOF at or past end (ReachedEnd), calling each for every
+// committed record; as ReadToEnd.
+func readFrom(ctx context.Context, c *kafka.Consumer, topic string, p int32, from kafka.Offset, end int64, each func(*kafka.Message) error) (int, error) {
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: from}}); err != nil {
 		return 0, fmt.Errorf("kafkaclient: assign %s[%d]: %w", topic, p, err)
 	}
 	n := 0
@@ -167,7 +174,7 @@ func ReadToEnd(ctx context.Context, c *kafka.Consumer, topic string, p int32, ea
 				return n, nil
 			}
 		case kafka.Error:
-			if e.IsFatal() {
+			if e.IsFatal() || e.Code() == kafka.ErrAutoOffsetReset {
 				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, e)
 			}
 		}
@@ -230,20 +237,85 @@ func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, 
 	return high, stable, nil
 }
 
+// PartitionInfo is what ChangelogReader learns of a changelog partition
+// before reading it (state.ChangelogInfo, field for field).
+type PartitionInfo struct {
+	// TopicID is the topic's id (KIP-516), "" if DescribeTopics did not
+	// answer one.
+	TopicID string
+	// Start and End are the partition's log start and log end offsets
+	// (read_uncommitted: the high watermark) when the read began.
+	Start, End int64
+}
+
+// PartitionInfoOf asks the broker, through c's connection, for topic's id
+// (DescribeTopics; "" and no error if it fails: the caller then treats
+// the topic as unknown) and partition p's log start and end offsets
+// (ListOffsets earliest, LogEnds), bounded by ctx.
+func PartitionInfoOf(ctx context.Context, c *kafka.Consumer, topic string, p int32) (PartitionInfo, error) {
+	ends, err := LogEnds(ctx, c, topic, []int32{p})
+	if err != nil {
+		return PartitionInfo{}, err
+	}
+	info := PartitionInfo{End: ends[p]}
+	admin, err := kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		return PartitionInfo{}, fmt.Errorf("kafkaclient: admin client for %s: %w", topic, err)
+	}
+	defer admin.Close()
+	res, err := admin.ListOffsets(ctx, map[kafka.TopicPartition]kafka.OffsetSpec{{Topic: &topic, Partition: p}: kafka.EarliestOffsetSpec}, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	if err != nil {
+		return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, err)
+	}
+	for _, ri := range res.ResultInfos {
+		if ri.Error.Code() != kafka.ErrNoError {
+			return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, ri.Error)
+		}
+		info.Start = int64(ri.Offset)
+	}
+	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic})); err == nil {
+		for _, td := range d.TopicDescriptions {
+			if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
+				info.TopicID = td.TopicID.String()
+			}
+		}
+	}
+	return info, nil
+}
+
 // ChangelogReader returns the function a state store restores a task
-// with (state.Options.Changelog): it reads partition p of topic with a
-// consumer of its own (NewEndReader, group "<topic>-restore": assigned,
-// never joined), read_committed, from the beginning to the partition's log
-// end offset when the read began (ReadToEnd), handing every record's key
-// and value (nil: a tombstone) to apply in offset order, and returns how
-// many it read. An error of apply stops the read and is returned as is.
-func ChangelogReader(bootstrap string, props map[string]string) func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error) {
-	return func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error) {
-		c, err := NewEndReader(bootstrap, props, topic+"-restore")
+// with (state.Options.Changelog, through the runner's conversion of
+// PartitionInfo): it reads partition p of topic with a consumer of its own
+// (NewEndReader, group "<topic>-restore": assigned, never joined),
+// read_committed. It asks the partition's PartitionInfoOf and hands it to
+// from, which returns the offset to read from; then it reads from there to
+// the partition's log end offset when the read began (as ReadToEnd),
+// handing every record's key and value (nil: a tombstone) to apply in
+// offset order, and returns how many it read. An error of from or apply
+// stops the read and is returned as is.
+func ChangelogReader(bootstrap string, props map[string]string) func(ctx context.Context, topic string, p int32, from func(PartitionInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
+	return func(ctx context.Context, topic string, p int32, from func(PartitionInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
+		// auto.offset.reset error: a tail's offset deleted between the
+		// PartitionInfoOf and the fetch is an error, never a silent skip
+		// to the log end (librdkafka's default).
+		cc := EndReaderConfig(Base(bootstrap, props), topic+"-restore")
+		cc["auto.offset.reset"] = InternalOffsetReset
+		c, err := kafka.NewConsumer(&cc)
 		if err != nil {
 			return 0, err
 		}
 		defer func() { _ = c.Close() }()
-		return ReadToEnd(ctx, c, topic, p, func(e *kafka.Message) error { return apply(e.Key, e.Value) })
+		info, err := PartitionInfoOf(ctx, c, topic, p)
+		if err != nil {
+			return 0, err
+		}
+		off, err := from(info)
+		if err != nil {
+			return 0, err
+		}
+		if off >= info.End {
+			return 0, nil
+		}
+		return readFrom(ctx, c, topic, p, kafka.Offset(off), info.End, func(e *kafka.Message) error { return apply(e.Key, e.Value) })
 	}
 }

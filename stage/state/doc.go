@@ -12,10 +12,16 @@
 //     delete) into the open Kafka transaction, beside the attempt's outputs
 //     and offsets.
 //   - Committed applies them to Pebble; Aborted drops them.
-//   - Restore (on assignment) rebuilds a task's Pebble database in a fresh
-//     directory from its changelog partition, read_committed, from the
-//     beginning to the end: nothing of an aborted or uncommitted transaction
-//     survives a crash, an abort or a move to another instance.
+//   - Restore (on assignment) rebuilds a task's Pebble database from its
+//     changelog partition, read_committed, to the end: nothing of an
+//     aborted or uncommitted transaction survives a crash, an abort or a
+//     move to another instance. It reads from the beginning ("full"), or
+//     only the tail from a kept store's meta offset (keep.go): Drop keeps
+//     the store on disk with a meta record (changelog topic id, offset S,
+//     time), and a standby follower (stage/standby) keeps copies of tasks
+//     owned elsewhere current through Follow and Copy.Apply ("kept",
+//     "standby"). keep.go states the kept-store invariant that makes a
+//     tail restore equal a full one.
 //
 // Invariant: after Committed, the task's Pebble database equals the
 // changelog partition's committed records applied in offset order.

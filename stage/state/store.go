@@ -3,8 +3,6 @@ package state
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,23 +35,28 @@ type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
 // Options configure a Manager.
 type Options struct {
-	// Dir is the base directory (the runner's --state_dir). Each task's
-	// database lives in a fresh directory under Dir/<Name>/, removed when
-	// the task is dropped. Default: a directory under os.TempDir().
+	// Dir is the base directory (the runner's --state_dir). Task p's
+	// database lives in Dir/<Name>/task-<p>, kept when the task is dropped
+	// (keep.go; removed instead with NoRestore). Default: a directory
+	// under os.TempDir().
 	Dir string
 	// Name names the stage (a directory under Dir, and in logs). Required.
 	Name string
 	// Topic is the changelog topic (see kafkaclient.ChangelogTopic). Required.
 	Topic string
 	// Changelog reads a task's changelog partition for Restore: partition
-	// p of topic, read_committed, from its beginning to its log end offset
-	// when the read began (not the first read_committed EOF), handing each
-	// record's key and value (value nil: a tombstone) to apply in offset
-	// order; it returns the records read, and an error of apply as is.
+	// p of topic, read_committed. It first learns the partition's
+	// ChangelogInfo (topic id, log start and end offsets) and calls from
+	// with it, which returns the offset to read from (Start for a full
+	// restore, a kept store's Meta.Next for a tail) or an error that ends
+	// the read; then it reads from there to the log end offset when the
+	// read began (not the first read_committed EOF), handing each record's
+	// key and value (value nil: a tombstone) to apply in offset order; it
+	// returns the records read, and an error of from or apply as is.
 	// kafkaclient.ChangelogReader is the runner's. Required unless
 	// NoRestore. (A function, so that this package imports no Kafka
 	// client: the heads that use it stay pure.)
-	Changelog func(ctx context.Context, topic string, p int32, apply func(key, value []byte) error) (int, error)
+	Changelog func(ctx context.Context, topic string, p int32, from func(ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error)
 	// NoRestore: Restore opens an empty store and reads no changelog
 	// (Prepare still writes the changelog records through its produce
 	// function). For tests of the heads without a broker; a store opened
@@ -91,6 +94,21 @@ type Manager struct {
 	// dir is the first file system error of the databases' background
 	// work (dirfull.go).
 	dir dirHealth
+
+	// keep is what the loop's goroutine (Restore, Drop, Close) and a
+	// standby follower's (Follow, Copy) share: the tasks active here and
+	// the followed copies, by task (keep.go). Lock order: keep, then a
+	// Copy's mu.
+	keep struct {
+		sync.Mutex
+		active map[int32]bool
+		copies map[int32]*Copy
+		closed bool
+	}
+
+	// remove: Close removes the stores instead of keeping them
+	// (RemoveOnClose).
+	remove atomic.Bool
 
 	// pub is what Stats reads from other goroutines: the loop's goroutine
 	// writes it in Restore and Drop, holding mu.
@@ -133,6 +151,8 @@ type published struct {
 	db        *pebble.DB
 	restoring bool
 	restored  atomic.Int64
+	kind      string
+	from      int64
 }
 
 // StoreStats is one task store's size and restore progress, for metrics.
@@ -145,6 +165,13 @@ type StoreStats struct {
 	// partition; RestoredRecords counts the records applied so far.
 	Restoring       bool
 	RestoredRecords int64
+	// RestoreKind is how the store was restored: KindFull (the changelog
+	// from its start), KindKept (this instance's kept store and the
+	// changelog's tail) or KindStandby (a standby follower's copy and the
+	// tail); "" while restoring. RestoredFrom is the changelog offset the
+	// restore read from.
+	RestoreKind  string
+	RestoredFrom int64
 }
 
 // Stats returns the size and restore progress of every task store of the
@@ -155,7 +182,7 @@ func (m *Manager) Stats() []StoreStats {
 	defer m.pub.Unlock()
 	out := make([]StoreStats, 0, len(m.pub.tasks))
 	for p, t := range m.pub.tasks {
-		st := StoreStats{Partition: p, Restoring: t.restoring, RestoredRecords: t.restored.Load()}
+		st := StoreStats{Partition: p, Restoring: t.restoring, RestoredRecords: t.restored.Load(), RestoreKind: t.kind, RestoredFrom: t.from}
 		if t.db != nil {
 			st.SizeBytes = t.db.Metrics().DiskSpaceUsage()
 		}
@@ -179,6 +206,9 @@ type Task struct {
 	lookups int
 	// budget is the Manager's, counting the store open until close.
 	budget *Budget
+	// meta is the kept-store meta written when the task is dropped (with
+	// Written then); TopicID "" keeps no store (NoRestore).
+	meta Meta
 }
 
 // Open returns a Manager. It creates Dir/<Name> but opens no database.
@@ -196,6 +226,7 @@ func Open(opts Options) (*Manager, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
+	removeLegacy(base)
 	m := &Manager{opts: opts, log: opts.Logger.With("stage", opts.Name), base: base, tasks: map[int32]*Task{}, budget: opts.Budget}
 	if m.budget == nil {
 		m.budget, m.ownBudget = privateBudget(), true
@@ -206,24 +237,45 @@ func Open(opts Options) (*Manager, error) {
 // Task returns task p's store, or nil if it is not assigned.
 func (m *Manager) Task(p int32) *Task { return m.tasks[p] }
 
-// Restore opens a fresh database for task p and fills it from changelog
-// partition p, read_committed (no record of an open or aborted transaction
-// is ever applied), from the beginning to the partition's log end offset
-// when the restore began (kafkaclient.ReadToEnd: every transaction below it has
-// ended, so a commit made a moment ago is in). A store task p already had
-// is dropped first. It logs the records, bytes, and rate (records/s, MB/s).
-// Errors wrap ErrRestore.
+// Restore opens task p's database and fills it from changelog partition
+// p, read_committed (no record of an open or aborted transaction is ever
+// applied), to the partition's log end offset when the restore began
+// (kafkaclient.ReadToEnd: every transaction below it has ended, so a
+// commit made a moment ago is in). It first takes the task over from a
+// standby follower (its copy is released before Restore opens the
+// directory). If the task's directory holds a kept store that decide
+// accepts (keep.go: same changelog topic id, offset within the log,
+// recent), only the tail from its meta offset is read ("kept", or
+// "standby" for a follower's copy); otherwise the directory is wiped and
+// the changelog read from its start ("full"). A store task p already had
+// is dropped first. It logs the kind, the offset read from, the records,
+// bytes, and rate (records/s, MB/s). Errors wrap ErrRestore; the
+// directory is then removed.
 func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
 	m.Drop(p)
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	dir := filepath.Join(m.base, fmt.Sprintf("%d-%s", p, hex.EncodeToString(suffix)))
-	db, err := pebble.Open(dir, m.pebbleOptions())
+	m.takeOver(p)
+	dir := m.taskDir(p)
+	var db *pebble.DB
+	var meta Meta
+	var ok bool
+	var err error
+	_, statErr := os.Stat(dir)
+	existed := statErr == nil
+	if m.opts.NoRestore {
+		_ = os.RemoveAll(dir)
+		existed = false
+		if db, err = pebble.Open(dir, m.pebbleOptions()); err != nil {
+			err = openErr(dir, err)
+		}
+	} else {
+		db, meta, ok, err = m.openKept(dir)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: task %d: %w", ErrRestore, p, openErr(dir, err))
+		m.handBack(p)
+		return nil, fmt.Errorf("%w: task %d: %w", ErrRestore, p, err)
 	}
 	m.budget.opened()
 	t := &Task{p: p, dir: dir, db: db, budget: m.budget}
@@ -235,43 +287,65 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	m.pub.tasks[p] = pub
 	m.pub.Unlock()
 	start := time.Now()
-	n, size, err := m.restore(ctx, t, &pub.restored)
+	res, err := m.restore(ctx, t, meta, ok, existed, pub)
 	m.pub.Lock()
 	pub.restoring = false
+	pub.kind, pub.from = res.kind, res.from
 	if err != nil {
 		delete(m.pub.tasks, p)
 	}
 	m.pub.Unlock()
 	if err != nil {
 		t.close()
+		m.handBack(p)
 		return nil, fmt.Errorf("%w: task %d from %s[%d]: %w", ErrRestore, p, m.opts.Topic, p, err)
 	}
 	el := time.Since(start)
 	secs := max(el.Seconds(), 1e-6)
-	m.log.Info("state: restored task store from changelog", "task", p, "topic", m.opts.Topic,
-		"records", n, "bytes", size, "elapsed", el.Round(time.Millisecond),
-		"records_per_s", int64(float64(n)/secs), "mb_per_s", fmt.Sprintf("%.2f", float64(size)/1e6/secs))
+	args := []any{"task", p, "topic", m.opts.Topic, "kind", res.kind, "from", res.from, "changelog_end", res.info.End,
+		"records", res.records, "bytes", res.size, "elapsed", el.Round(time.Millisecond),
+		"records_per_s", int64(float64(res.records) / secs), "mb_per_s", fmt.Sprintf("%.2f", float64(res.size)/1e6/secs)}
+	if res.why != "" {
+		args = append(args, "kept_store_not_used", res.why)
+	}
+	m.log.Info("state: restored task store from changelog", args...)
 	m.tasks[p] = t
 	return t, nil
 }
 
-// restore applies changelog partition t.p to t.db and returns the records
-// and bytes read. It reads with Options.Changelog (the runner's: a fresh
-// consumer, Assign only, never joining a group), read_committed, until a
-// partition-EOF event at or past the partition's log end offset when it
-// began (kafkaclient.ReadToEnd): the EOF alone
-// comes at the last stable offset, which a transaction the previous owner
-// committed a moment ago has not passed until its commit marker is written,
-// and stopping there would restore a store one commit behind the offsets
-// committed with it.
-func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) (records, size int64, err error) {
+// restored is what restore did.
+type restored struct {
+	kind          string
+	from          int64
+	why           string
+	info          ChangelogInfo
+	records, size int64
+}
+
+// restore applies changelog partition t.p to t.db (a kept store with meta
+// meta if ok; existed: the directory was there before Open) and returns
+// what it did. It reads with Options.Changelog (the runner's: a fresh
+// consumer, Assign only, never joining a group), read_committed, from the
+// offset decide chooses until a partition-EOF event at or past the
+// partition's log end offset when it began (kafkaclient.ReadToEnd): the EOF
+// alone comes at the last stable offset, which a transaction the previous
+// owner committed a moment ago has not passed until its commit marker is
+// written, and stopping there would restore a store one commit behind the
+// offsets committed with it. The meta record (Next = the log end offset
+// the read reached) goes into the last batch, after every record: a crash
+// before it keeps no usable meta.
+func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed bool, pub *published) (res restored, err error) {
 	if m.opts.NoRestore {
-		return 0, 0, nil
+		return restored{kind: KindFull}, nil
 	}
-	b := t.db.NewBatch()
-	defer func() { _ = b.Close() }()
+	var b *pebble.Batch
+	defer func() {
+		if b != nil {
+			_ = b.Close()
+		}
+	}()
 	flush := func() error {
-		if b.Empty() {
+		if b == nil || b.Empty() {
 			return nil
 		}
 		if err := m.dirErr(); err != nil {
@@ -281,12 +355,30 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 			return err
 		}
 		_ = b.Close()
-		b = t.db.NewBatch()
+		b = nil
 		return nil
 	}
-	n, err := m.opts.Changelog(ctx, m.opts.Topic, t.p, func(key, value []byte) error {
-		size += int64(len(key) + len(value))
-		progress.Add(1)
+	from := func(info ChangelogInfo) (int64, error) {
+		res.info = info
+		res.kind, res.from, res.why = decide(meta, ok, info, time.Now(), MaxKeptAge)
+		if res.kind == KindFull && existed {
+			db, err := m.wipe(t.db, t.dir)
+			if err != nil {
+				return 0, err
+			}
+			t.db = db
+			m.pub.Lock()
+			pub.db = db
+			m.pub.Unlock()
+		}
+		return res.from, nil
+	}
+	n, err := m.opts.Changelog(ctx, m.opts.Topic, t.p, from, func(key, value []byte) error {
+		res.size += int64(len(key) + len(value))
+		pub.restored.Add(1)
+		if b == nil {
+			b = t.db.NewBatch()
+		}
 		var err error
 		if value == nil {
 			err = b.Delete(key, nil)
@@ -301,20 +393,39 @@ func (m *Manager) restore(ctx context.Context, t *Task, progress *atomic.Int64) 
 		}
 		return nil
 	})
+	res.records = int64(n)
 	if err != nil {
-		return int64(n), size, err
+		return res, err
 	}
-	return int64(n), size, flush()
+	if res.info.TopicID != "" {
+		t.meta = Meta{TopicID: res.info.TopicID, Next: max(res.info.End, res.from), Written: time.Now(), Writer: writerActive}
+		if b == nil {
+			b = t.db.NewBatch()
+		}
+		if err := b.Set(metaKey, encodeMeta(t.meta), nil); err != nil {
+			return res, err
+		}
+	}
+	return res, flush()
 }
 
-// Drop closes task p's store and removes its directory (on revocation).
+// Drop closes task p's store (on revocation) and keeps it (keep.go) with
+// its meta written now: its pending writes are dropped, so it holds the
+// committed records up to its last commit, at or past Meta.Next. A store
+// of NoRestore, of a changelog whose topic id was not known, or of a
+// Manager whose directory failed (dirfull.go) is removed instead.
 func (m *Manager) Drop(p int32) {
 	if t := m.tasks[p]; t != nil {
 		m.pub.Lock()
 		delete(m.pub.tasks, p)
-		t.close()
+		if t.meta.TopicID != "" && m.dirErr() == nil {
+			t.keep()
+		} else {
+			t.close()
+		}
 		m.pub.Unlock()
 		delete(m.tasks, p)
+		m.handBack(p)
 	}
 }
 
@@ -466,12 +577,34 @@ func (m *Manager) Aborted(ps []int32) {
 	}
 }
 
-// Close drops every task's store.
+// RemoveOnClose makes Close remove every task's store and standby copy
+// instead of keeping them: for a job that is done. Safe from any
+// goroutine.
+func (m *Manager) RemoveOnClose() { m.remove.Store(true) }
+
+// Close drops (keeps, or removes after RemoveOnClose) every task's store
+// and releases every standby copy: Follow refuses every task from now on.
 func (m *Manager) Close() {
 	if m.closed {
 		return
 	}
 	m.closed = true
+	if m.remove.Load() {
+		defer func() {
+			es, _ := os.ReadDir(m.base)
+			for _, e := range es {
+				_ = os.RemoveAll(filepath.Join(m.base, e.Name()))
+			}
+		}()
+	}
+	m.keep.Lock()
+	m.keep.closed = true
+	copies := m.keep.copies
+	m.keep.copies = nil
+	m.keep.Unlock()
+	for _, c := range copies {
+		c.release()
+	}
 	for p := range m.tasks {
 		m.Drop(p)
 	}
@@ -489,6 +622,7 @@ func (m *Manager) sortedTasks() []int32 {
 	return out
 }
 
+// close closes t's database and removes its directory.
 func (t *Task) close() {
 	if t.pending != nil {
 		_ = t.pending.Close()
@@ -496,6 +630,20 @@ func (t *Task) close() {
 	}
 	_ = t.db.Close()
 	_ = os.RemoveAll(t.dir)
+	if t.budget != nil {
+		t.budget.closedOne()
+	}
+}
+
+// keep closes t's database and keeps it (keepDB) with t.meta written now.
+func (t *Task) keep() {
+	if t.pending != nil {
+		_ = t.pending.Close()
+		t.pending = nil
+	}
+	meta := t.meta
+	meta.Written = time.Now()
+	_ = keepDB(t.db, t.dir, meta)
 	if t.budget != nil {
 		t.budget.closedOne()
 	}
@@ -543,7 +691,7 @@ func (t *Task) Delete(key []byte) error {
 }
 
 // Scan calls fn for every key with the prefix, in key order, with pending
-// writes merged in. fn must not keep key or value, nor write to the task.
+// writes merged in (never the kept store's meta record). fn must not keep key or value, nor write to the task.
 func (t *Task) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	opts := &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}
 	var it *pebble.Iterator
@@ -564,6 +712,9 @@ func (t *Task) Scan(prefix []byte, fn func(key, value []byte) error) error {
 		}
 		if !bytes.HasPrefix(it.Key(), prefix) {
 			break
+		}
+		if bytes.Equal(it.Key(), metaKey) {
+			continue // the kept store's meta record (keep.go), not the task's
 		}
 		if err := fn(it.Key(), v); err != nil {
 			_ = it.Close()

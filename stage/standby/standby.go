@@ -1,0 +1,431 @@
+// Package standby keeps warm standby copies of a stateful stage's task
+// stores (--standby_replicas, Kafka Streams' num.standby.replicas): a
+// follower reads, read_committed, the changelog partitions of tasks this
+// instance does not own and applies them to kept stores
+// (state.Manager.Follow, state.Copy.Apply), so that when the group moves
+// such a task here (a SIGKILLed owner's), Restore finds a store current up
+// to a moment ago and reads only the changelog's tail.
+//
+// Placement is deterministic: the follower describes the stage's consumer
+// group (DescribeConsumerGroups), orders its members by client.id (each
+// instance's stage consumer has the client.id ClientID(…, instance slot))
+// and keeps copies of the tasks owned by the N members after this one in
+// that order (Standbys), re-checked every Config.Every.
+//
+// Limitation: Kafka Streams' HighAvailabilityTaskAssignor (KIP-441) gives
+// an active task to the instance whose copy is closest. librdkafka's
+// assignors (here cooperative-sticky) cannot be told: a killed member's
+// tasks go to some survivors. With two instances the survivor is the one
+// that kept the copies; with more, a task lands on its standby with
+// probability about N/(members-1), and elsewhere it is a full restore.
+//
+// It may import stage/state and stage/kafkaclient; the stage loop does not
+// know it. One goroutine (Run) per stateful stage; it shares with the
+// loop's goroutine only the state.Manager (whose Follow/Copy and Restore
+// hand a task's directory over: Restore releases the copy before it opens
+// the store, and the copy's Apply then returns state.ErrActive).
+package standby
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/state"
+)
+
+// Config configures one stage's follower.
+type Config struct {
+	BootstrapServers string
+	// Properties are the user's client properties (--kafka_property).
+	Properties map[string]string
+	// Group is the stage's consumer group ("<application_id>.<stage>").
+	Group string
+	// ClientID is this instance's stage consumer's client.id (ClientID).
+	ClientID string
+	// InputTopic is the stage's input topic: a member's partitions of it
+	// are its tasks.
+	InputTopic string
+	// Topic is the stage's changelog topic.
+	Topic string
+	// Replicas is N (--standby_replicas), at least 1.
+	Replicas int
+	// Stores are the stage's task stores.
+	Stores *state.Manager
+	// Every is how often the group is described again. Default 3 s.
+	Every time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ClientID is the client.id of an instance's stage consumers when
+// standbys are on: base (the user's client.id; "kafkastreams" if empty),
+// "-", the instance slot's id. Unique per live instance (slots are), and
+// the order Standbys places copies by.
+func ClientID(base, instanceID string) string {
+	if base == "" {
+		base = "kafkastreams"
+	}
+	return base + "-" + instanceID
+}
+
+// Member is one member of the stage's group as DescribeConsumerGroups
+// says it: its client.id and its tasks (partitions of the input topic).
+type Member struct {
+	ClientID string
+	Tasks    []int32
+}
+
+// Standbys returns the tasks this member (client.id self) keeps copies
+// of: those of the n members after it in client.id order (wrapping
+// around, never itself), less its own; sorted. None if self is not a
+// member (its consumer has not joined yet). Pure.
+func Standbys(members []Member, self string, n int) []int32 {
+	ms := slices.Clone(members)
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].ClientID < ms[j].ClientID })
+	at := -1
+	for i, m := range ms {
+		if m.ClientID == self {
+			at = i
+		}
+	}
+	if at < 0 {
+		return nil
+	}
+	own := map[int32]bool{}
+	for _, p := range ms[at].Tasks {
+		own[p] = true
+	}
+	set := map[int32]bool{}
+	for k := 1; k <= n && k < len(ms); k++ {
+		for _, p := range ms[(at+k)%len(ms)].Tasks {
+			if !own[p] {
+				set[p] = true
+			}
+		}
+	}
+	out := make([]int32, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Run follows until ctx is done; it returns nil then. A failure of the
+// follower's clients is logged and they are made again after a second:
+// standbys are an optimisation, never a reason to stop the stage.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Every <= 0 {
+		cfg.Every = 3 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	f := &follower{cfg: cfg, log: cfg.Logger.With("stage_group", cfg.Group, "changelog", cfg.Topic)}
+	f.log.Info("standby: following the changelogs of the tasks of the next members of the group", "replicas", cfg.Replicas, "client_id", cfg.ClientID)
+	for {
+		err := f.run(ctx)
+		f.closeAll()
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.log.Warn("standby: follower failed; starting again in 1s", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// follower is Run's state; one goroutine.
+type follower struct {
+	cfg    Config
+	log    *slog.Logger
+	c      *kafka.Consumer
+	admin  *kafka.AdminClient
+	copies map[int32]*state.Copy
+	// buf are records read and not yet applied, by task; next the offset
+	// after the last of them.
+	buf  map[int32][]state.Record
+	next map[int32]int64
+	size int
+}
+
+// applyEvery bounds how long read records wait before Apply; applyBytes
+// how many bytes.
+const (
+	applyEvery = 100 * time.Millisecond
+	applyBytes = 8 << 20
+)
+
+func (f *follower) run(ctx context.Context) error {
+	cc := kafkaclient.AssignedReaderConfig(f.cfg.BootstrapServers, f.cfg.Properties, f.cfg.Topic+"-standby")
+	cc["auto.offset.reset"] = kafkaclient.InternalOffsetReset
+	c, err := kafka.NewConsumer(&cc)
+	if err != nil {
+		return err
+	}
+	f.c = c
+	if f.admin, err = kafka.NewAdminClientFromConsumer(c); err != nil {
+		return err
+	}
+	f.copies, f.buf, f.next = map[int32]*state.Copy{}, map[int32][]state.Record{}, map[int32]int64{}
+	check := time.NewTicker(f.cfg.Every)
+	defer check.Stop()
+	flush := time.NewTicker(applyEvery)
+	defer flush.Stop()
+	if err := f.place(ctx); err != nil {
+		f.log.Warn("standby: placing the copies failed; trying again", "err", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-check.C:
+			f.apply()
+			if err := f.place(ctx); err != nil {
+				f.log.Warn("standby: placing the copies failed; trying again", "err", err)
+			}
+			continue
+		case <-flush.C:
+			f.apply()
+			continue
+		default:
+		}
+		if len(f.copies) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		switch e := c.Poll(50).(type) {
+		case *kafka.Message:
+			p := e.TopicPartition.Partition
+			// Only a followed task's records, in offset order from its
+			// copy's Next on (a fetch of an earlier assignment may
+			// still deliver older ones).
+			if e.TopicPartition.Error != nil || f.copies[p] == nil || int64(e.TopicPartition.Offset) < f.next[p] {
+				continue
+			}
+			f.buf[p] = append(f.buf[p], state.Record{Key: e.Key, Value: e.Value})
+			f.next[p] = int64(e.TopicPartition.Offset) + 1
+			if f.size += len(e.Key) + len(e.Value); f.size > applyBytes {
+				f.apply()
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return e
+			}
+			if e.Code() == kafka.ErrAutoOffsetReset {
+				// A copy's offset below the log start: let the next
+				// placement Follow it again (decide then wipes it).
+				f.log.Warn("standby: a copy's offset is no longer in the changelog; dropping the copies", "err", e)
+				f.apply()
+				for p := range f.copies {
+					f.stop(p)
+				}
+			}
+		}
+	}
+}
+
+// apply writes every task's buffered records to its copy; a copy taken
+// over (state.ErrActive) or failing is dropped.
+func (f *follower) apply() {
+	for p, rs := range f.buf {
+		c := f.copies[p]
+		if c == nil {
+			delete(f.buf, p)
+			continue
+		}
+		err := c.Apply(rs, f.next[p])
+		delete(f.buf, p)
+		if err != nil {
+			if !errors.Is(err, state.ErrActive) {
+				f.log.Warn("standby: applying to a copy failed; dropping it", "task", p, "err", err)
+			}
+			f.stop(p)
+		}
+	}
+	f.size = 0
+}
+
+// stop stops following task p: its copy closed (kept on disk), its
+// partition unassigned (assign).
+func (f *follower) stop(p int32) {
+	c := f.copies[p]
+	if c == nil {
+		return
+	}
+	c.Close()
+	delete(f.copies, p)
+	delete(f.buf, p)
+	delete(f.next, p)
+	if err := f.assign(); err != nil {
+		f.log.Warn("standby: unassigning a task's changelog failed", "task", p, "err", err)
+	}
+}
+
+// assign assigns the consumer every followed task's changelog partition
+// at its copy's Next (and f.next to match), after apply: the whole
+// assignment each time, so that no partition's position is anyone's but
+// its copy's.
+func (f *follower) assign() error {
+	topic := f.cfg.Topic
+	tps := make([]kafka.TopicPartition, 0, len(f.copies))
+	for p, c := range f.copies {
+		n := c.Next()
+		f.next[p] = n
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(n)})
+	}
+	return f.c.Assign(tps)
+}
+
+// closeAll stops following every task and closes the clients.
+func (f *follower) closeAll() {
+	for p, c := range f.copies {
+		c.Close()
+		delete(f.copies, p)
+	}
+	if f.admin != nil {
+		f.admin.Close()
+		f.admin = nil
+	}
+	if f.c != nil {
+		_ = f.c.Close()
+		f.c = nil
+	}
+}
+
+// place describes the group, computes Standbys, and starts and stops
+// following tasks to match.
+func (f *follower) place(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := f.admin.DescribeConsumerGroups(rctx, []string{f.cfg.Group})
+	if err != nil {
+		return fmt.Errorf("describe group %s: %w", f.cfg.Group, err)
+	}
+	var members []Member
+	for _, g := range res.ConsumerGroupDescriptions {
+		if g.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("describe group %s: %w", f.cfg.Group, g.Error)
+		}
+		for _, m := range g.Members {
+			mb := Member{ClientID: m.ClientID}
+			for _, tp := range m.Assignment.TopicPartitions {
+				if tp.Topic != nil && *tp.Topic == f.cfg.InputTopic {
+					mb.Tasks = append(mb.Tasks, tp.Partition)
+				}
+			}
+			members = append(members, mb)
+		}
+	}
+	want := Standbys(members, f.cfg.ClientID, f.cfg.Replicas)
+	owned := map[int32]bool{}
+	for _, m := range members {
+		for _, p := range m.Tasks {
+			owned[p] = true
+		}
+	}
+	wanted := map[int32]bool{}
+	var start []int32
+	for _, p := range want {
+		wanted[p] = true
+		if f.copies[p] == nil {
+			start = append(start, p)
+		}
+	}
+	for p := range f.copies {
+		// A task no member owns is between owners (a dead member's,
+		// after its session timed out, before the rebalance gives it to
+		// one): its copy is kept current, for this instance may be next.
+		if !wanted[p] && owned[p] {
+			f.log.Info("standby: copy no longer followed", "task", p)
+			f.apply()
+			f.stop(p)
+		}
+	}
+	if len(start) == 0 {
+		return nil
+	}
+	infos, err := f.infos(rctx, start)
+	if err != nil {
+		return err
+	}
+	f.apply()
+	added := false
+	for _, p := range start {
+		c, err := f.cfg.Stores.Follow(p, infos[p])
+		if errors.Is(err, state.ErrActive) {
+			continue // taken over here since the description
+		}
+		if err != nil {
+			f.log.Warn("standby: no copy of a task", "task", p, "err", err)
+			continue
+		}
+		f.copies[p] = c
+		added = true
+		f.log.Info("standby: following a task's changelog", "task", p, "from", c.Next(), "changelog_end", infos[p].End)
+	}
+	if added {
+		if err := f.assign(); err != nil {
+			return fmt.Errorf("assign %s: %w", f.cfg.Topic, err)
+		}
+	}
+	return nil
+}
+
+// infos asks the changelog's topic id and the log start and end offsets
+// of partitions ps.
+func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.ChangelogInfo, error) {
+	topic := f.cfg.Topic
+	d, err := f.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", topic, err)
+	}
+	id := ""
+	for _, td := range d.TopicDescriptions {
+		if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
+			id = td.TopicID.String()
+		}
+	}
+	if id == "" {
+		return nil, fmt.Errorf("no topic id of %s", topic)
+	}
+	out := map[int32]state.ChangelogInfo{}
+	for i, spec := range []kafka.OffsetSpec{kafka.EarliestOffsetSpec, kafka.LatestOffsetSpec} {
+		req := map[kafka.TopicPartition]kafka.OffsetSpec{}
+		for _, p := range ps {
+			req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
+		}
+		res, err := f.admin.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+		if err != nil {
+			return nil, fmt.Errorf("offsets of %s: %w", topic, err)
+		}
+		for tp, ri := range res.ResultInfos {
+			if ri.Error.Code() != kafka.ErrNoError {
+				return nil, fmt.Errorf("offsets of %s[%d]: %w", topic, tp.Partition, ri.Error)
+			}
+			in := out[tp.Partition]
+			in.TopicID = id
+			if i == 0 {
+				in.Start = int64(ri.Offset)
+			} else {
+				in.End = int64(ri.Offset)
+			}
+			out[tp.Partition] = in
+		}
+	}
+	return out, nil
+}
