@@ -175,6 +175,9 @@ type follower struct {
 	buf  map[int32][]state.Record
 	next map[int32]int64
 	size int
+	// gone are the tasks stop stopped whose partitions unassign has not
+	// unassigned yet.
+	gone []int32
 }
 
 // applyEvery bounds how long read records wait before Apply; applyBytes
@@ -196,6 +199,7 @@ func (f *follower) run(ctx context.Context) error {
 		return err
 	}
 	f.copies, f.buf, f.next = map[int32]*state.Copy{}, map[int32][]state.Record{}, map[int32]int64{}
+	f.gone = nil
 	check := time.NewTicker(f.cfg.Every)
 	defer check.Stop()
 	flush := time.NewTicker(applyEvery)
@@ -251,6 +255,7 @@ func (f *follower) run(ctx context.Context) error {
 				for p := range f.copies {
 					f.stop(p)
 				}
+				f.unassign()
 			}
 		}
 	}
@@ -275,10 +280,11 @@ func (f *follower) apply() {
 		}
 	}
 	f.size = 0
+	f.unassign()
 }
 
 // stop stops following task p: its copy closed (kept on disk), its
-// partition unassigned (assign).
+// partition to be unassigned (unassign).
 func (f *follower) stop(p int32) {
 	c := f.copies[p]
 	if c == nil {
@@ -288,24 +294,28 @@ func (f *follower) stop(p int32) {
 	delete(f.copies, p)
 	delete(f.buf, p)
 	delete(f.next, p)
-	if err := f.assign(); err != nil {
-		f.log.Warn("standby: unassigning a task's changelog failed", "task", p, "err", err)
-	}
+	f.gone = append(f.gone, p)
 }
 
-// assign assigns the consumer every followed task's changelog partition
-// at its copy's Next (and f.next to match), after apply: the whole
-// assignment each time, so that no partition's position is anyone's but
-// its copy's.
-func (f *follower) assign() error {
-	topic := f.cfg.Topic
-	tps := make([]kafka.TopicPartition, 0, len(f.copies))
-	for p, c := range f.copies {
-		n := c.Next()
-		f.next[p] = n
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(n)})
+// unassign unassigns the partitions of the tasks stop stopped, in one
+// IncrementalUnassign. Incremental (un)assignments only: a full Assign
+// after each change stops and starts every other partition too, and two
+// in quick succession (two tasks taken over by Restore at once) crashed
+// the process in librdkafka 2.11.1 (rd_kafka_assignment_partition_stopped:
+// Assertion `rktp->rktp_started' failed).
+func (f *follower) unassign() {
+	if len(f.gone) == 0 {
+		return
 	}
-	return f.c.Assign(tps)
+	topic := f.cfg.Topic
+	tps := make([]kafka.TopicPartition, len(f.gone))
+	for i, p := range f.gone {
+		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: p}
+	}
+	f.gone = f.gone[:0]
+	if err := f.c.IncrementalUnassign(tps); err != nil {
+		f.log.Warn("standby: unassigning changelog partitions failed", "err", err)
+	}
 }
 
 // closeAll stops following every task and closes the clients.
@@ -374,6 +384,7 @@ func (f *follower) place(ctx context.Context) error {
 			f.stop(p)
 		}
 	}
+	f.unassign()
 	if len(start) == 0 {
 		return nil
 	}
@@ -382,7 +393,8 @@ func (f *follower) place(ctx context.Context) error {
 		return err
 	}
 	f.apply()
-	added := false
+	topic := f.cfg.Topic
+	var added []kafka.TopicPartition
 	for _, p := range start {
 		c, err := f.cfg.Stores.Follow(p, infos[p])
 		if errors.Is(err, state.ErrActive) {
@@ -393,12 +405,18 @@ func (f *follower) place(ctx context.Context) error {
 			continue
 		}
 		f.copies[p] = c
-		added = true
+		f.next[p] = c.Next()
+		added = append(added, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(c.Next())})
 		f.log.Info("standby: following a task's changelog", "task", p, "from", c.Next(), "changelog_end", infos[p].End)
 	}
-	if added {
-		if err := f.assign(); err != nil {
-			return fmt.Errorf("assign %s: %w", f.cfg.Topic, err)
+	if len(added) > 0 {
+		if err := f.c.IncrementalAssign(added); err != nil {
+			for _, tp := range added {
+				f.copies[tp.Partition].Close()
+				delete(f.copies, tp.Partition)
+				delete(f.next, tp.Partition)
+			}
+			return fmt.Errorf("assign %s: %w", topic, err)
 		}
 	}
 	return nil
