@@ -68,7 +68,11 @@ type Options struct {
 	// by the N members after it in its stage groups (ordered by client.id,
 	// which becomes "<client.id or kafkastreams>-<instance slot>"), so a
 	// task moved to it after its owner's SIGKILL restores only the
-	// changelog's tail (stage/standby). librdkafka's assignors do not place
+	// changelog's tail (stage/standby); a member gone from a stage group
+	// (its session timed out) has that stage's transactional id fenced,
+	// so a transaction it left open stops holding its tasks' offsets at
+	// once rather than at the broker's transaction timeout. librdkafka's
+	// assignors do not place
 	// an active task by its copies (KIP-441): with more than two instances
 	// a moved task may land on an instance without its copy. Costs the
 	// copies' disk and a changelog reader per stateful stage. Negative is

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -347,6 +348,15 @@ func startStandbys(ctx context.Context, j *job, st *stages) (stop func()) {
 			Replicas:         n,
 			Stores:           stores,
 			Logger:           j.log.With("stage", cfg.Spec.Name),
+			TransactionalIDOf: func(id string) string {
+				// Another instance's slot id, from its client.id
+				// (standby.ClientID with the same base).
+				inst, ok := strings.CutPrefix(id, strings.TrimSuffix(clientID, j.inst.ID))
+				if !ok || inst == "" {
+					return ""
+				}
+				return kafkaclient.TransactionalID(j.pl.ApplicationID, cfg.Spec.Name, inst)
+			},
 		}
 		wg.Add(1)
 		go func() {

@@ -99,6 +99,8 @@ var (
 		"1 while the task's state store is being restored from its changelog partition, else 0.", []string{"stage", "partition"}, nil)
 	descRestored = prometheus.NewDesc("kafkastreams_task_state_restored_records",
 		"Changelog records applied by the task's current (or last) state store restore.", []string{"stage", "partition"}, nil)
+	descRestoreKind = prometheus.NewDesc("kafkastreams_task_state_restore_kind",
+		"1 for how the task's last state store restore began (state.StoreStats.RestoreKind): full (the changelog from its start), kept (the store this instance kept, and the changelog's tail) or standby (a standby copy, --standby_replicas, and the tail); no sample while restoring.", []string{"stage", "partition", "kind"}, nil)
 )
 
 // taskCollector exports, at scrape time, the per-task gauges: assigned
@@ -111,7 +113,7 @@ type taskCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c taskCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAssignedTasks, descConsumerLag, descStoreBytes, descRestoring, descRestored} {
+	for _, d := range []*prometheus.Desc{descAssignedTasks, descConsumerLag, descStoreBytes, descRestoring, descRestored, descRestoreKind} {
 		ch <- d
 	}
 }
@@ -136,6 +138,9 @@ func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(s.SizeBytes), name, p)
 			ch <- prometheus.MustNewConstMetric(descRestoring, prometheus.GaugeValue, restoring, name, p)
 			ch <- prometheus.MustNewConstMetric(descRestored, prometheus.GaugeValue, float64(s.RestoredRecords), name, p)
+			if s.RestoreKind != "" {
+				ch <- prometheus.MustNewConstMetric(descRestoreKind, prometheus.GaugeValue, 1, name, p, s.RestoreKind)
+			}
 		}
 	}
 }

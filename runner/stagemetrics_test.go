@@ -88,21 +88,25 @@ func TestTaskCollector(t *testing.T) {
 			return map[string][]stage.TaskStatus{"s1": {{Partition: 0, LagRecords: 12}, {Partition: 3, LagRecords: -1}}}
 		},
 		stores: func() map[string][]state.StoreStats {
-			return map[string][]state.StoreStats{"s2": {{Partition: 1, SizeBytes: 4096, Restoring: true, RestoredRecords: 99}}}
+			return map[string][]state.StoreStats{"s2": {{Partition: 1, SizeBytes: 4096, Restoring: true, RestoredRecords: 99}, {Partition: 2, RestoredRecords: 3, RestoreKind: state.KindStandby}}}
 		},
 	})
 	got := gather(t, reg)
 	want := map[string]float64{
-		"kafkastreams_instance_assigned_tasks{stage=s1}":                 2,
-		"kafkastreams_task_consumer_lag_records{partition=0,stage=s1}":   12,
-		"kafkastreams_task_state_store_bytes{partition=1,stage=s2}":      4096,
-		"kafkastreams_task_state_restoring{partition=1,stage=s2}":        1,
-		"kafkastreams_task_state_restored_records{partition=1,stage=s2}": 99,
+		"kafkastreams_instance_assigned_tasks{stage=s1}":                          2,
+		"kafkastreams_task_consumer_lag_records{partition=0,stage=s1}":            12,
+		"kafkastreams_task_state_store_bytes{partition=1,stage=s2}":               4096,
+		"kafkastreams_task_state_restoring{partition=1,stage=s2}":                 1,
+		"kafkastreams_task_state_restored_records{partition=1,stage=s2}":          99,
+		"kafkastreams_task_state_restore_kind{kind=standby,partition=2,stage=s2}": 1,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
 		}
+	}
+	if _, ok := got["kafkastreams_task_state_restore_kind{kind=,partition=1,stage=s2}"]; ok {
+		t.Error("a restore kind sample for a task still restoring")
 	}
 	if _, ok := got["kafkastreams_task_consumer_lag_records{partition=3,stage=s1}"]; ok {
 		t.Error("a lag sample for a task whose lag is unknown")

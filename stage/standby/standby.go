@@ -10,7 +10,11 @@
 // group (DescribeConsumerGroups), orders its members by client.id (each
 // instance's stage consumer has the client.id ClientID(…, instance slot))
 // and keeps copies of the tasks owned by the N members after this one in
-// that order (Standbys), re-checked every Config.Every.
+// that order (Standbys), re-checked every Config.Every. A member that
+// leaves the group has its stage producer's transactional id fenced
+// (Config.TransactionalIDOf), so that a transaction a SIGKILLed member
+// left open no longer holds its tasks' offsets until the broker's
+// timeout.
 //
 // Limitation: Kafka Streams' HighAvailabilityTaskAssignor (KIP-441) gives
 // an active task to the instance whose copy is closest. librdkafka's
@@ -59,8 +63,16 @@ type Config struct {
 	Replicas int
 	// Stores are the stage's task stores.
 	Stores *state.Manager
-	// Every is how often the group is described again. Default 3 s.
+	// Every is how often the group is described again. Default 1 s.
 	Every time.Duration
+	// TransactionalIDOf returns the transactional.id of the stage's
+	// producer in the instance whose stage consumer has client.id
+	// clientID ("" if not known): when a member leaves the group without
+	// this instance, the follower fences that id (InitTransactions),
+	// which aborts a transaction the member left open at once, as a copy
+	// restarted in its instance slot does, instead of the broker at its
+	// transaction.timeout.ms. Nil: no fencing.
+	TransactionalIDOf func(clientID string) string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -124,7 +136,7 @@ func Standbys(members []Member, self string, n int) []int32 {
 // standbys are an optimisation, never a reason to stop the stage.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Every <= 0 {
-		cfg.Every = 3 * time.Second
+		cfg.Every = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -153,11 +165,19 @@ type follower struct {
 	c      *kafka.Consumer
 	admin  *kafka.AdminClient
 	copies map[int32]*state.Copy
+	// members are the client.ids of the group's members at the last
+	// description (nil before the first); absent counts, for a member
+	// seen before, the descriptions in a row it has been missing from.
+	members map[string]bool
+	absent  map[string]int
 	// buf are records read and not yet applied, by task; next the offset
 	// after the last of them.
 	buf  map[int32][]state.Record
 	next map[int32]int64
 	size int
+	// gone are the tasks stop stopped whose partitions unassign has not
+	// unassigned yet.
+	gone []int32
 }
 
 // applyEvery bounds how long read records wait before Apply; applyBytes
@@ -179,6 +199,7 @@ func (f *follower) run(ctx context.Context) error {
 		return err
 	}
 	f.copies, f.buf, f.next = map[int32]*state.Copy{}, map[int32][]state.Record{}, map[int32]int64{}
+	f.gone = nil
 	check := time.NewTicker(f.cfg.Every)
 	defer check.Stop()
 	flush := time.NewTicker(applyEvery)
@@ -234,6 +255,7 @@ func (f *follower) run(ctx context.Context) error {
 				for p := range f.copies {
 					f.stop(p)
 				}
+				f.unassign()
 			}
 		}
 	}
@@ -258,10 +280,11 @@ func (f *follower) apply() {
 		}
 	}
 	f.size = 0
+	f.unassign()
 }
 
 // stop stops following task p: its copy closed (kept on disk), its
-// partition unassigned (assign).
+// partition to be unassigned (unassign).
 func (f *follower) stop(p int32) {
 	c := f.copies[p]
 	if c == nil {
@@ -271,24 +294,28 @@ func (f *follower) stop(p int32) {
 	delete(f.copies, p)
 	delete(f.buf, p)
 	delete(f.next, p)
-	if err := f.assign(); err != nil {
-		f.log.Warn("standby: unassigning a task's changelog failed", "task", p, "err", err)
-	}
+	f.gone = append(f.gone, p)
 }
 
-// assign assigns the consumer every followed task's changelog partition
-// at its copy's Next (and f.next to match), after apply: the whole
-// assignment each time, so that no partition's position is anyone's but
-// its copy's.
-func (f *follower) assign() error {
-	topic := f.cfg.Topic
-	tps := make([]kafka.TopicPartition, 0, len(f.copies))
-	for p, c := range f.copies {
-		n := c.Next()
-		f.next[p] = n
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(n)})
+// unassign unassigns the partitions of the tasks stop stopped, in one
+// IncrementalUnassign. Incremental (un)assignments only: a full Assign
+// after each change stops and starts every other partition too, and two
+// in quick succession (two tasks taken over by Restore at once) crashed
+// the process in librdkafka 2.11.1 (rd_kafka_assignment_partition_stopped:
+// Assertion `rktp->rktp_started' failed).
+func (f *follower) unassign() {
+	if len(f.gone) == 0 {
+		return
 	}
-	return f.c.Assign(tps)
+	topic := f.cfg.Topic
+	tps := make([]kafka.TopicPartition, len(f.gone))
+	for i, p := range f.gone {
+		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: p}
+	}
+	f.gone = f.gone[:0]
+	if err := f.c.IncrementalUnassign(tps); err != nil {
+		f.log.Warn("standby: unassigning changelog partitions failed", "err", err)
+	}
 }
 
 // closeAll stops following every task and closes the clients.
@@ -331,6 +358,7 @@ func (f *follower) place(ctx context.Context) error {
 			members = append(members, mb)
 		}
 	}
+	f.fenceGone(ctx, members)
 	want := Standbys(members, f.cfg.ClientID, f.cfg.Replicas)
 	owned := map[int32]bool{}
 	for _, m := range members {
@@ -356,6 +384,7 @@ func (f *follower) place(ctx context.Context) error {
 			f.stop(p)
 		}
 	}
+	f.unassign()
 	if len(start) == 0 {
 		return nil
 	}
@@ -364,7 +393,8 @@ func (f *follower) place(ctx context.Context) error {
 		return err
 	}
 	f.apply()
-	added := false
+	topic := f.cfg.Topic
+	var added []kafka.TopicPartition
 	for _, p := range start {
 		c, err := f.cfg.Stores.Follow(p, infos[p])
 		if errors.Is(err, state.ErrActive) {
@@ -375,12 +405,18 @@ func (f *follower) place(ctx context.Context) error {
 			continue
 		}
 		f.copies[p] = c
-		added = true
+		f.next[p] = c.Next()
+		added = append(added, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(c.Next())})
 		f.log.Info("standby: following a task's changelog", "task", p, "from", c.Next(), "changelog_end", infos[p].End)
 	}
-	if added {
-		if err := f.assign(); err != nil {
-			return fmt.Errorf("assign %s: %w", f.cfg.Topic, err)
+	if len(added) > 0 {
+		if err := f.c.IncrementalAssign(added); err != nil {
+			for _, tp := range added {
+				f.copies[tp.Partition].Close()
+				delete(f.copies, tp.Partition)
+				delete(f.next, tp.Partition)
+			}
+			return fmt.Errorf("assign %s: %w", topic, err)
 		}
 	}
 	return nil
@@ -428,4 +464,85 @@ func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.Chang
 		}
 	}
 	return out, nil
+}
+
+// fenceGone fences (fence, on a goroutine of its own) the transactional
+// id of a member seen before that has been missing from fenceAfter
+// descriptions in a row (members is the newest) and is not this instance:
+// a member that left without a clean shutdown (its session timed out:
+// SIGKILL) may have left a transaction open, which holds its tasks'
+// committed offsets (the new owners wait for stable offsets) until the
+// broker aborts it at transaction.timeout.ms, checked every
+// transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s each
+// by default). A member that left cleanly has nothing open, and the fence
+// costs one InitTransactions. A member missing from one description only
+// is not fenced: a stage restarting its Kafka clients (stage.Loop.Run)
+// leaves and joins again within about a second. A member alive after all
+// (a pause longer than its session) has lost its tasks already; its
+// producer is fenced, as the group's generation fences its offsets, and
+// its stage restarts its clients.
+func (f *follower) fenceGone(ctx context.Context, members []Member) {
+	for _, id := range f.departed(members) {
+		if f.cfg.TransactionalIDOf == nil {
+			continue
+		}
+		if txnID := f.cfg.TransactionalIDOf(id); txnID != "" {
+			go f.fence(ctx, id, txnID)
+		}
+	}
+}
+
+// departed takes the newest description's members and returns the
+// client.ids to fence now: seen in an earlier description, missing from
+// the last fenceAfter in a row, not this instance's; each once per
+// departure. No I/O.
+func (f *follower) departed(members []Member) []string {
+	now := map[string]bool{}
+	for _, m := range members {
+		now[m.ClientID] = true
+		delete(f.absent, m.ClientID)
+	}
+	if f.absent == nil {
+		f.absent = map[string]int{}
+	}
+	for id := range f.members {
+		if !now[id] && id != f.cfg.ClientID {
+			if _, ok := f.absent[id]; !ok {
+				f.absent[id] = 0
+			}
+		}
+	}
+	f.members = now
+	var out []string
+	for id := range f.absent {
+		if f.absent[id]++; f.absent[id] >= fenceAfter {
+			delete(f.absent, id)
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fenceAfter is how many descriptions in a row a departed member must be
+// missing from before its transactional id is fenced.
+const fenceAfter = 2
+
+// fence runs InitTransactions for transactional id txnID (bounded by 30
+// s and ctx) and closes the producer.
+func (f *follower) fence(ctx context.Context, clientID, txnID string) {
+	start := time.Now()
+	cfg := kafkaclient.TransactionalProducerConfig(f.cfg.BootstrapServers, f.cfg.Properties, txnID)
+	p, err := kafka.NewProducer(&cfg)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = p.InitTransactions(rctx)
+		cancel()
+		p.Close()
+	}
+	if err != nil {
+		f.log.Warn("standby: fencing a departed member's transactional id failed (its open transaction, if any, ends at its timeout)", "client_id", clientID, "transactional_id", txnID, "err", err)
+		return
+	}
+	f.log.Info("standby: fenced a departed member's transactional id: a transaction it left open is aborted now", "client_id", clientID, "transactional_id", txnID, "took", time.Since(start).Round(time.Millisecond))
 }

@@ -36,3 +36,35 @@ func TestStandbys(t *testing.T) {
 		t.Errorf("ClientID = %s", got)
 	}
 }
+
+// TestDeparted: a member is fenced once it has been missing from two
+// descriptions in a row, once; one back in the group before is not;
+// this instance never is.
+func TestDeparted(t *testing.T) {
+	f := &follower{cfg: Config{ClientID: "a"}}
+	desc := func(ids ...string) string {
+		var ms []Member
+		for _, id := range ids {
+			ms = append(ms, Member{ClientID: id})
+		}
+		return fmt.Sprint(f.departed(ms))
+	}
+	for i, c := range []struct {
+		members []string
+		want    string
+	}{
+		{[]string{"a", "b", "c"}, "[]"},
+		{[]string{"a", "c"}, "[]"},      // b missing once
+		{[]string{"a", "b", "c"}, "[]"}, // b back: a client restart
+		{[]string{"a"}, "[]"},           // b, c missing once
+		{[]string{"a"}, "[b c]"},        // twice: fenced
+		{[]string{"a"}, "[]"},           // once only
+		{[]string{"b"}, "[]"},           // b back, a (this instance) missing
+		{[]string{}, "[]"},
+		{[]string{}, "[b]"},
+	} {
+		if got := desc(c.members...); got != c.want {
+			t.Errorf("description %d %v: fence %s, want %s", i, c.members, got, c.want)
+		}
+	}
+}
