@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -377,24 +376,11 @@ func chaosEventLines(r *scRun, events []chaosEvent, began time.Time) []string {
 		if e.sig == syscall.SIGTERM {
 			from = e.at.Add(e.exited)
 		}
-		var ds []time.Duration
-		for _, tk := range e.tasks {
-			if c, ok := r.offs.firstCommitAfter(tk, from); ok {
-				ds = append(ds, c.Sub(e.at))
-			}
+		since := "the kill"
+		if e.sig == syscall.SIGTERM {
+			since = "its exit"
 		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		handover := "no tasks"
-		switch {
-		case len(ds) == 0 && len(e.tasks) > 0:
-			handover = fmt.Sprintf("none of its %d tasks committed again", len(e.tasks))
-		case len(ds) > 0:
-			since := "the kill"
-			if e.sig == syscall.SIGTERM {
-				since = "its exit"
-			}
-			handover = fmt.Sprintf("its %d tasks committed again, after %s: the first %v, all %d by %v", len(e.tasks), since, ds[0].Round(time.Millisecond), len(ds), ds[len(ds)-1].Round(time.Millisecond))
-		}
+		_, handover := r.offs.handover(e.tasks, from, e.at, since)
 		name := "SIGKILL"
 		if e.sig == syscall.SIGTERM {
 			name = "SIGTERM"

@@ -1439,6 +1439,30 @@ func (o *scOffsets) stop() {
 	<-o.done
 }
 
+// handover measures how the tasks a fault took from an instance moved on:
+// for each task, its first commit after from (the fault, or the
+// instance's exit for a SIGTERM, which commits before it exits), as a
+// delay since the fault at at, sorted; and a line saying it: "no tasks",
+// none committed again, or the first and the last (since names the
+// moment at is, "" for "after the signal").
+func (o *scOffsets) handover(tasks []scTask, from, at time.Time, since string) (ds []time.Duration, line string) {
+	for _, tk := range tasks {
+		if c, ok := o.firstCommitAfter(tk, from); ok {
+			ds = append(ds, c.Sub(at))
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	switch {
+	case len(ds) == 0 && len(tasks) > 0:
+		return ds, fmt.Sprintf("none of its %d tasks committed again", len(tasks))
+	case len(ds) == 0:
+		return ds, "no tasks"
+	case since == "":
+		return ds, fmt.Sprintf("its %d tasks committed again: the first %v, all %d by %v after the signal", len(tasks), ds[0].Round(time.Millisecond), len(ds), ds[len(ds)-1].Round(time.Millisecond))
+	}
+	return ds, fmt.Sprintf("its %d tasks committed again, after %s: the first %v, all %d by %v", len(tasks), since, ds[0].Round(time.Millisecond), len(ds), ds[len(ds)-1].Round(time.Millisecond))
+}
+
 // firstCommitAfter is when a commit of task tk made after at was first
 // seen: the first change of its committed offset seen by a poll that began
 // after the first poll that began after at (that one may still see a

@@ -739,20 +739,7 @@ func soakEventLines(r *scRun, events []soakEvent, began time.Time) []string {
 			if e.kind == soakTerm {
 				from = e.at.Add(e.exited)
 			}
-			var ds []time.Duration
-			for _, tk := range e.tasks {
-				if c, ok := r.offs.firstCommitAfter(tk, from); ok {
-					ds = append(ds, c.Sub(e.at))
-				}
-			}
-			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-			handover := "no tasks"
-			switch {
-			case len(ds) == 0 && len(e.tasks) > 0:
-				handover = fmt.Sprintf("none of its %d tasks committed again", len(e.tasks))
-			case len(ds) > 0:
-				handover = fmt.Sprintf("its %d tasks committed again: the first %v, all %d by %v after the signal", len(e.tasks), ds[0].Round(time.Millisecond), len(ds), ds[len(ds)-1].Round(time.Millisecond))
-			}
+			_, handover := r.offs.handover(e.tasks, from, e.at, "")
 			extra := fmt.Sprintf("exited in %v", e.exited.Round(time.Millisecond))
 			if e.kind == soakStop {
 				after := e.kid.log.String()[e.logAt:]
