@@ -126,15 +126,7 @@ func runChaosUnbounded(t *testing.T, seed int64) {
 		}
 		time.Sleep(wait)
 		// An instance nobody signalled has no reason to exit.
-		kept := live[:0]
-		for _, k := range live {
-			if k.exited() {
-				t.Errorf("%s: instance %d exited by itself (%v):\n%s", r.since(), k.idx, k.err, tail(k.log.String(), 4000))
-				continue
-			}
-			kept = append(kept, k)
-		}
-		live = kept
+		live = r.stillRunning(t, live)
 
 		act := rng.Intn(3) // 0 SIGKILL, 1 SIGTERM, 2 start
 		switch {

@@ -152,6 +152,23 @@ func newScenarioOn(t *testing.T, name string, b *kafkaenv.Broker) *scRun {
 
 func (r *scRun) since() string { return time.Since(r.start).Round(time.Millisecond).String() }
 
+// stillRunning returns the instances of live that have not exited, in
+// order, and fails t for each one that has: nobody signalled it, so it
+// had no reason to exit (its log's tail is printed). It reuses live's
+// array.
+func (r *scRun) stillRunning(t *testing.T, live []*scKid) []*scKid {
+	t.Helper()
+	kept := live[:0]
+	for _, k := range live {
+		if k.exited() {
+			t.Errorf("%s: instance %d exited by itself (%v):\n%s", r.since(), k.idx, k.err, tail(k.log.String(), 4000))
+			continue
+		}
+		kept = append(kept, k)
+	}
+	return kept
+}
+
 // startKid starts instance idx with its own --state_dir (a directory of
 // its own: as on a machine of its own); stateDir, if not empty, is a
 // previous instance's, whose slot the new one takes over.

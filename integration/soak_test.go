@@ -245,15 +245,7 @@ func TestSoak(t *testing.T) {
 			break
 		}
 		time.Sleep(wait)
-		kept := live[:0]
-		for _, k := range live {
-			if k.exited() {
-				t.Errorf("%s: instance %d exited by itself (%v):\n%s", r.since(), k.idx, k.err, tail(k.log.String(), 4000))
-				continue
-			}
-			kept = append(kept, k)
-		}
-		live = kept
+		live = r.stillRunning(t, live)
 
 		// 0 SIGKILL, 1 SIGTERM, 2 SIGSTOP, 3 start, 4 node fault.
 		act := rng.Intn(5)
