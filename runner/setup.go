@@ -217,6 +217,37 @@ func createWithRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.Co
 	}
 }
 
+// adminRetry runs call, an admin request, each attempt bounded by
+// createAttemptTimeout; an attempt that timed out or failed retriably
+// (retriableErr) is asked again by a new admin client (fresh metadata),
+// after a backoff of 200 ms times the attempt (at most 2 s), until ctx is
+// done. *admin is the client in use: the caller closes the last one. The
+// kind of createWithRetry's fault, for every other request of the start:
+// seen in make soak, an instance started while a node was down failed
+// "describe users' topics …: context deadline exceeded" after 30 s.
+func adminRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.ConfigMap, what string, call func(ctx context.Context, a *kafka.AdminClient) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, createAttemptTimeout)
+		err := call(actx, *admin)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !retriableErr(err) {
+			return err
+		}
+		slog.Default().With("runner", Name).Warn("kafkastreams: "+what+": no answer; asking again with a new admin client (fresh metadata)", "attempt", attempt, "err", err)
+		next, nerr := kafka.NewAdminClient(&cm)
+		if nerr != nil {
+			return fmt.Errorf("admin client: %w", nerr)
+		}
+		closeLater((*admin).Close)
+		*admin = next
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after %d attempts; the last: %v)", ctx.Err(), attempt, err)
+		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
 // retriableErr reports whether err is a kafka.Error to retry a request
 // after (retriableTopic of its code).
 func retriableErr(err error) bool {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/coder"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec"
@@ -37,14 +36,19 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
-	defer closeLater(admin.Close)
+	defer func() { closeLater(admin.Close) }() // the last client made (adminRetry)
 	names := make([]string, 0, len(users))
 	for t := range users {
 		names = append(names, t)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, createTopicsTimeout)
 	defer cancel()
-	res, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(names))
+	var res kafka.DescribeTopicsResult
+	err = adminRetry(cctx, &admin, cm, "describing the users' topics", func(actx context.Context, a *kafka.AdminClient) error {
+		var err error
+		res, err = a.DescribeTopics(actx, kafka.NewTopicCollectionOfTopicNames(names))
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkastreams: describe users' topics %v: %w", names, err)
 	}
