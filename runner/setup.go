@@ -171,50 +171,36 @@ const (
 // until its deadline (issue 23's soak: 65 960 attempts in 30 s, and the
 // instance's start failed). A new client takes fresh metadata.
 func createWithRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.ConfigMap, specs []kafka.TopicSpecification) ([]kafka.TopicResult, error) {
-	log := slog.Default().With("runner", Name)
 	var done []kafka.TopicResult // answered for good: created, existing, or refused
 	pending := specs
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, createAttemptTimeout)
-		res, err := (*admin).CreateTopics(actx, pending)
-		cancel()
-		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !retriableErr(err)) {
-			return nil, err
+	err := adminRetry(ctx, admin, cm, "creating the topics", func(actx context.Context, a *kafka.AdminClient) error {
+		res, err := a.CreateTopics(actx, pending)
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			// Topics answered with a retriable error (their controller
-			// went away, the request timed out) are asked again.
-			bySpec := map[string]kafka.TopicSpecification{}
-			for _, s := range pending {
-				bySpec[s.Topic] = s
+		// Topics answered with a retriable error (their controller went
+		// away, the request timed out) are asked again.
+		bySpec := map[string]kafka.TopicSpecification{}
+		for _, s := range pending {
+			bySpec[s.Topic] = s
+		}
+		var again []kafka.TopicSpecification
+		var last error
+		for _, r := range res {
+			if retriableTopic(r.Error) {
+				again = append(again, bySpec[r.Topic])
+				last = r.Error
+				continue
 			}
-			var again []kafka.TopicSpecification
-			for _, r := range res {
-				if retriableTopic(r.Error) {
-					again = append(again, bySpec[r.Topic])
-					err = r.Error
-					continue
-				}
-				done = append(done, r)
-			}
-			if len(again) == 0 {
-				return done, nil
-			}
-			pending = again
+			done = append(done, r)
 		}
-		log.Warn("kafkastreams: creating the topics: no answer; asking again with a new admin client (fresh metadata)", "attempt", attempt, "topics", len(pending), "err", err)
-		next, nerr := kafka.NewAdminClient(&cm)
-		if nerr != nil {
-			return nil, fmt.Errorf("admin client: %w", nerr)
-		}
-		closeLater((*admin).Close)
-		*admin = next
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (after %d attempts; the last: %v)", ctx.Err(), attempt, err)
-		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 2*time.Second)):
-		}
+		pending = again
+		return last
+	})
+	if err != nil {
+		return nil, err
 	}
+	return done, nil
 }
 
 // adminRetry runs call, an admin request, each attempt bounded by
