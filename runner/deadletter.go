@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -35,15 +34,14 @@ func ensureDeadLetterTopic(ctx context.Context, o Options, pl *plan.Plan, cp *ch
 	if _, ok := pl.Topics()[topic]; ok {
 		return 0, fmt.Errorf("kafkastreams: --dead_letter_topic=%s: the topic is one of the job's internal topics", topic)
 	}
-	cm := kafkaclient.Base(o.BootstrapServers, o.KafkaProperties)
-	admin, err := kafka.NewAdminClient(&cm)
+	admin, err := newStartAdmin(o.BootstrapServers, o.KafkaProperties)
 	if err != nil {
-		return 0, fmt.Errorf("kafkastreams: admin client: %w", err)
+		return 0, err
 	}
-	defer closeLater(admin.Close)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer admin.close()
+	cctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	res, err := admin.CreateTopics(cctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1,
+	res, err := admin.createTopics(cctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1,
 		Config: map[string]string{"max.message.bytes": strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)}}})
 	if err != nil {
 		return 0, fmt.Errorf("kafkastreams: create the dead-letter topic %s: %w", topic, err)

@@ -40,12 +40,11 @@ import (
 // limits are the topics' max.message.bytes as the broker says them, by
 // topic (maxMessageBytes), for the loops' size check.
 func createTopics(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, cp *checkedPlan) (planCreated bool, limits map[string]int, err error) {
-	cm := kafkaclient.Base(bootstrap, props)
-	admin, err := kafka.NewAdminClient(&cm)
+	admin, err := newStartAdmin(bootstrap, props)
 	if err != nil {
-		return false, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
+		return false, nil, err
 	}
-	defer func() { closeLater(admin.Close) }() // the last client made (createWithRetry)
+	defer admin.close()
 	want := p.Topics()
 	// settings are each topic's settings beyond max.message.bytes.
 	settings := map[string]map[string]string{}
@@ -93,14 +92,14 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 			rest = append(rest, s)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, createTopicsTimeout)
+	cctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	var res []kafka.TopicResult
 	for _, specs := range [][]kafka.TopicSpecification{first, rest} {
 		if len(specs) == 0 {
 			continue
 		}
-		r, err := createWithRetry(cctx, &admin, cm, specs)
+		r, err := admin.createTopics(cctx, specs)
 		if err != nil {
 			return false, nil, fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
 		}
@@ -125,7 +124,7 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	// (UNKNOWN_TOPIC_OR_PARTITION): ask again until cctx ends. Seen when
 	// copies start together (1 start in 75 under load).
 	for {
-		md, err := admin.DescribeTopics(cctx, kafka.NewTopicCollectionOfTopicNames(existing))
+		md, err := admin.describeTopics(cctx, "describing the internal topics made before", existing)
 		if err != nil {
 			return false, nil, fmt.Errorf("kafkastreams: describe topics: %w", err)
 		}
@@ -153,107 +152,6 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 	}
 }
 
-// createTopicsTimeout bounds createTopics as a whole; createAttemptTimeout
-// one CreateTopics request of one admin client (createWithRetry).
-const (
-	createTopicsTimeout  = 2 * time.Minute
-	createAttemptTimeout = 10 * time.Second
-)
-
-// createWithRetry asks for specs with *admin, each attempt bounded by
-// createAttemptTimeout, until one is answered, or ctx ends. An attempt that
-// times out, or whose topics all fail with a retriable error, is asked again
-// by a new admin client (*admin is replaced, the old one closed): librdkafka
-// sends CreateTopics to the node its metadata names as the controller, which
-// in KRaft is any broker the metadata lists as live, so a client whose
-// metadata was taken just after a node's SIGKILL (still live for the
-// broker.session.timeout.ms that follows) can keep sending to the dead node
-// until its deadline (issue 23's soak: 65 960 attempts in 30 s, and the
-// instance's start failed). A new client takes fresh metadata.
-func createWithRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.ConfigMap, specs []kafka.TopicSpecification) ([]kafka.TopicResult, error) {
-	var done []kafka.TopicResult // answered for good: created, existing, or refused
-	pending := specs
-	err := adminRetry(ctx, admin, cm, "creating the topics", func(actx context.Context, a *kafka.AdminClient) error {
-		res, err := a.CreateTopics(actx, pending)
-		if err != nil {
-			return err
-		}
-		// Topics answered with a retriable error (their controller went
-		// away, the request timed out) are asked again.
-		bySpec := map[string]kafka.TopicSpecification{}
-		for _, s := range pending {
-			bySpec[s.Topic] = s
-		}
-		var again []kafka.TopicSpecification
-		var last error
-		for _, r := range res {
-			if retriableTopic(r.Error) {
-				again = append(again, bySpec[r.Topic])
-				last = r.Error
-				continue
-			}
-			done = append(done, r)
-		}
-		pending = again
-		return last
-	})
-	if err != nil {
-		return nil, err
-	}
-	return done, nil
-}
-
-// adminRetry runs call, an admin request, each attempt bounded by
-// createAttemptTimeout; an attempt that timed out or failed retriably
-// (retriableErr) is asked again by a new admin client (fresh metadata),
-// after a backoff of 200 ms times the attempt (at most 2 s), until ctx is
-// done. *admin is the client in use: the caller closes the last one. The
-// kind of createWithRetry's fault, for every other request of the start:
-// seen in make soak, an instance started while a node was down failed
-// "describe users' topics …: context deadline exceeded" after 30 s.
-func adminRetry(ctx context.Context, admin **kafka.AdminClient, cm kafka.ConfigMap, what string, call func(ctx context.Context, a *kafka.AdminClient) error) error {
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, createAttemptTimeout)
-		err := call(actx, *admin)
-		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !retriableErr(err) {
-			return err
-		}
-		slog.Default().With("runner", Name).Warn("kafkastreams: "+what+": no answer; asking again with a new admin client (fresh metadata)", "attempt", attempt, "err", err)
-		next, nerr := kafka.NewAdminClient(&cm)
-		if nerr != nil {
-			return fmt.Errorf("admin client: %w", nerr)
-		}
-		closeLater((*admin).Close)
-		*admin = next
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (after %d attempts; the last: %v)", ctx.Err(), attempt, err)
-		case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 2*time.Second)):
-		}
-	}
-}
-
-// retriableErr reports whether err is a kafka.Error to retry a request
-// after (retriableTopic of its code).
-func retriableErr(err error) bool {
-	var ke kafka.Error
-	return errors.As(err, &ke) && retriableTopic(ke)
-}
-
-// retriableTopic reports whether a topic's CreateTopics result e is one to
-// ask again: retriable as librdkafka says, or a controller that moved or
-// did not answer.
-func retriableTopic(e kafka.Error) bool {
-	switch e.Code() {
-	case kafka.ErrNoError:
-		return false
-	case kafka.ErrNotController, kafka.ErrRequestTimedOut, kafka.ErrTimedOut, kafka.ErrTransport:
-		return true
-	}
-	return e.IsRetriable()
-}
-
 // internalLimits returns the max.message.bytes of the internal topics
 // names (maxMessageBytes) after fixing, on those of existing (topics that
 // were there before createTopics, made by an earlier version of the
@@ -270,7 +168,7 @@ func retriableTopic(e kafka.Error) bool {
 // read (the stage then fails with stage.ErrOffsetOutOfRange, never skips
 // them). A describe the broker refuses is logged too, and the limits are
 // then unknown (empty: the broker alone checks).
-func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existing []string, settings map[string]map[string]string) map[string]int {
+func internalLimits(ctx context.Context, admin *startAdmin, names, existing []string, settings map[string]map[string]string) map[string]int {
 	log := slog.Default().With("runner", Name)
 	cfgs, err := topicConfigs(ctx, admin, names)
 	if err != nil {
@@ -290,7 +188,12 @@ func internalLimits(ctx context.Context, admin *kafka.AdminClient, names, existi
 		}
 		alter = append(alter, r)
 	}
-	res, err := admin.IncrementalAlterConfigs(ctx, alter)
+	var res []kafka.ConfigResourceResult
+	err = admin.do(ctx, "altering the internal topics' settings", func(actx context.Context, a *kafka.AdminClient) error {
+		var err error
+		res, err = a.IncrementalAlterConfigs(actx, alter)
+		return err
+	})
 	if err != nil {
 		log.Warn("kafkastreams: could not alter the settings of internal topics made before: a record larger than their max.message.bytes fails its stage, and records their retention deletes before a stage reads them fail it (stage.ErrOffsetOutOfRange)", "topics", len(alter), "err", err)
 		return limits
@@ -379,8 +282,7 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 		} else {
 			pp.close() // before the next attempt's InitTransactions
 		}
-		var ke kafka.Error
-		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !(errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())) {
+		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !planRetriable(ctx, err) {
 			return recorded, err
 		}
 		select {
@@ -389,6 +291,21 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
 		}
 	}
+}
+
+// planRetriable reports whether recordPlan's attempt that failed with err
+// is one to make again, with a new producer and reader: a Kafka error that
+// is retriable, asks for an abort, fenced the producer or is fatal to it;
+// or one of the attempt's own deadlines (its InitTransactions, plan read
+// or commit, 30 s each) while ctx is still live: a client whose metadata
+// named a node that went away can wait out a deadline that a new client
+// meets (issue 23's soak; startAdmin.do is the admin requests' remedy).
+func planRetriable(ctx context.Context, err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return true
+	}
+	var ke kafka.Error
+	return errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())
 }
 
 // planProducer is the producer recordPlan writes with (transactional.id

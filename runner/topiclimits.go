@@ -15,7 +15,7 @@ import (
 // batch each takes (issue 23: stage.Config.MaxMessageBytes). A topic the
 // answer leaves out, or whose entry is not a number, is left out; an error
 // of the request or of a topic names it (topicConfigs).
-func maxMessageBytes(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]int, error) {
+func maxMessageBytes(ctx context.Context, admin *startAdmin, topics []string) (map[string]int, error) {
 	cfgs, err := topicConfigs(ctx, admin, topics)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func limitsOf(cfgs map[string]map[string]string) map[string]int {
 // request or of another topic names it. A topic created a moment ago can be unknown to the broker
 // answering (UNKNOWN_TOPIC_OR_PARTITION: seen when createTopics asked at
 // once): asked again every 100 ms until ctx ends.
-func topicConfigs(ctx context.Context, admin *kafka.AdminClient, topics []string) (map[string]map[string]string, error) {
+func topicConfigs(ctx context.Context, admin *startAdmin, topics []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	if len(topics) == 0 {
 		return out, nil
@@ -54,7 +54,12 @@ func topicConfigs(ctx context.Context, admin *kafka.AdminClient, topics []string
 		rs[i] = kafka.ConfigResource{Type: kafka.ResourceTopic, Name: t}
 	}
 	for {
-		res, err := admin.DescribeConfigs(ctx, rs)
+		var res []kafka.ConfigResourceResult
+		err := admin.do(ctx, "describing the topics' configs", func(actx context.Context, a *kafka.AdminClient) error {
+			var err error
+			res, err = a.DescribeConfigs(actx, rs)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("kafkastreams: describe the configs of topics %v: %w", topics, err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/runner/plan"
-	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -31,24 +30,18 @@ func userTopics(ctx context.Context, bootstrap string, props map[string]string, 
 	if len(users) == 0 {
 		return out, map[string]int{}, nil
 	}
-	cm := kafkaclient.Base(bootstrap, props)
-	admin, err := kafka.NewAdminClient(&cm)
+	admin, err := newStartAdmin(bootstrap, props)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kafkastreams: admin client: %w", err)
+		return nil, nil, err
 	}
-	defer func() { closeLater(admin.Close) }() // the last client made (adminRetry)
+	defer admin.close()
 	names := make([]string, 0, len(users))
 	for t := range users {
 		names = append(names, t)
 	}
-	cctx, cancel := context.WithTimeout(ctx, createTopicsTimeout)
+	cctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	var res kafka.DescribeTopicsResult
-	err = adminRetry(cctx, &admin, cm, "describing the users' topics", func(actx context.Context, a *kafka.AdminClient) error {
-		var err error
-		res, err = a.DescribeTopics(actx, kafka.NewTopicCollectionOfTopicNames(names))
-		return err
-	})
+	res, err := admin.describeTopics(cctx, "describing the users' topics", names)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkastreams: describe users' topics %v: %w", names, err)
 	}
