@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -152,33 +154,68 @@ func ReadToEnd(ctx context.Context, c *kafka.Consumer, topic string, p int32, ea
 // partition EOF at or past end (ReachedEnd), calling each for every
 // committed record; as ReadToEnd.
 func readFrom(ctx context.Context, c *kafka.Consumer, topic string, p int32, from kafka.Offset, end int64, each func(*kafka.Message) error) (int, error) {
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: from}}); err != nil {
-		return 0, fmt.Errorf("kafkaclient: assign %s[%d]: %w", topic, p, err)
+	return ReadRanges(ctx, c, topic, map[int32]Range{p: {From: from, End: end}}, each)
+}
+
+// Range is what ReadRanges reads of one partition: the records at offsets
+// From (an offset, or kafka.OffsetBeginning) and after, to a partition EOF
+// at or past End (ReachedEnd; an offset from LogEnds).
+type Range struct {
+	From kafka.Offset
+	End  int64
+}
+
+// ReadRanges reads the partitions of topic in ranges, each over its Range,
+// through c (EndReaderConfig, assigned nothing yet; ReadRanges assigns it
+// every partition at once, so librdkafka fetches them concurrently, one
+// connection per leader), calling each for every committed record: in
+// offset order within a partition, the partitions interleaved as their
+// fetches come. It returns how many records it read once every partition
+// has reached its End (a Range with End 0, or From at or past End, is read
+// at once). An error of each stops the read and is returned as is; other
+// errors name the topic and partition. A bounded Read on runners other than
+// kafkastreams reads its topic this way (runner/kafkaio).
+func ReadRanges(ctx context.Context, c *kafka.Consumer, topic string, ranges map[int32]Range, each func(*kafka.Message) error) (int, error) {
+	var assign []kafka.TopicPartition
+	left := map[int32]bool{}
+	for p, r := range ranges {
+		if r.End == 0 || r.From >= 0 && int64(r.From) >= r.End {
+			continue
+		}
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: r.From})
+		left[p] = true
+	}
+	if len(assign) == 0 {
+		return 0, nil
+	}
+	if err := c.Assign(assign); err != nil {
+		return 0, fmt.Errorf("kafkaclient: assign %s%v: %w", topic, slices.Sorted(maps.Keys(left)), err)
 	}
 	n := 0
-	for {
+	for len(left) > 0 {
 		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, err)
+			return n, fmt.Errorf("kafkaclient: reading %s%v: %w", topic, slices.Sorted(maps.Keys(left)), err)
 		}
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
 			if e.TopicPartition.Error != nil {
-				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, e.TopicPartition.Error)
+				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, e.TopicPartition.Partition, e.TopicPartition.Error)
 			}
 			n++
 			if err := each(e); err != nil {
 				return n, err
 			}
 		case kafka.PartitionEOF:
-			if e.Partition == p && ReachedEnd(e, end) {
-				return n, nil
+			if left[e.Partition] && ReachedEnd(e, ranges[e.Partition].End) {
+				delete(left, e.Partition)
 			}
 		case kafka.Error:
 			if e.IsFatal() || e.Code() == kafka.ErrAutoOffsetReset {
-				return n, fmt.Errorf("kafkaclient: reading %s[%d]: %w", topic, p, e)
+				return n, fmt.Errorf("kafkaclient: reading %s%v: %w", topic, slices.Sorted(maps.Keys(left)), e)
 			}
 		}
 	}
+	return n, nil
 }
 
 // NewEndReader returns a consumer made with
