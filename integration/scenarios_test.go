@@ -374,7 +374,7 @@ func (r *scRun) finish(extra string) {
 	r.t.Helper()
 	r.measureUntil = time.Now()
 	r.prod.stop()
-	want := r.prod.expected()
+	want := r.inputChecked()
 	r.prod.ticks()
 	catchUp := r.catchUp
 	if catchUp == 0 {
@@ -411,6 +411,79 @@ func (r *scRun) finish(extra string) {
 	if extra != "" {
 		r.t.Logf("figures %s: %s", r.name, extra)
 	}
+}
+
+// inputChecked returns the output the input topic's records imply
+// (expectedFrom), read to its end read_committed once the load has stopped,
+// after checking them against the producer's delivery reports (its
+// expected): a record the broker holds twice, or holds though its delivery
+// failed, or lacks though its delivery succeeded, fails the test as the
+// input's fault, naming the records, and the output is judged against
+// what the topic holds, which is what the job read. Without it a record
+// the producer wrote twice would pass for a sum the runner counted twice.
+func (r *scRun) inputChecked() map[scWin]string {
+	r.t.Helper()
+	want := r.prod.expected()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	recs, err := kafkaenv.Consume(ctx, r.bs, r.in, 0, kafkaenv.ReadCommitted, 2*time.Minute)
+	if err != nil {
+		r.t.Errorf("read the input topic %s to check it: %v", r.in, err)
+		return want
+	}
+	sums, dups := inputSums(recs)
+	got := expectedFrom(sums)
+	var differ []string
+	for w, line := range want {
+		if got[w] != line {
+			differ = append(differ, fmt.Sprintf("%s [%d]: delivered %q, topic %q", w.key, w.start, line, got[w]))
+		}
+	}
+	for w, line := range got {
+		if _, ok := want[w]; !ok {
+			differ = append(differ, fmt.Sprintf("%s [%d]: delivered none, topic %q", w.key, w.start, line))
+		}
+	}
+	if len(differ) > 0 || len(dups) > 0 {
+		sort.Strings(differ)
+		r.t.Errorf("%s: the input topic %s (%d records) differs from the producer's delivery reports, the input's fault, not the runner's; the output is checked against the topic: %d windows differ: %s; records twice in a partition (key, timestamp and amount): %s",
+			r.name, r.in, len(recs), len(differ), strings.Join(differ[:min(len(differ), 10)], "; "), strings.Join(dups[:min(len(dups), 10)], " "))
+		return got
+	}
+	r.t.Logf("%s: the input topic holds %d records, the producer's delivered records exactly", r.name, len(recs))
+	return got
+}
+
+// inputSums are the amounts of recs (the scenario's input topic) summed
+// by key and window, ticks left out, and the records that repeat an
+// earlier one of their partition (the same key, timestamp and amount:
+// the load's records with one key and amount are 1 261 records apart, so
+// seconds apart in event time), as "partition@offset=offset of the first".
+func inputSums(recs []kafkaenv.Record) (map[scWin]int64, []string) {
+	type rec struct {
+		part  int32
+		key   string
+		ts    int64
+		value string
+	}
+	seen := map[rec]int64{}
+	sums := map[scWin]int64{}
+	var dups []string
+	for _, m := range recs {
+		if string(m.Key) == scTickKey {
+			continue
+		}
+		ts := m.Timestamp.UnixMilli()
+		k := rec{m.Partition, string(m.Key), ts, string(m.Value)}
+		if first, ok := seen[k]; ok {
+			dups = append(dups, fmt.Sprintf("%d@%d=%d", m.Partition, m.Offset, first))
+		} else {
+			seen[k] = m.Offset
+		}
+		amount, _ := strconv.ParseInt(string(m.Value), 10, 64)
+		sums[scWin{string(m.Key), ts - ts%scWindow.Milliseconds()}] += amount
+	}
+	return sums, dups
 }
 
 // stopAll stops the running instances by SIGTERM and checks each exits
@@ -1159,13 +1232,19 @@ func (sp *scProducer) ticks() {
 	sp.p.Close()
 }
 
-// expected is the output the records written imply: per key and window,
-// "start|sum|total", total the running total of the key's windows.
+// expected is the output the records written imply (expectedFrom of the
+// sums of the records whose delivery succeeded).
 func (sp *scProducer) expected() map[scWin]string {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	return expectedFrom(sp.sums)
+}
+
+// expectedFrom is the output sums imply (by key and window): per key and
+// window, "start|sum|total", total the running total of the key's windows.
+func expectedFrom(sums map[scWin]int64) map[scWin]string {
 	byKey := map[string][]int64{}
-	for w := range sp.sums {
+	for w := range sums {
 		byKey[w.key] = append(byKey[w.key], w.start)
 	}
 	out := map[scWin]string{}
@@ -1173,7 +1252,7 @@ func (sp *scProducer) expected() map[scWin]string {
 		sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 		var total int64
 		for _, s := range starts {
-			sum := sp.sums[scWin{key, s}]
+			sum := sums[scWin{key, s}]
 			total += sum
 			out[scWin{key, s}] = fmt.Sprintf("%d|%d|%d", s, sum, total)
 		}
@@ -1648,4 +1727,25 @@ func (w *scWatermarks) lag(stage string, from, until time.Time) (p50, p99 time.D
 	}
 	p := percentiles(ds)
 	return p.p50, p.p99, p.n
+}
+
+// TestInputSumsFindsARecordTwice: inputChecked's count of the input topic
+// names a record its partition holds twice and sums it twice, so the
+// output is judged against what the job read.
+func TestInputSumsFindsARecordTwice(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	recs := []kafkaenv.Record{
+		{Partition: 0, Offset: 7, Key: []byte("k6"), Value: []byte("45"), Timestamp: at},
+		{Partition: 1, Offset: 7, Key: []byte("k6"), Value: []byte("45"), Timestamp: at},
+		{Partition: 0, Offset: 9, Key: []byte("k6"), Value: []byte("45"), Timestamp: at},
+		{Partition: 0, Offset: 10, Key: []byte(scTickKey), Value: []byte("0"), Timestamp: at},
+	}
+	sums, dups := inputSums(recs)
+	w := scWin{"k6", at.UnixMilli() - at.UnixMilli()%scWindow.Milliseconds()}
+	if sums[w] != 135 || len(sums) != 1 {
+		t.Errorf("sums %v, want 135 for %v alone", sums, w)
+	}
+	if strings.Join(dups, " ") != "0@9=7" {
+		t.Errorf("records twice %q, want [0@9=7]", dups)
+	}
 }
