@@ -206,8 +206,10 @@ func BenchmarkStatelessStage(b *testing.B) {
 
 // copyLoop is the baseline: one consumer (read_committed, group group) and
 // one transactional producer copying every record of in to out, committing
-// outputs and offsets together every 100 ms or 10 000 records (KIP-447
-// group metadata), until n records are copied. It returns the elapsed time.
+// outputs and offsets together every 100 ms or 50 000 records (KIP-447
+// group metadata; the runner's default --commit_interval and
+// --max_bundle_size, so both cut their transactions alike), until n
+// records are copied. It returns the elapsed time.
 func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Duration, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
 		"enable.auto.commit": false, "auto.offset.reset": "earliest", "partition.assignment.strategy": "cooperative-sticky"})
@@ -235,7 +237,7 @@ func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Durat
 		deadline := time.Now().Add(100 * time.Millisecond)
 		offsets := map[int32]kafka.Offset{}
 		var batch []*kafka.Message
-		for len(batch) < 10000 && time.Now().Before(deadline) {
+		for len(batch) < 50000 && time.Now().Before(deadline) {
 			if m, ok := c.Poll(int(time.Until(deadline).Milliseconds()) + 1).(*kafka.Message); ok {
 				batch = append(batch, m)
 				offsets[m.TopicPartition.Partition] = m.TopicPartition.Offset + 1

@@ -80,8 +80,12 @@ type Options struct {
 	StandbyReplicas int
 	// MaxBundleSize bounds the records of one bundle and one transaction
 	// (--max_bundle_size): a task commits after this many records even
-	// within CommitInterval, like Kafka's max.poll.records. Default 10 000;
-	// positive.
+	// within CommitInterval, like Kafka's max.poll.records. Default 50 000,
+	// so that CommitInterval paces the transactions of a stage that keeps
+	// up, as commit.interval.ms paces Kafka Streams' (issue 24: at 10 000
+	// the source stage of a 10 M-record windowed sum committed every 56 ms,
+	// and 50 000 cut the broker's CPU by 35-55% and the wall time by
+	// 12-17%); positive.
 	MaxBundleSize int
 	// GBKFireBudget bounds the values one GroupByKey task fires in one
 	// transaction under the default trigger (--gbk_fire_budget;
@@ -215,7 +219,7 @@ func DefaultOptions() Options {
 		InternalTopicPartitions:  4,
 		CommitInterval:           100 * time.Millisecond,
 		PurgeInterval:            30 * time.Second,
-		MaxBundleSize:            10000,
+		MaxBundleSize:            50000,
 		GBKFireBudget:            gbk.DefaultFireBudget,
 		MergeSessionAccumulators: true,
 		StateMemoryMB:            state.DefaultBudgetBytes >> 20,

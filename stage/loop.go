@@ -66,7 +66,8 @@ type Config struct {
 	// records of an attempt beyond StepConfig.SpillBytes wait there for
 	// the transaction; removed when Run returns). Default os.TempDir().
 	SpillDir string
-	// MaxBatchRecords bounds the records in one transaction. Default 10 000.
+	// MaxBatchRecords bounds the records in one transaction. Default 50 000
+	// (runner.Options.MaxBundleSize's).
 	MaxBatchRecords int
 	// MaxAttempts is how many times a failing attempt is tried (abort,
 	// rewind, read again) before Run returns its error, or, when a
@@ -365,7 +366,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		cfg.CommitInterval = 100 * time.Millisecond
 	}
 	if cfg.MaxBatchRecords <= 0 {
-		cfg.MaxBatchRecords = 10000
+		cfg.MaxBatchRecords = 50000
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 4
