@@ -170,7 +170,10 @@ func changelogEnd(t *testing.T, admin *kafka.AdminClient, topic string) int64 {
 // survivor-to-be follows its peer's tasks, instance 0 is SIGKILLed. Each of
 // its tasks that moves to instance 1 must be restored from instance 1's
 // standby copy ("standby"), reading only the changelog's tail (under a
-// tenth of the partition); the output is exact; the time from the kill to
+// third of the partition: a copy follows the committed transactions as
+// they come, so at the kill it may lack the last one or two, which at
+// 10 MiB are a sixth of a partition: CI read 210 of 1 265 and 308 of
+// 1 757; a full restore reads all of it); the output is exact; the time from the kill to
 // each moved task's first commit is logged. KAFKASTREAMS_STANDBY_REPLICAS=0
 // turns the standbys off: the test then fails, naming the full restore.
 func TestStandbySIGKILLRestoresTheTail(t *testing.T) {
@@ -279,8 +282,8 @@ watch:
 		end, _ := strconv.ParseInt(m[5], 10, 64)
 		records, _ := strconv.ParseInt(m[6], 10, 64)
 		t.Logf("instance 1 restored task %s (about %d MiB of values): %s, from offset %s, %d records of the changelog partition's %d, in %s; first commit %v after the kill", task, end*int64(pad)>>20, kind, m[4], records, end, m[7], firstCommit[task].Round(time.Millisecond))
-		if kind != "standby" || records*10 > end {
-			t.Errorf("instance 1 restored task %s from a %q store reading %d records of the %d in its changelog partition, want its standby copy and only the tail (under a tenth)", task, kind, records, end)
+		if kind != "standby" || records*3 > end {
+			t.Errorf("instance 1 restored task %s from a %q store reading %d records of the %d in its changelog partition, want its standby copy and only the tail (under a third)", task, kind, records, end)
 		}
 		if _, ok := firstCommit[task]; !ok {
 			t.Errorf("instance 1 logged no first commit of moved task %s", task)
