@@ -59,7 +59,11 @@ func init() { register.Function2x2(partitionsCount) }
 // last commit), the job's ("job-records/s": records over the whole run,
 // start-up included), the report records it wrote per data record
 // ("reports/record": Stats.ReportsOut / Stats.ElementsOut, the report
-// topic's copies included) and per commit ("reports/commit"; P upstream
+// topic's copies included), the CPU seconds per million records of this
+// process, where the runner runs ("runner-cpu-s/M"), and of the broker
+// ("broker-cpu-s/M", 0 when its process cannot be read): where the time
+// goes as P grows, on a machine the two share; and per commit
+// ("reports/commit"; P upstream
 // tasks fanning out to Q partitions each make it P·(Q+1), batched Q+P).
 // The input is a backlog: a commit's batch (at most --max_bundle_size
 // records, 10 000) holds the partitions the consumer fetched, not all of
@@ -106,10 +110,22 @@ func runPartitionsBench(b *testing.B, parts, n int) {
 	p, s := beam.NewPipelineWithRoot()
 	kv := kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithIdleness(time.Second), kafkaio.WithTimestampFn(kioTimestampFromValue))
 	_ = beam.ParDo(s, partitionsCount, beam.GroupByKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv)))
+	selfStart, _ := procTimes(os.Getpid())
+	brokerStart, _ := procTimes(broker.PID())
 	start := time.Now()
 	res := runBench(b, ctx, p, func(o *runner.Options) { o.InternalTopicPartitions = parts })
 	wall := time.Since(start)
 	b.StopTimer()
+	selfEnd, _ := procTimes(os.Getpid())
+	brokerEnd, _ := procTimes(broker.PID())
+	// CPU seconds per million records, of this process (the runner runs
+	// in it) and of the broker (0 when its process is not readable): where
+	// the time goes as P grows.
+	perM := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(n) }
+	selfCPU, brokerCPU := perM(selfEnd-selfStart), 0.0
+	if brokerEnd > 0 {
+		brokerCPU = perM(brokerEnd - brokerStart)
+	}
 	var found bool
 	var rate, perRecord, perCommit float64
 	for name, st := range res.Stats {
@@ -134,6 +150,8 @@ func runPartitionsBench(b *testing.B, parts, n int) {
 	b.ReportMetric(float64(n)/wall.Seconds(), "job-records/s")
 	b.ReportMetric(perRecord, "reports/record")
 	b.ReportMetric(perCommit, "reports/commit")
-	b.Logf("%d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit",
-		parts, parts, n, rate, float64(n)/wall.Seconds(), wall.Seconds(), perRecord, perCommit)
+	b.ReportMetric(selfCPU, "runner-cpu-s/M")
+	b.ReportMetric(brokerCPU, "broker-cpu-s/M")
+	b.Logf("%d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f",
+		parts, parts, n, rate, float64(n)/wall.Seconds(), wall.Seconds(), perRecord, perCommit, selfCPU, brokerCPU)
 }

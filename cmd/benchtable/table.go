@@ -207,11 +207,14 @@ func instancesRow(res Results) Row {
 
 // partitionsRow is BenchmarkPartitions' row: for each partition count P
 // it ran (P upstream tasks, Q = P downstream partitions), the source
-// stage's records/s and report records per data record; as the baseline,
-// its report records per commit beside P·(Q+1), what one report per task
-// to every downstream partition and to the report topic would cost if
-// every task reported at every commit; as the ratio, each P's source rate
-// against the smallest P's in the same run (issue 24: at least 0.7 at 128).
+// stage's records/s, the whole job's, report records per data record and,
+// where measured, the CPU seconds per million records of the runner's
+// process and of the broker (where the time goes as P grows); as the
+// baseline, its report records per commit beside P·(Q+1), what one report
+// per task to every downstream partition and to the report topic would
+// cost if every task reported at every commit; as the ratio, each P's
+// source and job rates against the smallest P's in the same run (issue
+// 24: at least 0.7 at 128).
 func partitionsRow(res Results) Row {
 	const what, goal = "partitions: throughput and report records per data record at 4, 32, 128, 512 (a backlog of 1 M records)", "O(P + Q) reports per interval; rate at 128 ≥ 0.7x that at 4 (issue 24)"
 	var ps []int
@@ -225,13 +228,25 @@ func partitionsRow(res Results) Row {
 	}
 	sort.Ints(ps)
 	var ours, base, ratios []string
-	first := res[partsPrefix+strconv.Itoa(ps[0])]["source-records/s"]
+	first := res[partsPrefix+strconv.Itoa(ps[0])]
 	for _, p := range ps {
 		m := res[partsPrefix+strconv.Itoa(p)]
-		ours = append(ours, fmt.Sprintf("P=%d: %s rec/s, %.3f reports/record", p, num(m["source-records/s"]), m["reports/record"]))
+		cell := fmt.Sprintf("P=%d: %s rec/s", p, num(m["source-records/s"]))
+		if m["job-records/s"] > 0 {
+			cell += fmt.Sprintf(" (job %s)", num(m["job-records/s"]))
+		}
+		cell += fmt.Sprintf(", %.3f reports/record", m["reports/record"])
+		if m["runner-cpu-s/M"] > 0 {
+			cell += fmt.Sprintf(", CPU s/M records runner %.1f + broker %.1f", m["runner-cpu-s/M"], m["broker-cpu-s/M"])
+		}
+		ours = append(ours, cell)
 		base = append(base, fmt.Sprintf("P=%d: %s reports/commit (P·(Q+1) = %s)", p, num(m["reports/commit"]), num(float64(p*(p+1)))))
-		if p != ps[0] && first > 0 {
-			ratios = append(ratios, fmt.Sprintf("P=%d vs %d: %.2fx", p, ps[0], m["source-records/s"]/first))
+		if p != ps[0] && first["source-records/s"] > 0 {
+			r := fmt.Sprintf("P=%d vs %d: %.2fx", p, ps[0], m["source-records/s"]/first["source-records/s"])
+			if first["job-records/s"] > 0 {
+				r += fmt.Sprintf(" (job %.2fx)", m["job-records/s"]/first["job-records/s"])
+			}
+			ratios = append(ratios, r)
 		}
 	}
 	ratio := "—"
