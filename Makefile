@@ -14,7 +14,7 @@ KAFKA_LIBS    := .cache/kafka/$(KAFKA_VERSION)/libs
 KAFKA_IMAGE   := kafkastreams/kafka:$(KAFKA_VERSION)
 
 UNIT_TIMEOUT        ?= 10m
-INTEGRATION_TIMEOUT ?= 30m
+INTEGRATION_TIMEOUT ?= 50m
 # INTEGRATION_RUN selects integration tests by name (go test -run), e.g. TestPrimitives.
 INTEGRATION_RUN     ?=
 
