@@ -59,14 +59,14 @@ func init() { register.Function2x2(partitionsCount) }
 // last commit), the job's ("job-records/s": records over the whole run,
 // start-up included), the report records it wrote per data record
 // ("reports/record": Stats.ReportsOut / Stats.ElementsOut, the report
-// topic's copies included), the CPU seconds per million records of this
-// process, where the runner runs ("runner-cpu-s/M"), and of the broker
-// ("broker-cpu-s/M", 0 when its process cannot be read): where the time
-// goes as P grows, on a machine the two share; and per commit
-// ("reports/commit"; P upstream
-// tasks fanning out to Q partitions each make it P·(Q+1), batched Q+P).
+// topic's copies included) and per commit ("reports/commit"; P upstream
+// tasks fanning out to Q partitions each make it P·(Q+1), batched Q+P),
+// and the CPU seconds per million records of this process, where the
+// runner runs ("runner-cpu-s/M"), and of the broker ("broker-cpu-s/M", 0
+// when its process cannot be read): where the time goes as P grows, on a
+// machine the two share.
 // The input is a backlog: a commit's batch (at most --max_bundle_size
-// records, 10 000) holds the partitions the consumer fetched, not all of
+// records, 50 000) holds the partitions the consumer fetched, not all of
 // them (about 23 of 128 tasks reported per commit in the first run), so
 // reports/commit stays under P·(Q+1); a live stream, every task reporting
 // every commit interval, approaches it.
