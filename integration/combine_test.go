@@ -282,7 +282,8 @@ func init() { register.Function2x2(cmbSumValues) }
 // the same input, lifted (stats.SumPerKey) and unlifted (GroupByKey and a
 // summing ParDo: the expansion the runner ran before lifting), both after a
 // Reshuffle, so that the values arrive in several bundles (a transaction
-// reads at most stage.Config.MaxBatchRecords, 10 000) of four tasks: the
+// reads what one commit interval polls, at most
+// stage.Config.MaxBatchRecords, 50 000 by default) of four tasks: the
 // records on the GroupByKey stage's topic, with the same sums. Lifted, the
 // topic carries at most one accumulator per key per upstream bundle.
 func TestCombineLiftedShuffleVolume(t *testing.T) {
