@@ -30,7 +30,12 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	// (kafkaclient.InternalOffsetReset, ErrOffsetOutOfRange).
 	cc := kafkaclient.GroupConsumerConfig(cfg.BootstrapServers, cfg.Properties, l.group, StatsInterval, !cfg.Spec.RawInput, cfg.Consumer)
 	if pr == nil {
-		pr = StartProducer(ctx, cfg.BootstrapServers, cfg.Properties, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
+		props := cfg.Properties
+		if !l.userTxnTimeout && l.txnTimeout != kafkaclient.TransactionTimeout && l.txnTimeout > 0 {
+			// Raised after a transaction outlived it (afterOutlived).
+			props = txnTimeoutProps(props, l.txnTimeout)
+		}
+		pr = StartProducer(ctx, cfg.BootstrapServers, props, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
 	}
 	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
 		pr.Close()
@@ -70,7 +75,7 @@ func (l *Loop) Close() {
 // ErrRecordTooLarge, ErrTopicGone, ErrOffsetOutOfRange (a restart would
 // meet the same deleted records) or an error of the SDK or the head.
 func restartable(err error) bool {
-	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) || usersFailure(err) {
+	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, ErrTransactionTooLong) || usersFailure(err) {
 		return false
 	}
 	if errors.Is(err, ErrFenced) {

@@ -54,6 +54,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 		}
 	}
 	inTxn := false
+	var decided time.Time
 	defer func() {
 		if err != nil {
 			if herr := l.core.Abort(slices.Sorted(maps.Keys(touched))); herr != nil {
@@ -61,6 +62,11 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 			}
 			if inTxn {
 				err = l.abort(ctx, err)
+				// The broker's abort of a transaction open past its
+				// timeout fences the producer (txntimeout.go).
+				if open := time.Since(decided); errors.Is(err, ErrFenced) && outlived(open, l.txnTimeout) {
+					err = &txnOutlived{open: open, timeout: l.txnTimeout, inputs: len(batch), err: err}
+				}
 			}
 		}
 	}()
@@ -76,7 +82,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 	if r.Empty() {
 		return r.Blocked, nil // nothing to commit
 	}
-	decided := time.Now()
+	decided = time.Now()
 	if err := l.producer.BeginTransaction(); err != nil {
 		return nil, l.classify(ctx, "begin transaction", err)
 	}

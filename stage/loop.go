@@ -317,6 +317,10 @@ type Loop struct {
 	spilled *spillFile
 	// trace is EnvTraceCommits' state (trace.go).
 	trace commitTrace
+	// txnTimeout is the transaction timeout of the loop's producer;
+	// userTxnTimeout says Config.Properties set it (txntimeout.go).
+	txnTimeout     time.Duration
+	userTxnTimeout bool
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted, deadLetters atomic.Uint64
@@ -400,6 +404,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 		trace: newCommitTrace(),
 	}
 	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
+	l.initTxnTimeout()
 	l.purge.asked = time.Now() // the first purge one interval after the start
 	for _, k := range []string{"compression.type", "compression.codec"} {
 		if v := cfg.Properties[k]; v != "" && v != "none" {
@@ -489,6 +494,11 @@ func (l *Loop) runLabelled(ctx context.Context) error {
 		err := l.run(ctx)
 		if err == nil || ctx.Err() != nil || !restartable(err) {
 			return err
+		}
+		if o := (*txnOutlived)(nil); errors.As(err, &o) {
+			if oerr := l.afterOutlived(o); oerr != nil {
+				return oerr
+			}
 		}
 		now := time.Now()
 		kept := restarts[:0]
