@@ -24,8 +24,8 @@
 // proto/kafkastreams/v1, stage/kafkaclient (the leaf Kafka package: topic
 // names, reader configurations), confluent-kafka-go, gRPC, the
 // Prometheus client and Beam's mtime and Fn API protos (a bundle's
-// metrics: appcounts.go); nothing else of stage or runner (importrules_test.go
-// at the module root checks it). Nothing in watermarkmgr imports it.
+// metrics: appcounts.go); nothing else of stage or runner (internal/archtest
+// checks it). Nothing in watermarkmgr imports it.
 //
 // Goroutines and locks: Tracker is safe for concurrent use; its state is
 // guarded by Tracker.mu, taken for the whole of a batch so a reader never sees

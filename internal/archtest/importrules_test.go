@@ -1,4 +1,4 @@
-package kafkastreams_test
+package archtest_test
 
 import (
 	"bytes"
@@ -154,16 +154,22 @@ type listedPackage struct {
 	Deps       []string
 }
 
+// moduleRoot is the module's root directory, relative to this package's
+// (go test runs a package's tests in its directory).
+const moduleRoot = "../.."
+
 // listPackages runs go list -deps -json over the module's packages (build
 // dependencies only, not the tests': a test may use a higher layer as a
-// fixture) and returns every package it lists, by import path.
+// fixture), from moduleRoot, and returns every package it lists, by
+// import path.
 func listPackages(t *testing.T) map[string]*listedPackage {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command to list packages with: %v", err)
+		t.Fatalf("no go command to list the module's packages with: %v", err)
 	}
 	cmd := exec.Command(goCmd, "list", "-deps", "-json=ImportPath,Imports,Deps", "./...")
+	cmd.Dir = moduleRoot
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

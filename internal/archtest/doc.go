@@ -1,0 +1,7 @@
+// Package archtest holds the module's architecture tests, and nothing
+// else: importrules_test.go checks the packages' layering (issue 22: the
+// pure step package, one leaf Kafka package, the heads below the loop
+// shell) with go list over the whole module, run from its root. A new
+// rule is a new row of its importRules. It is internal: no other module
+// may import it, and no package of this one does.
+package archtest
