@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,6 +281,23 @@ type logCounter struct {
 	counts []*atomic.Int64
 }
 
+// countLogs makes slog's default logger, until the test ends, a
+// logCounter of subs that prints every record to stderr through a
+// TextHandler of its own, and returns the counter. The counter must not
+// wrap slog.Default's handler: when that is the log package's default
+// handler, slog.SetDefault sends the log package's output back through
+// the new handler, and the first record deadlocks on the log package's
+// mutex (seen: a test hung until the binary's timeout) or reaches the
+// output without being counted.
+func countLogs(t *testing.T, subs ...string) *logCounter {
+	t.Helper()
+	c := newLogCounter(slog.NewTextHandler(os.Stderr, nil), subs...)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(c))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return c
+}
+
 func newLogCounter(next slog.Handler, subs ...string) *logCounter {
 	c := &logCounter{next: next, subs: subs}
 	for range subs {
@@ -346,10 +364,7 @@ func TestRecordSizeTooLargeForSinkFailsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := newLogCounter(slog.Default().Handler(), "restarting the stage's Kafka clients", "transaction aborted, rewinding")
-	prev := slog.Default()
-	slog.SetDefault(slog.New(counter))
-	defer slog.SetDefault(prev)
+	counter := countLogs(t, "restarting the stage's Kafka clients", "transaction aborted, rewinding")
 
 	p, s := beam.NewPipelineWithRoot()
 	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.Bounded(), kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1)))
@@ -454,10 +469,7 @@ func TestRecordSizeSinkLimitLoweredFailsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := newLogCounter(slog.Default().Handler(), "restarting the stage's Kafka clients", "transaction aborted, rewinding")
-	prev := slog.Default()
-	slog.SetDefault(slog.New(counter))
-	defer slog.SetDefault(prev)
+	counter := countLogs(t, "restarting the stage's Kafka clients", "transaction aborted, rewinding")
 
 	p, s := beam.NewPipelineWithRoot()
 	kafkaio.Write(s, out, kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(-1)))

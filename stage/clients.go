@@ -47,7 +47,7 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 	if err := pr.wait(ctx); err != nil {
 		pr.Close()
 		l.consumer.Close()
-		return err
+		return l.txnTimeoutRefused(err)
 	}
 	pr.taken.Store(true)
 	l.producer = pr.p
@@ -78,7 +78,7 @@ func restartable(err error) bool {
 	if errors.Is(err, ErrLocalState) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrTopicGone) || errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, ErrTransactionTooLong) || usersFailure(err) {
 		return false
 	}
-	if errors.Is(err, ErrFenced) {
+	if errors.Is(err, ErrFenced) || errors.As(err, new(*txnOutlived)) {
 		return true
 	}
 	var ke kafka.Error

@@ -55,6 +55,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 	}
 	inTxn := false
 	var decided time.Time
+	produced := 0 // the attempt's records, for txnOutlived
 	defer func() {
 		if err != nil {
 			if herr := l.core.Abort(slices.Sorted(maps.Keys(touched))); herr != nil {
@@ -62,10 +63,10 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 			}
 			if inTxn {
 				err = l.abort(ctx, err)
-				// The broker's abort of a transaction open past its
-				// timeout fences the producer (txntimeout.go).
-				if open := time.Since(decided); errors.Is(err, ErrFenced) && outlived(open, l.txnTimeout) {
-					err = &txnOutlived{open: open, timeout: l.txnTimeout, inputs: len(batch), err: err}
+				// The broker aborts a transaction open past its timeout
+				// (txntimeout.go): whatever error the producer met then.
+				if o := l.outlivedBy(decided, time.Now(), produced, err); o != nil && ctx.Err() == nil {
+					err = o
 				}
 			}
 		}
@@ -82,7 +83,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 	if r.Empty() {
 		return r.Blocked, nil // nothing to commit
 	}
-	decided = time.Now()
+	decided, produced = time.Now(), r.Spilled+len(r.Records)
 	if err := l.producer.BeginTransaction(); err != nil {
 		return nil, l.classify(ctx, "begin transaction", err)
 	}

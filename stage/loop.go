@@ -405,6 +405,7 @@ func New(ctx context.Context, cfg Config) (*Loop, error) {
 	}
 	l.fitsAll = fitsAll(cfg.MaxMessageBytes)
 	l.initTxnTimeout()
+	startStallWatch()
 	l.purge.asked = time.Now() // the first purge one interval after the start
 	for _, k := range []string{"compression.type", "compression.codec"} {
 		if v := cfg.Properties[k]; v != "" && v != "none" {
@@ -595,7 +596,9 @@ func (l *Loop) run(ctx context.Context) error {
 		case err == nil:
 			attempts = 0
 			l.isolated()
-		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState), errors.Is(err, ErrTopicGone):
+		case errors.Is(err, ErrFenced), errors.Is(err, ErrLocalState), errors.Is(err, ErrTopicGone), errors.As(err, new(*txnOutlived)):
+			// An outlived transaction is not retried as it is: the same
+			// attempt would outlive the same timeout (txntimeout.go).
 			return err
 		case errors.As(err, &tl):
 			// Aborted already. Not retried as it is: the same records

@@ -31,16 +31,56 @@ func TestNextTxnTimeoutGrowsToTheBrokersCap(t *testing.T) {
 }
 
 func TestOutlivedTakesOnlyLongTransactions(t *testing.T) {
-	if outlived(2*time.Second, 10*time.Second) {
-		t.Fatal("a fence after 2 s of a 10 s timeout is not the timeout's")
+	if outlived(2*time.Second, 0, 10*time.Second) {
+		t.Fatal("a transaction ended after 2 s of a 10 s timeout did not outlive it")
 	}
-	if !outlived(9*time.Second, 10*time.Second) || !outlived(30*time.Second, 10*time.Second) {
-		t.Fatal("a fence after 9 s or 30 s of a 10 s timeout is the timeout's")
+	if !outlived(9*time.Second, 0, 10*time.Second) || !outlived(30*time.Second, 0, 10*time.Second) {
+		t.Fatal("a transaction ended after 9 s or 30 s of a 10 s timeout outlived it")
+	}
+	// SIGSTOP for 25 s in a transaction of 2 s of work: the broker aborts
+	// it, but a longer timeout would not have been needed.
+	if outlived(27*time.Second, 25*time.Second, 10*time.Second) {
+		t.Fatal("a transaction that stood still for 25 of its 27 s did not outlive its timeout by its size")
+	}
+}
+
+func TestStalledSinceCountsStopsOnly(t *testing.T) {
+	stallWatch.mu.Lock()
+	saved, savedLast := stallWatch.stalls, stallWatch.last
+	stallWatch.stalls = nil
+	base := time.Now()
+	stallWatch.last = base
+	stallWatch.mu.Unlock()
+	defer func() {
+		stallWatch.mu.Lock()
+		stallWatch.stalls, stallWatch.last = saved, savedLast
+		stallWatch.mu.Unlock()
+	}()
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	// Wakes on time, one 120 ms late (not a stall), then a 20 s stop.
+	for ms := 100; ms <= 1000; ms += 100 {
+		noteWake(at(ms))
+	}
+	noteWake(at(1220))
+	if d := stalledSince(at(0), at(1220)); d != 0 {
+		t.Fatalf("a process that ran stood still %v", d)
+	}
+	noteWake(at(21220))
+	if d := stalledSince(at(500), at(21300)); d != 20*time.Second {
+		t.Fatalf("stood still %v across a 20 s stop, want 20s", d)
+	}
+	// Only the part inside the asked span counts.
+	if d := stalledSince(at(11220), at(21300)); d != 10*time.Second {
+		t.Fatalf("stood still %v in the stop's last 10 s, want 10s", d)
+	}
+	// A stop under way that the watch has not woken from yet.
+	if d := stalledSince(at(21220), at(31220)); d != 10*time.Second {
+		t.Fatalf("stood still %v in a stop under way for 10 s, want 10s", d)
 	}
 }
 
 func TestAfterOutlivedRaisesOnlyTheRunnersOwnTimeout(t *testing.T) {
-	o := &txnOutlived{open: 11 * time.Second, timeout: 10 * time.Second, inputs: 1, err: ErrFenced}
+	o := &txnOutlived{open: 11 * time.Second, timeout: 10 * time.Second, records: 1, err: ErrFenced}
 	l := &Loop{log: slog.New(slog.DiscardHandler)}
 	l.cfg.Spec.Name = "s0"
 	l.initTxnTimeout()
