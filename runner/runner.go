@@ -123,6 +123,30 @@ func Execute(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
 	return res, err
 }
 
+// startLogger is slog's default logger as it was when this package was
+// initialised, before the program's main ran: initBeam tells from it
+// whether the caller set a default logger of its own.
+var startLogger = slog.Default()
+
+// initBeam runs beam.Init unless the program did, keeping a default slog
+// logger the program set before Execute. Beam's init hook
+// (log.SetupLoggingWithDefault) makes slog's default a text handler on
+// stderr of its own: a program that set a JSON handler and did not call
+// beam.Init first saw its lines change format at run time, and a test's
+// log counter stopped counting at the process's first job (seen: the
+// counter of issue 23's transaction timeout test read 0 while the line
+// was printed).
+func initBeam() {
+	if beam.Initialized() {
+		return
+	}
+	caller := slog.Default()
+	beam.Init()
+	if caller != startLogger {
+		slog.SetDefault(caller)
+	}
+}
+
 // runnerLogger is the logger of a run whose client properties are props
 // (--kafka_property, then the Kafka reads' own): slog.Default's handler
 // through kafkaclient.RedactHandler, so that no line of the runner, its
@@ -171,9 +195,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if !beam.Initialized() {
-		beam.Init() // the harness runs in this process: its init hooks must have run
-	}
+	initBeam() // the harness runs in this process: its init hooks must have run
 	// DoFns read beam.PipelineOptions in this process: load the flags into
 	// them, as the direct and universal runners do for their workers.
 	beam.PipelineOptions.LoadOptionsFromFlags(nil)
