@@ -28,10 +28,12 @@ import (
 // minutes, nothing committed).
 
 // txnFanOut is how many records txnFan makes of its one input record, and
-// txnFanBytes each one's value size: 2.4 MB in all, about 12 s of
-// produce under txnQuota.
+// txnFanBytes each one's value size: 3 MB in all. Under txnQuota the
+// broker lets a client's first 10 s or so of quota through at once (its
+// rate is measured over quota.window.num samples), so the first attempt
+// takes 12-15 s, and every later one 30 s (seen: 2.4 MB took 9.7 s).
 const (
-	txnFanOut   = 2400
+	txnFanOut   = 3000
 	txnFanBytes = 1000
 	txnQuota    = "100000" // producer_byte_rate, bytes per second
 )
@@ -100,12 +102,12 @@ func txnTimeoutJob(t *testing.T, ctx context.Context, bs string, props map[strin
 }
 
 // TestTransactionOutlivingTheRunnersTimeoutGetsALongerOne: under the
-// runner's own transaction timeout (10 s) the attempt of 2.4 MB, about
-// 12 s of produce under the quota, outlives it; the stage's clients
-// restart with a producer whose timeout is twice what the attempt took,
-// logged, and the next attempt commits: the sink holds each of the 2 400
-// records once. Without the fix the job never ends (the test's 150 s
-// bound).
+// runner's own transaction timeout (10 s) the attempt of 3 MB outlives
+// it; the stage's clients restart with a producer whose timeout is 4
+// times what the attempt took (42 s), logged, and the next attempt (30 s)
+// commits: the sink holds each of the 3 000 records once. Without the fix
+// the same attempt is aborted again and again, and the job does not end
+// within the test's 150 s.
 func TestTransactionOutlivingTheRunnersTimeoutGetsALongerOne(t *testing.T) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()

@@ -24,8 +24,8 @@ import (
 // The rule: a transaction that failed after it was open, less the time
 // the process stood still (stall.go), for outlivedShare of its timeout or
 // more was outlived; the stage's clients restart with a producer whose
-// timeout is twice what the attempt took (nextTxnTimeout), logged, up to
-// MaxTransactionTimeout. A transaction.timeout.ms the user set is never
+// timeout is growthFactor times what the attempt took (nextTxnTimeout),
+// logged, up to MaxTransactionTimeout. A transaction.timeout.ms the user set is never
 // raised: the stage fails with ErrTransactionTooLong naming it. A longer
 // timeout has a price, said in the log line: a SIGKILL of the instance
 // mid-transaction holds its tasks' downstream readers (read_committed)
@@ -87,15 +87,24 @@ func (l *Loop) outlivedBy(decided, now time.Time, records int, err error) *txnOu
 	return &txnOutlived{open: open, stalled: stalled, timeout: l.txnTimeout, records: records, err: err}
 }
 
+// growthFactor is how many times what an outlived attempt took the next
+// transaction timeout is. The attempt was cut short (by the broker's
+// abort, or librdkafka's own request timeouts at the same bound), so
+// what it took is a lower bound on what it needs; each attempt that
+// outlives its timeout again wastes the whole timeout, and a factor of f
+// finds a need of N timeouts in log_f(N) such attempts. 4: the 10 M bench's
+// attempt (cut at 80-90 s) gets about 6 minutes at once.
+const growthFactor = 4
+
 // nextTxnTimeout is the transaction timeout for the producer after one
-// whose transaction, open for open, outlived cur: twice the larger of cur
-// and open, in whole seconds, at most MaxTransactionTimeout; ok is false when cur is that
-// already.
+// whose transaction, open for open, outlived cur: growthFactor times the
+// larger of cur and open, in whole seconds, at most
+// MaxTransactionTimeout; ok is false when cur is that already.
 func nextTxnTimeout(cur, open time.Duration) (next time.Duration, ok bool) {
 	if cur >= MaxTransactionTimeout {
 		return cur, false
 	}
-	return min((2 * max(cur, open)).Round(time.Second), MaxTransactionTimeout), true
+	return min((growthFactor * max(cur, open)).Round(time.Second), MaxTransactionTimeout), true
 }
 
 // txnTimeoutProps returns props with transaction.timeout.ms set to t
