@@ -21,7 +21,14 @@ import (
 // "pebble: background error" warnings). The Manager records the first
 // such error and fails what comes next with ErrStateDir: Prepare, before
 // the attempt's transaction commits, so nothing is committed that the
-// store did not take; and a restore, between its batches.
+// store did not take; a restore, between its batches; and Committed, if
+// its writes wait for room once the directory has failed (the failure
+// can come after the attempt's Prepare: seen under load, Committed
+// blocked in the unit test).
+
+// wedgeWait is how long Committed still waits for its writes after the
+// directory failed: writes that need no flush apply in microseconds.
+const wedgeWait = time.Second
 
 // ErrStateDir: a task's store could not write its files in the state
 // directory (the disk is full, a quota is reached, the file system is
@@ -39,6 +46,25 @@ type dirHealth struct {
 	mu     sync.Mutex
 	err    error
 	logged time.Time
+	// failed is closed when err is set (failedCh makes it).
+	failed chan struct{}
+	// wedged says a Committed returned while a database's commit was
+	// still waiting for room that a failing flush never makes: Close
+	// leaves the databases open (closing one would wait for that commit).
+	wedged bool
+}
+
+// failedCh is the channel closed once the directory has failed.
+func (m *Manager) failedCh() <-chan struct{} {
+	m.dir.mu.Lock()
+	defer m.dir.mu.Unlock()
+	if m.dir.failed == nil {
+		m.dir.failed = make(chan struct{})
+		if m.dir.err != nil {
+			close(m.dir.failed)
+		}
+	}
+	return m.dir.failed
 }
 
 // backgroundError is the Manager's pebble.EventListener.BackgroundError:
@@ -52,6 +78,9 @@ func (m *Manager) backgroundError(err error) {
 	m.dir.mu.Lock()
 	if isFS && m.dir.err == nil {
 		m.dir.err = err
+		if m.dir.failed != nil {
+			close(m.dir.failed)
+		}
 	}
 	now := time.Now()
 	logIt := now.Sub(m.dir.logged) >= 10*time.Second
@@ -89,4 +118,34 @@ func openErr(dir string, err error) error {
 // eventListener is the Manager's databases' pebble.EventListener.
 func (m *Manager) eventListener() *pebble.EventListener {
 	return &pebble.EventListener{BackgroundError: m.backgroundError}
+}
+
+// commitBatch commits b (pebble.NoSync) and closes it. A commit waits for
+// memtable room while a flush is due, and a flush that fails never makes
+// it: once the directory has failed and the commit has not returned
+// within wedgeWait, commitBatch returns ErrStateDir and leaves b and its
+// database to the process's exit (dirHealth.wedged: Close does not close
+// them). Every write of the Manager's databases goes through it:
+// Committed, a restore's batches, a standby copy's Apply.
+func (m *Manager) commitBatch(b *pebble.Batch) error {
+	done := make(chan error, 1)
+	go func() {
+		err := b.Commit(pebble.NoSync)
+		_ = b.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-m.failedCh():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(wedgeWait):
+		m.dir.mu.Lock()
+		m.dir.wedged = true
+		m.dir.mu.Unlock()
+		return m.dirErr()
+	}
 }

@@ -311,7 +311,6 @@ func (c *Copy) Apply(rs []Record, next int64) error {
 		return ErrActive
 	}
 	b := c.db.NewBatch()
-	defer func() { _ = b.Close() }()
 	for _, r := range rs {
 		var err error
 		if r.Value == nil {
@@ -320,15 +319,17 @@ func (c *Copy) Apply(rs []Record, next int64) error {
 			err = b.Set(r.Key, r.Value, nil)
 		}
 		if err != nil {
+			_ = b.Close()
 			return err
 		}
 	}
 	meta := c.meta
 	meta.Next, meta.Written = next, time.Now()
 	if err := b.Set(metaKey, encodeMeta(meta), nil); err != nil {
+		_ = b.Close()
 		return err
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := c.m.commitBatch(b); err != nil { // it closes b
 		return fmt.Errorf("state: standby copy of task %d: %w", c.p, err)
 	}
 	c.meta = meta

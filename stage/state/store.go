@@ -351,12 +351,9 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 		if err := m.dirErr(); err != nil {
 			return err
 		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return err
-		}
-		_ = b.Close()
+		err := m.commitBatch(b) // it closes b
 		b = nil
-		return nil
+		return err
 	}
 	from := func(info ChangelogInfo) (int64, error) {
 		res.info = info
@@ -546,7 +543,10 @@ type write struct {
 }
 
 // Committed applies every task's pending writes to its database (the
-// transaction that carried them to the changelog has committed).
+// transaction that carried them to the changelog has committed). Once the
+// state directory has failed, a write that waits for room returns
+// ErrStateDir after wedgeWait (commitBatch): the writes are safe in the
+// changelog, the store is not.
 func (m *Manager) Committed() error {
 	for _, p := range m.sortedTasks() {
 		t := m.tasks[p]
@@ -555,11 +555,9 @@ func (m *Manager) Committed() error {
 		}
 		b := t.pending
 		t.pending = nil
-		if err := b.Commit(pebble.NoSync); err != nil {
-			_ = b.Close()
+		if err := m.commitBatch(b); err != nil {
 			return fmt.Errorf("state: task %d: apply committed writes: %w", p, err)
 		}
-		_ = b.Close()
 	}
 	return nil
 }
@@ -589,6 +587,16 @@ func (m *Manager) Close() {
 		return
 	}
 	m.closed = true
+	m.dir.mu.Lock()
+	wedged := m.dir.wedged
+	m.dir.mu.Unlock()
+	if wedged {
+		// A commit waits in a database for ever (Committed): closing
+		// it would too. The stage is failing with ErrStateDir; the
+		// databases are left to the process's exit.
+		m.log.Error("state: the state directory failed with a commit waiting: the task stores are left open", "dir", m.base)
+		return
+	}
 	if m.remove.Load() {
 		defer func() {
 			es, _ := os.ReadDir(m.base)
