@@ -120,6 +120,6 @@
 // the internal topics' records), the Beam Go SDK and confluent-kafka-go;
 // it may import watermarkmgr and proto. It must not import
 // runner (nor runner/plan: the runner hands it a step.Spec), and no
-// package below stage imports it; internal/archtest
+// package below stage imports it; stage/archtest
 // checks both.
 package stage

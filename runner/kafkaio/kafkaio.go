@@ -70,7 +70,7 @@
 // runner/plan (the native interfaces), stage/kafkaclient (client
 // configurations, reading to the log end, the Java partitioner) and the
 // pure stage/kafkasource (watermark strategies), never package stage and
-// its loop (internal/archtest checks it).
+// its loop (stage/archtest checks it).
 package kafkaio
 
 import (

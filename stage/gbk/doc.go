@@ -54,5 +54,5 @@
 //
 // It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
 // not the loop shell (stage), a Kafka client nor runner
-// (internal/archtest).
+// (stage/archtest).
 package gbk

@@ -62,7 +62,7 @@
 // # What it may import
 //
 // The standard library, confluent-kafka-go and this module's proto
-// packages; nothing of stage, runner or watermarkmgr (internal/archtest
+// packages; nothing of stage, runner or watermarkmgr (stage/archtest
 // checks it), so that every layer may use it: the stage
 // loop, the state store, the side inputs, the WatermarkManager service and
 // runner/kafkaio, the API a user's binary links.

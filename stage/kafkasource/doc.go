@@ -48,7 +48,7 @@
 // Only the standard library and Beam's mtime package: no cgo, nothing of
 // stage, so that runner/kafkaio, the API a user's binary links (on Prism
 // too), uses Strategy and Partition without linking the stage loop or a
-// Kafka client (internal/archtest checks kafkaio's
+// Kafka client (stage/archtest checks kafkaio's
 // side). It does no I/O, starts no goroutine and reads no clock:
 // wall-clock time arrives as a now time.Time argument, from the caller's
 // single clock read per poll. Nothing of Kafka: the caller maps a Kafka

@@ -30,5 +30,5 @@
 // is Options.Changelog, kafkaclient.ChangelogReader in the runner), so the
 // heads that keep their state here (stage/gbk, userstate, splittable) stay
 // pure; it must not import runner or stage (step.Head implementations use
-// it). internal/archtest checks it.
+// it). stage/archtest checks it.
 package state

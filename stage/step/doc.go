@@ -38,6 +38,6 @@
 // stage/kafkaclient/javapartition (the Java client's partitioner, pure)
 // and the Beam Go SDK. It must not import a Kafka client (neither
 // confluent-kafka-go nor stage/kafkaclient) nor the loop shell (stage):
-// internal/archtest checks it, and that the heads
+// stage/archtest checks it, and that the heads
 // below stage import this package, not stage.
 package step

@@ -54,5 +54,5 @@
 // process.
 //
 // It may import stage/step, stage/fnapi and the Beam Go SDK; not the loop
-// shell (stage), a Kafka client nor runner (internal/archtest).
+// shell (stage), a Kafka client nor runner (stage/archtest).
 package teststream

@@ -67,7 +67,7 @@
 //
 // It may import stage/step, stage/state, stage/fnapi and the Beam Go SDK;
 // not the loop shell (stage), a Kafka client nor runner
-// (internal/archtest). Every method is
+// (stage/archtest). Every method is
 // called from the goroutine running the stage's Loop, except the
 // fnapi.UserState methods, which the State stream calls while a bundle runs;
 // Head.mu serialises them.

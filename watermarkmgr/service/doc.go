@@ -24,7 +24,7 @@
 // proto/kafkastreams/v1, stage/kafkaclient (the leaf Kafka package: topic
 // names, reader configurations), confluent-kafka-go, gRPC, the
 // Prometheus client and Beam's mtime and Fn API protos (a bundle's
-// metrics: appcounts.go); nothing else of stage or runner (internal/archtest
+// metrics: appcounts.go); nothing else of stage or runner (stage/archtest
 // checks it). Nothing in watermarkmgr imports it.
 //
 // Goroutines and locks: Tracker is safe for concurrent use; its state is

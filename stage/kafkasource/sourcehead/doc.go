@@ -23,7 +23,7 @@
 //   - align.go: watermark alignment (Pause).
 //
 // It may import stage/step, stage/kafkasource, proto and the Beam SDK's
-// mtime, never package stage nor a Kafka client (internal/archtest).
+// mtime, never package stage nor a Kafka client (stage/archtest).
 // It lives apart from the core so that runner/kafkaio, which uses the
 // core's Strategy and Partition, does not link stage/step.
 package sourcehead

@@ -2,6 +2,7 @@
 // else: importrules_test.go checks the packages' layering (issue 22: the
 // pure step package, one leaf Kafka package, the heads below the loop
 // shell) with go list over the whole module, run from its root. A new
-// rule is a new row of its importRules. It is internal: no other module
-// may import it, and no package of this one does.
+// rule is a new row of its importRules. It lives under stage, whose
+// layering most of the rules guard (the top level of the module is fixed:
+// ../shared/DESIGN.md); no package imports it.
 package archtest
