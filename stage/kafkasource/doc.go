@@ -13,7 +13,8 @@
 //   - Partition (watermark.go): the generator of ONE source partition. The
 //     caller feeds it every record's event time with Observe and reads its
 //     watermark (WatermarkAt(now, caughtUp); Watermark for the kinds that
-//     do not read the clock), whether it is Idle, and when it will be
+//     do not read the clock; WatermarkWith, what it would be after one
+//     more record), whether it is Idle, and when it will be
 //     (IdleAt, for a wake-up). View is the per-partition row of the operator's
 //     GET /watermarks.
 //   - Reading (logend.go): where one partition's consumer stands against

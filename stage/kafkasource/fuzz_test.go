@@ -10,7 +10,8 @@ import (
 
 // FuzzPartition decodes a strategy and a record sequence from the fuzz
 // input and checks Partition against refPartition after every record: the
-// same watermark, never decreasing, not idle right after a record. Run:
+// same watermark, never decreasing, not idle right after a record, and
+// WatermarkWith before each record the Watermark after it. Run:
 //
 //	go test -run '^$' -fuzz=FuzzPartition -fuzztime=60s ./stage/kafkasource/
 //
@@ -48,7 +49,11 @@ func FuzzPartition(f *testing.F) {
 		for data = data[11:]; len(data) >= 10; data = data[10:] {
 			ts := int64(binary.LittleEndian.Uint64(data))
 			now = now.Add(time.Duration(int16(binary.LittleEndian.Uint16(data[8:]))) * time.Millisecond)
+			peek, peekOK := p.WatermarkWith(mtime.Time(ts))
 			p.Observe(mtime.Time(ts), now)
+			if peekOK != (s.Kind != NoWatermarks) || peekOK && peek != p.Watermark() {
+				t.Fatalf("%+v records %v: WatermarkWith(%d) before Observe = %d, %v; Watermark after = %d", s, ref.ts, ts, peek, peekOK, p.Watermark())
+			}
 			ref.ts, ref.nows = append(ref.ts, ts), append(ref.nows, now)
 			wm := p.Watermark()
 			if want := ref.watermark(); wm != want {

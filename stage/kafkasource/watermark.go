@@ -318,6 +318,28 @@ func (p *Partition) Watermark() mtime.Time {
 	return clamp(p.maxTS - p.lag)
 }
 
+// WatermarkWith returns the Watermark() the partition would have after
+// Observe(eventTime, …), without observing it (mtime.Time, ms since the
+// Unix epoch):
+//
+//	BoundedOutOfOrderness, Monotonous:  clamp(MAX(maxTS, e) − lag)
+//
+// with e = clamp(eventTime) and maxTS = −∞ before the first record. ok is
+// false for NoWatermarks (no watermark moves) and LimitedDelay (a
+// caught-up partition follows the wall clock, not its records: see
+// WatermarkAt). The stage loop asks it while polling, before the step
+// observes the record (sourcehead.Head.WatermarkWith). O(1).
+func (p *Partition) WatermarkWith(eventTime mtime.Time) (wm mtime.Time, ok bool) {
+	if p.s.Kind == NoWatermarks || p.s.Kind == LimitedDelay {
+		return 0, false
+	}
+	e := clamp(eventTime)
+	if p.seen && p.maxTS > e {
+		e = p.maxTS
+	}
+	return clamp(e - p.lag), true
+}
+
 // WatermarkAt returns the partition's watermark at wall-clock now
 // (mtime.Time, ms since the Unix epoch), caughtUp saying that its consumer
 // has nothing left to read that it could see (the caller's notion, the one

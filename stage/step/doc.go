@@ -11,7 +11,7 @@
 //   - head.go: Head, the runner-side transform at the head of a stage
 //     (GroupByKey, stateful ParDo, splittable DoFn, TestStream, Kafka
 //     source, Passthrough), and the optional interfaces the loop and the
-//     step look for (Drainer, Owing, Due, Reachability, LogEnds, EndsInput,
+//     step look for (Drainer, Owing, Due, WatermarkAhead, Reachability, LogEnds, EndsInput,
 //     Unskippable, JobClockSource, JobClockReader): a loop never asks which kind of
 //     head it runs, only whether it implements one of them;
 //   - spec.go: the vocabulary (Spec and its outputs and sinks, In, Record,

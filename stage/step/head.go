@@ -212,6 +212,23 @@ type Due interface {
 	NextDue(p int32) (mtime.Time, bool)
 }
 
+// WatermarkAhead is implemented by a source head whose tasks' output
+// watermarks follow their input records' Kafka timestamps (a Kafka source
+// partition under BoundedOutOfOrderness or Monotonous, seed 002).
+// WatermarkWith(p, ts) is the output watermark task p would report once it
+// had taken a record of Kafka timestamp ts (ms since the Unix epoch) after
+// what it took before (mtime.Time, ms); ok is false when p's watermark
+// does not follow its records' Kafka timestamps or p is not assigned. The
+// Loop asks it while polling, before Decide, so that the record that
+// carries its tasks' watermark past the end of a window downstream
+// (stage.Config.NextWindowEnd) commits at once instead of when the commit
+// interval runs out: the GroupByKey downstream fires that window only
+// once this stage reports it (issue 24's steady run). It must not change
+// what the head reports. Called on the Loop's goroutine.
+type WatermarkAhead interface {
+	WatermarkWith(p int32, ts int64) (mtime.Time, bool)
+}
+
 // JobClockSource is implemented by the head of a stage that drives the
 // job clock (Config.JobClock): a TestStream, whose
 // AdvanceProcessingTime events move it. ProcessingTime is task p's job

@@ -1,5 +1,6 @@
 // Package sourcehead is the shell of a Kafka source stage: Head, the
-// step.Head (and step.LogEnds, step.Drainer, step.Reachability) of a
+// step.Head (and step.LogEnds, step.Drainer, step.Reachability,
+// step.WatermarkAhead) of a
 // stage that reads a user's topic directly, one task per partition, on the
 // pure core of stage/kafkasource (each partition's watermark generator,
 // Reading, alignment).
@@ -15,7 +16,9 @@
 // Files:
 //
 //   - head.go: HeadConfig, Head and the step.Head methods (Assign, Revoke,
-//     Element, Hold, Prepare, Committed, Aborted) and Drain.
+//     Element, Hold, Prepare, Committed, Aborted), Drain, and
+//     WatermarkWith (step.WatermarkAhead: a partition's watermark with a
+//     polled record's timestamp, before the step takes it).
 //   - idleness.go: what the clock and the broker's answers make of a
 //     quiet partition: Idle, the log ends asked and answered
 //     (step.LogEnds), reachability (step.Reachability), a bounded read's

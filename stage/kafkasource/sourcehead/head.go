@@ -181,10 +181,11 @@ type badRecord struct {
 }
 
 var (
-	_ step.Head         = (*Head)(nil)
-	_ step.Drainer      = (*Head)(nil)
-	_ step.LogEnds      = (*Head)(nil)
-	_ step.Reachability = (*Head)(nil)
+	_ step.Head           = (*Head)(nil)
+	_ step.Drainer        = (*Head)(nil)
+	_ step.LogEnds        = (*Head)(nil)
+	_ step.Reachability   = (*Head)(nil)
+	_ step.WatermarkAhead = (*Head)(nil)
 )
 
 // Drain implements step.Drainer: the source reads no more records, and
@@ -325,6 +326,26 @@ func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 		return step.Work{}, fmt.Errorf("kafkasource: topic %s partition %d offset %d: %w", h.cfg.Topic, p, r.Offset, err)
 	}
 	return step.Work{Elements: [][]byte{e}}, nil
+}
+
+// WatermarkWith implements step.WatermarkAhead: partition p's watermark
+// once it has taken a record of Kafka timestamp ts (ms since the Unix
+// epoch), from its generator (kafkasource.Partition.WatermarkWith). ok is
+// false if p is not assigned or done, or its event time is not the Kafka
+// timestamp (Config.Timestamp: a user's function, not called while
+// polling), or its kind's watermark does not follow its records
+// (NoWatermarks, LimitedDelay).
+func (h *Head) WatermarkWith(p int32, ts int64) (mtime.Time, bool) {
+	if h.cfg.Timestamp != nil {
+		return 0, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	part := h.mu.parts[p]
+	if part == nil || h.mu.done[p] || h.mu.drained {
+		return 0, false
+	}
+	return part.WatermarkWith(mtime.Time(ts))
 }
 
 // eventTime is Timestamp of record r, a panic turned into an error.

@@ -452,3 +452,45 @@ func TestHeadAbortRewindsTheWatermark(t *testing.T) {
 		t.Errorf("partition 0 after its records are read again: Hold %v, want 50000", got)
 	}
 }
+
+// TestHeadWatermarkWith: WatermarkWith(p, ts) is the Hold that p's next
+// record of timestamp ts gives, and changes nothing; not ok for a
+// partition not assigned or a timestamp function.
+func TestHeadWatermarkWith(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	h := headAt(t, &now)
+	if _, ok := h.WatermarkWith(0, 10_000); ok {
+		t.Fatal("WatermarkWith of a partition not assigned: ok")
+	}
+	if err := h.Assign(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, ts := range []int64{10_000, 5_000, 30_000, 30_000, 29_000} {
+		want, wantOK := h.WatermarkWith(0, ts)
+		if _, err := h.Element(0, step.In{Task: 0, Offset: int64(i), Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Hold(0); !wantOK || got != want {
+			t.Fatalf("record %d at %d: WatermarkWith said %v, %v; Hold after it %v", i, ts, want, wantOK, got)
+		}
+	}
+	h.WatermarkWith(0, 90_000)
+	if h.Hold(0) != 30_000 {
+		t.Fatalf("WatermarkWith moved the watermark: Hold %v, want 30000", h.Hold(0))
+	}
+	fn, err := NewHead(HeadConfig{
+		Stage: "s0", Topic: "in",
+		Encode:    func(step.In, mtime.Time) ([]byte, error) { return []byte("e"), nil },
+		Timestamp: func(r step.In) (time.Time, error) { return time.UnixMilli(r.Timestamp), nil },
+		Clock:     func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fn.Assign(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fn.WatermarkWith(0, 10_000); ok {
+		t.Fatal("WatermarkWith under a timestamp function: ok (it would have to call the user's function while polling)")
+	}
+}
