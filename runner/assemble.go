@@ -155,6 +155,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		Consumer:         overlay(groupMembership(j.inst.ID, j.o.StaticMembership, j.o.SessionTimeout, j.o.KafkaProperties), b.consumer),
 		StartAt:          b.startAt,
 		CommitInterval:   j.o.CommitInterval,
+		NextWindowEnd:    nextWindowEnd(comps, spec),
 		PurgeInterval:    stagePurgeInterval(s, j.o.PurgeInterval),
 		SpillDir:         j.inst.Stores,
 		MaxBatchRecords:  j.o.MaxBundleSize,

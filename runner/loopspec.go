@@ -5,7 +5,9 @@ import (
 	"slices"
 
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
@@ -151,4 +153,33 @@ func inputCheck(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (func([]
 		}
 		return first
 	}, nil
+}
+
+// nextWindowEnd is stage.Config.NextWindowEnd for a stage writing sp's
+// outputs: the least end after wm of a window of an output that goes to
+// a keyed topic (a GroupByKey's or a stateful ParDo's input), over the
+// outputs whose window ends can be told ahead (gbk.WindowEnds: fixed and
+// sliding windows); nil if there is none.
+func nextWindowEnd(comps *pipepb.Components, sp step.Spec) func(mtime.Time) (mtime.Time, bool) {
+	var ends []func(mtime.Time) (mtime.Time, bool)
+	for _, o := range sp.Outputs {
+		if !slices.ContainsFunc(o.Topics, func(t step.OutputTopic) bool { return t.Keyed }) {
+			continue
+		}
+		pc := comps.GetPcollections()[o.PCollection]
+		if next, ok := gbk.WindowEnds(comps.GetWindowingStrategies()[pc.GetWindowingStrategyId()]); ok {
+			ends = append(ends, next)
+		}
+	}
+	if len(ends) == 0 {
+		return nil
+	}
+	return func(wm mtime.Time) (due mtime.Time, ok bool) {
+		for _, next := range ends {
+			if e, eok := next(wm); eok && (!ok || e < due) {
+				due, ok = e, true
+			}
+		}
+		return due, ok
+	}
 }

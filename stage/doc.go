@@ -67,6 +67,8 @@
 // assign.go assignment and restore (the rebalance callback, start
 // offsets, the rewind after an abort, a growing input topic); flow.go
 // flow control (the poll, watermark alignment, woken tasks, drain);
+// crossing.go a source stage's early commit of the record that carries its
+// watermark past a window's end downstream (Config.NextWindowEnd);
 // commit.go the transaction (Loop.commit carries out a Ready); sidegate.go
 // pausing tasks held back by side inputs; logends.go the ListOffsets round
 // trips of step.LogEnds; purge.go the purge of what the commits consumed
@@ -113,7 +115,7 @@
 // keyed, and its upstreams; beyond the Head interface the loop asks only
 // whether its head implements one of step's optional interfaces
 // (step.Drainer, step.Owing, step.Due, step.EndsInput, step.Reachability,
-// step.LogEnds), and the step whether it implements step.JobClockSource
+// step.LogEnds, step.WatermarkAhead), and the step whether it implements step.JobClockSource
 // or step.JobClockReader.
 //
 // It imports its subpackages step, kafkaclient and envelope (the codec of

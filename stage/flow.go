@@ -48,6 +48,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 		return nil, err
 	}
 	l.trace.polling()
+	l.startCrossing()
 	deadline := time.Now().Add(l.cfg.CommitInterval)
 	if o, ok := l.head.(step.Owing); ok && o.Owes() {
 		// The next attempt is due now: take only what is fetched already.
@@ -97,7 +98,7 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 			l.traceRecord(e.Value)
 			batch = append(batch, e)
 			owners = append(owners, l.tasks[e.TopicPartition.Partition])
-			ending = ending || l.endsInput(e) || l.makesDue(e)
+			ending = ending || l.endsInput(e) || l.makesDue(e) || l.crossesWindowEnd(e)
 		case kafka.PartitionEOF:
 			if l.tasks[e.Partition] != nil {
 				l.head.ReachedEnd(e.Partition, int64(e.Offset))

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
@@ -62,6 +63,17 @@ type Config struct {
 	// CommitInterval is the longest a transaction collects records before it
 	// commits, like Kafka Streams' commit.interval.ms. Default 100 ms.
 	CommitInterval time.Duration
+	// NextWindowEnd, if set, returns the least end of a window of the
+	// stage's keyed outputs after wm (Beam: the window's MaxTimestamp + 1,
+	// the watermark at which a GroupByKey downstream fires it under the
+	// default trigger; mtime.Time, ms), ok false if none ends after wm
+	// (runner: fixed and sliding windows, gbk.NextWindowEnd). With a head
+	// that implements step.WatermarkAhead (a Kafka source) the poll ends
+	// early on the record that carries the lowest watermark of the
+	// stage's tasks past it, when that record is the last its partition
+	// holds (crossing.go): the window's downstream firing then waits for
+	// one commit, not for the commit interval's end.
+	NextWindowEnd func(wm mtime.Time) (mtime.Time, bool)
 	// SpillDir is where an attempt's spill file lives (Loop.spill: the
 	// records of an attempt beyond StepConfig.SpillBytes wait there for
 	// the transaction; removed when Run returns). Default os.TempDir().
@@ -218,7 +230,9 @@ type Stats struct {
 // outputs, the watermark reports and the consumed offsets (with each task's
 // TaskCheckpoint as offset metadata).
 type Loop struct {
-	cfg      Config
+	cfg Config
+	// cross is the poll's early commit at a window's end (crossing.go).
+	cross    crossing
 	log      *slog.Logger
 	consumer *kafka.Consumer
 	// drainRequested is set by Drain; drained and stopReading are the

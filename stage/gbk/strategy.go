@@ -191,3 +191,54 @@ func (s Strategy) expiry(w Window) mtime.Time {
 	}
 	return e
 }
+
+// WindowEnds returns, for windowing strategy ws, next: the least end of
+// one of its windows after wm (mtime.Time, ms; Beam: a window's
+// MaxTimestamp + 1, the input watermark at which a GroupByKey fires it
+// under the default trigger), ok false past the last end before the end
+// of time. For fixed windows of size s and offset o the ends are o + k·s,
+// for sliding windows of size s, period q and offset o they are
+// o + s + k·q (k any integer; Beam's FixedWindows and SlidingWindows):
+//
+//	next(wm) = wm − ((wm − r) mod q) + q,  mod in [0, q)
+//
+// with r the ends' residue and q their spacing. WindowEnds' own ok is
+// false for the other window fns (global: one window, which ends with the
+// end of time; sessions: their ends depend on the data) and for a payload
+// that does not decode or a non-positive size or period. The stage loop of
+// the stage writing a GroupByKey's input commits early at those ends
+// (stage.Config.NextWindowEnd).
+func WindowEnds(ws *pipepb.WindowingStrategy) (next func(wm mtime.Time) (mtime.Time, bool), ok bool) {
+	var r, q int64
+	wfn := ws.GetWindowFn()
+	switch wfn.GetUrn() {
+	case URNFixedWindows:
+		p := &pipepb.FixedWindowsPayload{}
+		if proto.Unmarshal(wfn.GetPayload(), p) != nil {
+			return nil, false
+		}
+		q, r = p.GetSize().AsDuration().Milliseconds(), p.GetOffset().AsTime().UnixMilli()
+	case URNSlidingWindows:
+		p := &pipepb.SlidingWindowsPayload{}
+		if proto.Unmarshal(wfn.GetPayload(), p) != nil {
+			return nil, false
+		}
+		q, r = p.GetPeriod().AsDuration().Milliseconds(), p.GetOffset().AsTime().UnixMilli()+p.GetSize().AsDuration().Milliseconds()
+	default:
+		return nil, false
+	}
+	if q <= 0 {
+		return nil, false
+	}
+	r %= q
+	return func(wm mtime.Time) (mtime.Time, bool) {
+		if wm >= mtime.MaxTimestamp-mtime.Time(q) {
+			return 0, false
+		}
+		m := (int64(wm) - r) % q
+		if m < 0 {
+			m += q
+		}
+		return wm - mtime.Time(m) + mtime.Time(q), true
+	}, true
+}

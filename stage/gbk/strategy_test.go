@@ -2,13 +2,18 @@ package gbk
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestParseStrategy(t *testing.T) {
@@ -97,5 +102,67 @@ func TestParseTrigger(t *testing.T) {
 	}
 	if ft := got.Subs[1].Subs[0].Subs[0].Subs[1].firingTime(12345); ft != 18010 {
 		t.Errorf("firing time of 12345 + 5000 aligned to 1000 (offset 10) = %d, want 18010", ft)
+	}
+}
+
+// TestWindowEnds checks WindowEnds on the strategies the Go SDK writes
+// (graphx), and, for random residues, spacings and watermarks of both
+// signs, against the least end above wm found by counting up.
+func TestWindowEnds(t *testing.T) {
+	sdk := func(fn *window.Fn) *pipepb.WindowingStrategy {
+		ws := window.DefaultWindowingStrategy()
+		ws.Fn = fn
+		pb, err := graphx.MarshalWindowingStrategy(graphx.NewCoderMarshaller(), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pb
+	}
+	for _, tc := range []struct {
+		name string
+		fn   *window.Fn
+		wm   mtime.Time
+		want mtime.Time // 0: not ok
+	}{
+		{"fixed 10s", window.NewFixedWindows(10 * time.Second), 12_345, 20_000},
+		{"fixed 10s at an end", window.NewFixedWindows(10 * time.Second), 20_000, 30_000},
+		{"fixed 10s just before an end", window.NewFixedWindows(10 * time.Second), 19_999, 20_000},
+		{"fixed 10s below zero", window.NewFixedWindows(10 * time.Second), -12_345, -10_000},
+		{"fixed 10s before the first record", window.NewFixedWindows(10 * time.Second), mtime.MinTimestamp, mtime.MinTimestamp - mtime.MinTimestamp%10_000},
+		{"fixed 10s at the end of time", window.NewFixedWindows(10 * time.Second), mtime.MaxTimestamp - 5_000, 0},
+		{"sliding 10s every 3s", window.NewSlidingWindows(3*time.Second, 10*time.Second), 12_345, 13_000},
+		{"sliding 10s every 3s at an end", window.NewSlidingWindows(3*time.Second, 10*time.Second), 13_000, 16_000},
+	} {
+		next, ok := WindowEnds(sdk(tc.fn))
+		if !ok {
+			t.Fatalf("%s: WindowEnds not ok", tc.name)
+		}
+		got, ok := next(tc.wm)
+		if want := tc.want != 0; ok != want || got != tc.want {
+			t.Errorf("%s: next(%d) = %d, %v; want %d, %v", tc.name, tc.wm, got, ok, tc.want, want)
+		}
+	}
+	for _, fn := range []*window.Fn{window.NewGlobalWindows(), window.NewSessions(time.Minute)} {
+		if _, ok := WindowEnds(sdk(fn)); ok {
+			t.Errorf("WindowEnds(%v) ok: its window ends cannot be told ahead", fn)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 24))
+	for range 20_000 {
+		q := 1 + rng.Int64N(50)
+		r := rng.Int64N(3*q) - q // offsets outside [0, q) too
+		wm := mtime.Time(rng.Int64N(2_000) - 1_000)
+		fixed, _ := proto.Marshal(&pipepb.FixedWindowsPayload{Size: durationpb.New(time.Duration(q) * time.Millisecond), Offset: timestamppb.New(time.UnixMilli(r))})
+		next, ok := WindowEnds(&pipepb.WindowingStrategy{WindowFn: &pipepb.FunctionSpec{Urn: URNFixedWindows, Payload: fixed}})
+		if !ok {
+			t.Fatalf("size %d offset %d: not ok", q, r)
+		}
+		want := wm + 1
+		for ((int64(want)-r)%q+q)%q != 0 {
+			want++
+		}
+		if got, ok := next(wm); !ok || got != want {
+			t.Fatalf("fixed windows of %d ms at offset %d: next(%d) = %d, %v; want %d", q, r, wm, got, ok, want)
+		}
 	}
 }
