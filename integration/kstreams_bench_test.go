@@ -56,7 +56,9 @@ const (
 	EnvBenchKSSteadyLogs = "KAFKASTREAMS_BENCH_KS_STEADY_LOGS"
 	// EnvBenchKSProfile, if set, names a directory where BenchmarkKafkaStreams
 	// writes a CPU profile (pprof) of this runner's process for each batch
-	// size, from one extra run before the measured rounds.
+	// size, from one extra run before the measured rounds, and of the
+	// steady run's (ours-steady.pprof: the measured run itself, so its
+	// latencies carry pprof's sampling, a few percent of CPU).
 	EnvBenchKSProfile = "KAFKASTREAMS_BENCH_KS_PROFILE"
 	// envKSJar names the built kstreamsbench jar (make bench passes
 	// integration/kstreamsbench/target/kstreamsbench.jar, its runtime jars
@@ -849,7 +851,16 @@ func runKSSteady(b *testing.B, jar string, length time.Duration) {
 			b.Fatal(err)
 		}
 		watchers[i] = w
-		procs[i] = startSide(b, s, jar, in, tag+"-"+s.name+"-out", tag+"-"+s.name, true, "")
+		prof := ""
+		if dir := os.Getenv(EnvBenchKSProfile); dir != "" && s.name == "ours" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if prof, err = filepath.Abs(filepath.Join(dir, "ours-steady.pprof")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		procs[i] = startSide(b, s, jar, in, tag+"-"+s.name+"-out", tag+"-"+s.name, true, prof)
 	}
 	defer func() {
 		for _, p := range procs {
