@@ -121,16 +121,16 @@ func TestCommitActivityMatchesPrism(t *testing.T) {
 		t.Errorf("no GroupByKey task stopped at --gbk_fire_budget=%d: the test does not exercise owed panes", caFireBudget)
 	}
 	// The Sessions7d combine keeps one accumulator per session
-	// (--merge_session_accumulators, on by default): sessions open across
+	// (--merge_accumulators, on by default): sessions open across
 	// transactions had theirs merged, and the rows are still Prism's.
 	merges := int64(0)
-	for name, n := range res.(*runner.Result).SessionMerges {
+	for name, n := range res.(*runner.Result).AccumulatorMerges {
 		if strings.Contains(name, "Sessions7d") {
 			merges += n
 		}
 	}
 	if merges == 0 {
-		t.Errorf("the Sessions7d GroupByKey merged no session's accumulators (SessionMerges %v): the test does not exercise --merge_session_accumulators", res.(*runner.Result).SessionMerges)
+		t.Errorf("the Sessions7d GroupByKey merged no session's accumulators (AccumulatorMerges %v): the test does not exercise --merge_accumulators", res.(*runner.Result).AccumulatorMerges)
 	}
 	t.Logf("sessions whose accumulators were merged: %d; fire budget stops: %d", merges, stops)
 	ksRows := sortedLines(t, ksOut)

@@ -96,14 +96,18 @@ type Options struct {
 	// of a bounded input). Default gbk.DefaultFireBudget (100 000); 0 or
 	// negative: no bound.
 	GBKFireBudget int
-	// MergeSessionAccumulators (--merge_session_accumulators): a lifted
-	// combine's GroupByKey over session windows (default trigger,
-	// discarding) merges the accumulators of each session at every commit
-	// with the combine's MergeAccumulators, run by the SDK, and keeps one
-	// per session instead of one per element (gbk.HeadConfig.Compact;
-	// Beam's combining state for merging windows). Default true; false
-	// keeps every accumulator until the session fires.
-	MergeSessionAccumulators bool
+	// MergeAccumulators (--merge_accumulators): a lifted combine's
+	// GroupByKey (default trigger, discarding) merges the accumulators
+	// each (key, window) got in a transaction, at its commit, with the
+	// combine's MergeAccumulators, run by the SDK, and keeps one per
+	// (key, window) instead of one per precombined bundle until the
+	// window fires (gbk.HeadConfig.Compact; Beam's combining state, and
+	// Kafka Streams' aggregate updated in place): a window fires one value
+	// per key, and a session one accumulator, not one per element.
+	// Default true; false keeps every accumulator until the window fires.
+	// --merge_session_accumulators=false, the flag's name before it
+	// covered every window fn, turns it off too.
+	MergeAccumulators bool
 	// StateDir is where task state stores and instance slots live
 	// (--state_dir), like Kafka Streams' state.dir:
 	// <state_dir>/<application_id>/instance-<n>/. A restarted instance
@@ -216,19 +220,19 @@ type Options struct {
 // DefaultOptions returns the default of every setting: the flags' defaults.
 func DefaultOptions() Options {
 	return Options{
-		InternalTopicPartitions:  4,
-		CommitInterval:           100 * time.Millisecond,
-		PurgeInterval:            30 * time.Second,
-		MaxBundleSize:            50000,
-		GBKFireBudget:            gbk.DefaultFireBudget,
-		MergeSessionAccumulators: true,
-		StateMemoryMB:            state.DefaultBudgetBytes >> 20,
-		WatermarksAddr:           "127.0.0.1:0",
-		DefaultIdleness:          5 * time.Minute,
-		SessionTimeout:           6 * time.Second,
-		WatermarkStuckThreshold:  time.Minute,
-		ErrorPolicy:              stage.ErrorPolicyFail,
-		KafkaProperties:          map[string]string{},
+		InternalTopicPartitions: 4,
+		CommitInterval:          100 * time.Millisecond,
+		PurgeInterval:           30 * time.Second,
+		MaxBundleSize:           50000,
+		GBKFireBudget:           gbk.DefaultFireBudget,
+		MergeAccumulators:       true,
+		StateMemoryMB:           state.DefaultBudgetBytes >> 20,
+		WatermarksAddr:          "127.0.0.1:0",
+		DefaultIdleness:         5 * time.Minute,
+		SessionTimeout:          6 * time.Second,
+		WatermarkStuckThreshold: time.Minute,
+		ErrorPolicy:             stage.ErrorPolicyFail,
+		KafkaProperties:         map[string]string{},
 	}
 }
 
@@ -246,7 +250,8 @@ var (
 	standbyReplicas          = flag.Int("standby_replicas", defaults.StandbyReplicas, "how many other instances keep a warm copy of each stateful task's store from its changelog (Kafka Streams num.standby.replicas): a task moved after its owner's SIGKILL then restores only the changelog's tail; 0: none")
 	maxBundleSize            = flag.Int("max_bundle_size", defaults.MaxBundleSize, "most records in one bundle and one transaction, positive (like Kafka's max.poll.records)")
 	gbkFireBudget            = flag.Int("gbk_fire_budget", defaults.GBKFireBudget, "most values one GroupByKey task fires in one transaction; its other due panes fire in the next ones (0 or negative: no bound)")
-	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", defaults.MergeSessionAccumulators, "a lifted combine over session windows keeps one accumulator per session, merged at every commit by the combine's MergeAccumulators, instead of one per element")
+	mergeAccumulators        = flag.Bool("merge_accumulators", defaults.MergeAccumulators, "a lifted combine's GroupByKey keeps one accumulator per key and window, merged at every commit by the combine's MergeAccumulators, instead of one per precombined bundle (sessions: per element) until the window fires")
+	mergeSessionAccumulators = flag.Bool("merge_session_accumulators", true, "deprecated: false turns --merge_accumulators off (its name when it covered session windows only)")
 	stateDir                 = flag.String("state_dir", defaults.StateDir, "directory for task state stores and instance slots (Kafka Streams state.dir); default under the system temp dir")
 	stateMemoryMB            = flag.Int("state_memory_mb", defaults.StateMemoryMB, "memory in MiB that every task state store of this instance shares (a block cache and the memtables), at least 16; it does not grow with the task count (RocksDB's shared cache and WriteBufferManager in Kafka Streams)")
 	watermarksAddr           = flag.String("watermarks_addr", defaults.WatermarksAddr, "HTTP address of this instance's GET /watermarks, /healthz, /metrics; empty disables")
@@ -267,26 +272,26 @@ func init() {
 // (their defaults where it did not): the one place that reads them.
 func OptionsFromFlags() Options {
 	return Options{
-		BootstrapServers:         *bootstrapServers,
-		ApplicationID:            *applicationID,
-		InternalTopicPartitions:  *internalTopicPartitions,
-		CommitInterval:           *commitInterval,
-		PurgeInterval:            *purgeInterval,
-		StandbyReplicas:          *standbyReplicas,
-		MaxBundleSize:            *maxBundleSize,
-		GBKFireBudget:            *gbkFireBudget,
-		MergeSessionAccumulators: *mergeSessionAccumulators,
-		StateDir:                 *stateDir,
-		StateMemoryMB:            *stateMemoryMB,
-		WatermarksAddr:           *watermarksAddr,
-		DefaultIdleness:          *defaultIdleness,
-		SessionTimeout:           *sessionTimeout,
-		StaticMembership:         *staticMembership,
-		WatermarkStuckThreshold:  *watermarkStuckThreshold,
-		ErrorPolicy:              stage.ErrorPolicy(*errorPolicy),
-		DeadLetterTopic:          *deadLetterTopic,
-		KafkaProperties:          maps.Clone(map[string]string(kafkaProperties)),
-		Drain:                    *drainFlag,
+		BootstrapServers:        *bootstrapServers,
+		ApplicationID:           *applicationID,
+		InternalTopicPartitions: *internalTopicPartitions,
+		CommitInterval:          *commitInterval,
+		PurgeInterval:           *purgeInterval,
+		StandbyReplicas:         *standbyReplicas,
+		MaxBundleSize:           *maxBundleSize,
+		GBKFireBudget:           *gbkFireBudget,
+		MergeAccumulators:       *mergeAccumulators && *mergeSessionAccumulators,
+		StateDir:                *stateDir,
+		StateMemoryMB:           *stateMemoryMB,
+		WatermarksAddr:          *watermarksAddr,
+		DefaultIdleness:         *defaultIdleness,
+		SessionTimeout:          *sessionTimeout,
+		StaticMembership:        *staticMembership,
+		WatermarkStuckThreshold: *watermarkStuckThreshold,
+		ErrorPolicy:             stage.ErrorPolicy(*errorPolicy),
+		DeadLetterTopic:         *deadLetterTopic,
+		KafkaProperties:         maps.Clone(map[string]string(kafkaProperties)),
+		Drain:                   *drainFlag,
 	}
 }
 

@@ -124,7 +124,7 @@ func TestValidateNamesEveryBadSetting(t *testing.T) {
 // TestDefaultOptionsAreTheFlagsDefaults: an empty command line gives
 // DefaultOptions, which pass Validate.
 func TestDefaultOptionsAreTheFlagsDefaults(t *testing.T) {
-	for _, name := range []string{"bootstrap_servers", "application_id", "internal_topic_partitions", "commit_interval", "purge_interval", "max_bundle_size", "gbk_fire_budget", "merge_session_accumulators", "state_dir", "watermarks_addr", "default_idleness", "session_timeout", "static_membership", "watermark_stuck_threshold", "drain"} {
+	for _, name := range []string{"bootstrap_servers", "application_id", "internal_topic_partitions", "commit_interval", "purge_interval", "max_bundle_size", "gbk_fire_budget", "merge_accumulators", "merge_session_accumulators", "state_dir", "watermarks_addr", "default_idleness", "session_timeout", "static_membership", "watermark_stuck_threshold", "drain"} {
 		setFlag(t, name, flag.Lookup(name).DefValue)
 	}
 	if got, want := OptionsFromFlags(), DefaultOptions(); !reflect.DeepEqual(got, want) {

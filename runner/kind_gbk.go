@@ -93,12 +93,12 @@ type gbkStage struct {
 
 func (*gbkStage) needs() stageNeeds { return stageNeeds{changelog: true} }
 
-// build opens the stage's stores, registers the session merger's
-// descriptor when there is one (sessionMerger) and the stage's
+// build opens the stage's stores, registers the accumulator merger's
+// descriptor when there is one (accumulatorMerger) and the stage's
 // kafkastreams_late_elements_dropped_total.
 func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 	s := g.s
-	merger, err := sessionMerger(ctx, e.srv, e.comps, s, g.spec, e.o.MergeSessionAccumulators)
+	merger, err := accumulatorMerger(ctx, e.srv, e.comps, s, g.spec, e.o.MergeAccumulators)
 	if err != nil {
 		return builtHead{}, fmt.Errorf("kafkastreams: stage %s: %w", s.Name, err)
 	}
@@ -120,17 +120,21 @@ func (g *gbkStage) build(ctx context.Context, e *buildEnv) (builtHead, error) {
 // (openStores), firing at most budget values per transaction
 // (Options.GBKFireBudget: 0 or negative, no bound).
 func newGBKHead(spec *gbkSpec, s *plan.Stage, stores *state.Manager, log *slog.Logger, compact func([]gbk.Pane) ([][]byte, error), budget int) (*gbk.Head, error) {
-	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_session_accumulators", compact != nil)
+	log.Info("kafkastreams: GroupByKey stage", "stage", s.Name, "transform", s.HeadUniqueName, "windowing", spec.strategy.String(), "merges_accumulators", compact != nil)
 	if budget <= 0 {
 		budget = -1 // HeadConfig: negative is no bound
 	}
 	return gbk.NewHead(gbk.HeadConfig{Stage: s.Name, Strategy: spec.strategy, Codec: spec.codec, Stores: stores, Logger: log, FireBudget: budget, Compact: compact})
 }
 
-// sessionMerger returns gbk.HeadConfig.Compact for GroupByKey stage s: a
+// accumulatorMerger returns gbk.HeadConfig.Compact for GroupByKey stage s: a
 // lifted combine's (its first fused transform is the combine's
-// MergeAccumulators) over session windows, under the default trigger, in
-// discarding mode, with merge (Options.MergeSessionAccumulators).
+// MergeAccumulators), under the default trigger, in discarding mode, with
+// merge (Options.MergeAccumulators), over any window fn (sessions: one
+// accumulator per session instead of one per element; fixed, sliding
+// and global windows: one per key and window instead of one per
+// precombined bundle, so a window's firing reads, fires and deletes one
+// value per key).
 // Otherwise nil. It
 // registers with srv a descriptor of the MergeAccumulators transform
 // alone (input: the GroupByKey's output, KV(K, Iterable(Acc)); output:
@@ -138,9 +142,9 @@ func newGBKHead(spec *gbkSpec, s *plan.Stage, stores *state.Manager, log *slog.L
 // runs the windows it is given through it as one bundle and returns each
 // merged accumulator, checking that the bundle gave one output per window,
 // in order, with the window's key.
-func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Components, s *plan.Stage, spec *gbkSpec, merge bool) (func([]gbk.Pane) ([][]byte, error), error) {
+func accumulatorMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Components, s *plan.Stage, spec *gbkSpec, merge bool) (func([]gbk.Pane) ([][]byte, error), error) {
 	st := spec.strategy
-	if !merge || !st.Merging() || st.Trigger != nil || st.Accumulating || len(s.URNs) == 0 || s.URNs[0] != plan.URNCombinePerKeyMerge {
+	if !merge || st.Trigger != nil || st.Accumulating || len(s.URNs) == 0 || s.URNs[0] != plan.URNCombinePerKeyMerge {
 		return nil, nil
 	}
 	mergeID := s.Transforms[0]
@@ -149,14 +153,14 @@ func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Compone
 		out = pc
 	}
 	if err := spec.codec.CheckDecodes(comps, out); err != nil {
-		return nil, fmt.Errorf("merging session accumulators: %w", err)
+		return nil, fmt.Errorf("merging accumulators: %w", err)
 	}
-	fs, err := fnapi.BuildStage(comps, fnapi.StageSpec{ID: s.Name + "/merge-session-accumulators", Transforms: []string{mergeID}, Input: s.HeadOutput, Outputs: []string{out}}, srv.Endpoint())
+	fs, err := fnapi.BuildStage(comps, fnapi.StageSpec{ID: s.Name + "/merge-accumulators", Transforms: []string{mergeID}, Input: s.HeadOutput, Outputs: []string{out}}, srv.Endpoint())
 	if err != nil {
-		return nil, fmt.Errorf("merging session accumulators: %w", err)
+		return nil, fmt.Errorf("merging accumulators: %w", err)
 	}
 	if err := srv.RegisterStage(ctx, fs.Descriptor); err != nil {
-		return nil, fmt.Errorf("merging session accumulators: %w", err)
+		return nil, fmt.Errorf("merging accumulators: %w", err)
 	}
 	id, source, sink := fs.Descriptor.GetId(), fs.Source, fs.Sinks[out]
 	return func(panes []gbk.Pane) ([][]byte, error) {
@@ -194,5 +198,5 @@ func sessionMerger(ctx context.Context, srv *fnapi.Server, comps *pipepb.Compone
 	}, nil
 }
 
-// mergeBundleTimeout bounds one bundle of sessionMerger's.
+// mergeBundleTimeout bounds one bundle of accumulatorMerger's.
 const mergeBundleTimeout = 2 * time.Minute

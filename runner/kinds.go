@@ -290,7 +290,7 @@ type bundleOptions struct {
 }
 
 // gbkCounters are a GroupByKey head's counters (gbk.Head): Result's
-// LateDropped, FireBudgetStops and SessionMerges, and the page's.
+// LateDropped, FireBudgetStops and AccumulatorMerges, and the page's.
 type gbkCounters interface {
 	Dropped() int64
 	BudgetStops() int64

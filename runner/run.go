@@ -291,11 +291,11 @@ func result(j *job, loops map[string]*stage.Loop, counters map[string]gbkCounter
 		res.Stats[name] = l.Stats()
 	}
 	res.Startup, res.StartupTook = j.tl.snapshot()
-	res.LateDropped, res.FireBudgetStops, res.SessionMerges = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	res.LateDropped, res.FireBudgetStops, res.AccumulatorMerges = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	for name, h := range counters {
 		res.LateDropped[name] = h.Dropped()
 		res.FireBudgetStops[name] = h.BudgetStops()
-		res.SessionMerges[name] = h.Compacted()
+		res.AccumulatorMerges[name] = h.Compacted()
 	}
 	if runErr != nil {
 		res.metrics = metricsx.FromMonitoringInfos(j.pipe, nil, committed.snapshot())

@@ -43,10 +43,10 @@ type Result struct {
 	// instance's tasks stopped firing at --gbk_fire_budget and owed the
 	// rest to the next transaction (aborted attempts included).
 	FireBudgetStops map[string]int64
-	// SessionMerges counts, by GroupByKey stage, the sessions whose
-	// accumulators this instance merged into one at the end of an attempt
-	// (--merge_session_accumulators; aborted attempts included).
-	SessionMerges map[string]int64
+	// AccumulatorMerges counts, by GroupByKey stage, the (key, window)s
+	// whose accumulators this instance merged into one at the end of an
+	// attempt (--merge_accumulators; aborted attempts included).
+	AccumulatorMerges map[string]int64
 	// ApplicationMetrics says Metrics are the whole application's.
 	ApplicationMetrics bool
 	// Startup are this instance's start-up steps, in order, from the

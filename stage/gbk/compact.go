@@ -7,24 +7,28 @@ import (
 	"sort"
 )
 
-// Compaction is Beam's combining state for merging windows, done by the
-// runner with the SDK's help: a lifted combine's GroupByKey buffers
-// accumulators, and under session windows every value arrives in its own
-// proto-session, so the precombine before the shuffle cannot combine
-// anything and a session holds one accumulator per element until it fires
-// (the main job over 10 M synthetic events: one pane of millions of
-// values). A core with compaction on (SetCompacting) remembers the entries
-// of merging windows that got values in the attempt; at the attempt's end
-// the head hands those holding more than one value to its
-// HeadConfig.Compact (the combine's MergeAccumulators, run by the SDK) and
-// stores the one accumulator it returns in their place (ReplaceValues).
-// The CombineFn's contract (MergeAccumulators associative and commutative)
-// makes the fired pane's merged accumulator the same (Beam's
-// CombineFn.mergeAccumulators; Java runners' combining state for merging
-// windows merges accumulators the same way).
+// Compaction is Beam's combining state, done by the runner with the SDK's
+// help: a lifted combine's GroupByKey buffers accumulators. Under session
+// windows every value arrives in its own proto-session, so the precombine
+// before the shuffle cannot combine anything and a session holds one
+// accumulator per element until it fires (the main job over 10 M
+// synthetic events: one pane of millions of values); under any window fn
+// the precombine combines within one upstream bundle only, so a window
+// open for 10 s holds one accumulator per key for every upstream commit
+// (issue 24's steady run: 20 per key, all read, fired and deleted, 20 000
+// changelog tombstones, in the window's firing transaction). A core with
+// compaction on (SetCompacting) remembers the entries that got values in
+// the attempt; at the attempt's end the head hands those holding more
+// than one value to its HeadConfig.Compact (the combine's
+// MergeAccumulators, run by the SDK) and stores the one accumulator it
+// returns in their place (ReplaceValues): Kafka Streams' aggregate,
+// updated in place. The CombineFn's contract (MergeAccumulators
+// associative and commutative) makes the fired pane's merged accumulator
+// the same (Beam's CombineFn.mergeAccumulators; Java runners' combining
+// state merges accumulators the same way).
 
-// SetCompacting turns on remembering the entries of merging windows that
-// get a value from now on (Compactable). Off by default.
+// SetCompacting turns on remembering the entries that get a value from
+// now on (Compactable). Off by default.
 func (c *Core) SetCompacting(on bool) {
 	c.compacting = on
 	c.dirty = nil
@@ -32,7 +36,7 @@ func (c *Core) SetCompacting(on bool) {
 
 // markDirty remembers e for Compactable.
 func (c *Core) markDirty(e *entry) {
-	if !c.compacting || !c.strat.Merging() {
+	if !c.compacting {
 		return
 	}
 	if c.dirty == nil {
@@ -72,9 +76,10 @@ func (c *Core) Compactable() ([]Pane, error) {
 
 // ReplaceValues replaces every stored value of the live entry (key, w)
 // with the one value v (the merge of them), keeping its meta but the
-// counts: Total becomes 1, Pending 1 if it was positive. The value goes
-// after the deleted ones' positions (a later merge may still prepend
-// values below it). An error if (key, w) has no live entry.
+// counts: Total becomes 1, Pending 1 if it was positive. Under merging
+// windows the value goes after the deleted ones' positions (a later merge
+// may still prepend values below it); otherwise at the first one's, which
+// it overwrites. An error if (key, w) has no live entry.
 func (c *Core) ReplaceValues(key []byte, w Window, v []byte) error {
 	e := c.lookup(w, key)
 	if e == nil {
@@ -83,11 +88,18 @@ func (c *Core) ReplaceValues(key []byte, w Window, v []byte) error {
 	if err := c.deleteValues(e); err != nil {
 		return err
 	}
-	if err := c.st.Set(valueKey(e.m.SW, e.key, e.m.Seq), v); err != nil {
+	at := e.m.Seq
+	if !c.strat.Merging() {
+		// Values only append here, from Lo = 0 (not stored: layout.go):
+		// the merged value takes the first one's key, so the changelog
+		// gets one put per (key, window) and attempt, and no tombstone
+		// for the value merged into it the attempt before.
+		at = e.m.Lo
+	}
+	if err := c.st.Set(valueKey(e.m.SW, e.key, at), v); err != nil {
 		return err
 	}
-	e.m.Lo = e.m.Seq
-	e.m.Seq++
+	e.m.Lo, e.m.Seq = at, at+1
 	e.m.Total = 1
 	if e.m.Pending > 0 {
 		e.m.Pending = 1

@@ -25,18 +25,23 @@ func sumValues(tb testing.TB, vals [][]byte) int {
 	return sum
 }
 
-// TestCompactionFiresTheSameSums: a session core with compaction on,
-// compacted (its values summed into one) at random attempt ends and
-// reloaded from its store at random, fires the panes an uncompacted core
-// fires on the same 300 random sequences (randomOps: late and early
-// values, allowed lateness 0 or 5, the end of time): the same keys,
-// windows, timestamps and pane infos, and values with the same sum. It
-// fails unless some compaction replaced values.
+// TestCompactionFiresTheSameSums: a core with compaction on (sessions,
+// fixed, sliding or global windows), compacted (its values summed into
+// one) at random attempt ends and reloaded from its store at random,
+// fires the panes an uncompacted core fires on the same 600 random
+// sequences (randomOps: late and early values, allowed lateness 0 or 5,
+// the end of time): the same keys, windows, timestamps and pane infos,
+// and values with the same sum. It fails unless some compaction of each
+// kind replaced values.
 func TestCompactionFiresTheSameSums(t *testing.T) {
-	replaced := 0
-	for seed := int64(0); seed < 300; seed++ {
+	replacedOf := map[WindowFnKind]int{}
+	kinds := []WindowFnKind{Sessions, FixedWindows, SlidingWindows, GlobalWindows}
+	for seed := int64(0); seed < 600; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		strat := Strategy{Kind: Sessions, Gap: int64(3 + rng.Intn(8)), AllowedLateness: int64(5 * rng.Intn(2)), Combiner: EndOfWindow}
+		strat := Strategy{Kind: kinds[seed%4], AllowedLateness: int64(5 * rng.Intn(2)), Combiner: EndOfWindow}
+		if strat.Kind == Sessions {
+			strat.Gap = int64(3 + rng.Intn(8))
+		}
 		plain := NewCore(strat, NewMemStore())
 		st := NewMemStore()
 		comp := NewCore(strat, st)
@@ -87,7 +92,7 @@ func TestCompactionFiresTheSameSums(t *testing.T) {
 					if err := comp.ReplaceValues(p.Key, p.Window, []byte(fmt.Sprint(sumValues(t, p.Values)))); err != nil {
 						t.Fatal(err)
 					}
-					replaced++
+					replacedOf[strat.Kind]++
 				}
 				comp.NewAttempt()
 			case 2: // a restart: the core reloads its store
@@ -99,10 +104,12 @@ func TestCompactionFiresTheSameSums(t *testing.T) {
 			}
 		}
 	}
-	if replaced == 0 {
-		t.Fatal("no entry was compacted: the test checked nothing")
+	for _, k := range kinds {
+		if replacedOf[k] == 0 {
+			t.Fatalf("no entry of %v was compacted: the test checked nothing there", k)
+		}
 	}
-	t.Logf("%d compactions", replaced)
+	t.Logf("compactions: %v", replacedOf)
 }
 
 // TestCompactNamedNamesTheWindow (issue 23): a MergeAccumulators that
@@ -137,5 +144,59 @@ func TestCompactNamedNamesTheWindow(t *testing.T) {
 	calls = 0
 	if got, err := compactNamed(compact, "s3", panes[:10]); err != nil || len(got) != 10 || calls != 1 {
 		t.Errorf("no failing window: %v, %d values, %d calls; want 10 values in one call", err, len(got), calls)
+	}
+}
+
+// TestCompactionOverwritesInPlace: under fixed windows the merged value
+// takes the key of the value it replaces, so a (key, window) compacted
+// at every attempt keeps one stored value under one key, and the
+// changelog gets a put for it, never a tombstone (state.Manager.Prepare
+// writes a key's last write of the attempt). Before, each compaction
+// wrote the value under a new key and deleted the old one: a tombstone
+// per (key, window) and attempt.
+func TestCompactionOverwritesInPlace(t *testing.T) {
+	st := NewMemStore()
+	c := NewCore(Strategy{Kind: FixedWindows, Combiner: EndOfWindow}, st)
+	c.SetCompacting(true)
+	w := Window{Start: 0, End: 10}
+	keys := func() []string {
+		var ks []string
+		if err := st.Scan(nil, func(k, _ []byte) error { ks = append(ks, string(k)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	var after []string
+	sum := 0
+	for attempt := 1; attempt <= 3; attempt++ {
+		for i := 1; i <= 3; i++ {
+			sum += attempt * i
+			if _, err := c.Add(Element{Key: []byte("k"), Window: w, Timestamp: 5, Value: []byte(fmt.Sprint(attempt * i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		panes, err := c.Compactable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(panes) != 1 {
+			t.Fatalf("attempt %d: %d compactable entries, want 1", attempt, len(panes))
+		}
+		if err := c.ReplaceValues(panes[0].Key, panes[0].Window, []byte(fmt.Sprint(sumValues(t, panes[0].Values)))); err != nil {
+			t.Fatal(err)
+		}
+		c.NewAttempt()
+		ks := keys()
+		if after != nil && strings.Join(ks, "|") != strings.Join(after, "|") {
+			t.Fatalf("attempt %d: the store's keys changed from %q to %q: the merged value moved to a new key (a tombstone for the old one)", attempt, after, ks)
+		}
+		after = ks
+	}
+	panes, err := c.Advance(mtime.MaxTimestamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(panes) != 1 || len(panes[0].Values) != 1 || sumValues(t, panes[0].Values) != sum {
+		t.Fatalf("fired %+v, want one pane of one value %d", panes, sum)
 	}
 }

@@ -26,10 +26,10 @@
 //     non-default trigger (windows whose end or expiry passes, deadlines
 //     passed, entries still ready to fire), from heaps: an Advance costs
 //     O((w + d) log n + c log c), not a visit of every open window.
-//   - compact.go: compaction for merging windows: the sessions that got
-//     values in an attempt, their values replaced by one merged value
+//   - compact.go: compaction: the (key, window)s (sessions included) that
+//     got values in an attempt, their values replaced by one merged value
 //     (HeadConfig.Compact: a lifted combine's MergeAccumulators, run by
-//     the SDK; Beam's combining state for merging windows).
+//     the SDK; Beam's combining state).
 //   - wire.go: Codec, the wire encoding of the GroupByKey's input and output
 //     elements (key and value bytes are copied, never re-encoded).
 //   - head.go: Head, the step.Head shell: per task a Core over a

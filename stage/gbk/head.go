@@ -44,13 +44,13 @@ type HeadConfig struct {
 	FireBudget int
 	// Compact, if set, turns on compaction (compact.go): at the end of
 	// each attempt (Prepare) the head passes it, in one call, every entry
-	// of a merging window that got values in the attempt and holds more
-	// than one (Core.Compactable: Key, Window and Values set), and stores
-	// the value it returns for each, in the same order, in place of the
-	// entry's values (Core.ReplaceValues). For a lifted combine's
-	// GroupByKey over session windows under the default trigger, in
-	// discarding mode: the runner's Compact runs the combine's
-	// MergeAccumulators in the SDK. An error aborts the attempt.
+	// that got values in the attempt and holds more than one
+	// (Core.Compactable: Key, Window and Values set), and stores the value
+	// it returns for each, in the same order, in place of the entry's
+	// values (Core.ReplaceValues). For a lifted combine's GroupByKey under
+	// the default trigger, in discarding mode: the runner's Compact runs
+	// the combine's MergeAccumulators in the SDK. An error aborts the
+	// attempt.
 	Compact func(panes []Pane) ([][]byte, error)
 }
 
