@@ -27,8 +27,9 @@ import (
 // high watermark of the consumer's last fetch): at the head of the
 // stream, where the latency is. A stage reading a backlog is not there
 // and commits at its interval as before, whatever windows its records
-// pass. The poll's tasks are the assigned ones not idle when it began
-// (an idle task is left out of the minimum downstream, as here). At most
+// pass. The poll's tasks are the assigned ones whose last report did not
+// say idle (an idle task is left out of the minimum downstream, as here;
+// the head's Idle is not asked: it announces the idleness it finds). At most
 // one early end per window end (the commit reports past d, so the next d
 // is the next window's), and at most one per CommitInterval (windows
 // shorter than the interval: every commit passes an end anyway).
@@ -61,8 +62,8 @@ func (l *Loop) startCrossing() {
 		return
 	}
 	lo := mtime.MaxTimestamp
-	for p, t := range l.tasks {
-		if t != nil && !l.head.Idle(p) {
+	for _, t := range l.tasks {
+		if t != nil && !t.ReportedIdle() {
 			lo = min(lo, t.OutputWatermark())
 		}
 	}
@@ -78,7 +79,7 @@ func (l *Loop) startCrossing() {
 		c.below = map[int32]int64{}
 	}
 	for p, t := range l.tasks {
-		if t != nil && !l.head.Idle(p) && t.OutputWatermark() < due {
+		if t != nil && !t.ReportedIdle() && t.OutputWatermark() < due {
 			c.below[p] = 0
 		}
 	}

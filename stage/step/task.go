@@ -625,3 +625,8 @@ func (t *Task) ReportAgain() { t.reported = false }
 // OutputWatermark is the output watermark task t last reported downstream
 // (mtime.Time, ms; mtime.MinTimestamp before its first report).
 func (t *Task) OutputWatermark() mtime.Time { return t.out }
+
+// ReportedIdle is the idle flag of the task's last report: the stages
+// downstream leave it out of their minimum (false before its first
+// report).
+func (t *Task) ReportedIdle() bool { return t.idle }
