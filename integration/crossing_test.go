@@ -57,30 +57,13 @@ func TestSourceCommitsAtAWindowEnd(t *testing.T) {
 	}
 	const interval = 4 * time.Second
 	base := time.Now().Add(-time.Hour).Truncate(time.Second).UnixMilli()
-	loop, err := stage.New(ctx, stage.Config{
+	loop, done := runSinkLoop(ctx, t, stage.Config{
 		BootstrapServers: bs, ReportTopic: report, InstanceID: "crossing", CommitInterval: interval,
 		Head: &aheadHead{max: mtime.MinTimestamp},
 		// Fixed windows of one second.
 		NextWindowEnd: func(wm mtime.Time) (mtime.Time, bool) { return wm - (wm-mtime.Time(base))%1000 + 1000, true },
-		Spec: step.Spec{
-			ApplicationID: app, Name: "src", InputTopic: in, Partitions: 1, RawInput: true, HeadOutput: "records",
-			Sinks: []step.Sink{{PCollection: "records", Topic: out, Partitions: 1, Decode: func(e []byte) (step.SinkRecord, error) {
-				return step.SinkRecord{Value: e}, nil
-			}}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(lctx) }()
-	defer func() {
-		lcancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+		Spec:          step.Spec{ApplicationID: app, Name: "src", InputTopic: in, Partitions: 1, RawInput: true},
+	}, out)
 	at := func(ms int64) kafkaenv.Record {
 		return kafkaenv.Record{Value: []byte(fmt.Sprint(ms - base)), Timestamp: time.UnixMilli(ms)}
 	}

@@ -39,6 +39,32 @@ func (h *dueHead) Advance(_ int32, in mtime.Time) (step.Work, error) {
 
 func (h *dueHead) NextDue(int32) (mtime.Time, bool) { return h.due, !h.fired }
 
+// runSinkLoop starts a stage loop of cfg whose head's output (Spec.HeadOutput
+// "out") is written as it is to the one-partition topic out, and runs it
+// until the test ends (then it must return nil). done receives Run's
+// result if it returns before.
+func runSinkLoop(ctx context.Context, t *testing.T, cfg stage.Config, out string) (loop *stage.Loop, done chan error) {
+	t.Helper()
+	cfg.Spec.HeadOutput = "out"
+	cfg.Spec.Sinks = []step.Sink{{PCollection: "out", Topic: out, Partitions: 1, Decode: func(e []byte) (step.SinkRecord, error) {
+		return step.SinkRecord{Value: e}, nil
+	}}}
+	loop, err := stage.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	done = make(chan error, 1)
+	go func() { done <- loop.Run(lctx) }()
+	t.Cleanup(func() {
+		lcancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return loop, done
+}
+
 // TestDueWatermarkFiresBeforeTheCommitInterval: a watermark report that
 // makes a pane due (step.Due) ends the stage's poll, so the pane is
 // committed at once, not when the commit interval runs out (issue 24:
@@ -60,28 +86,11 @@ func TestDueWatermarkFiresBeforeTheCommitInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	const interval = 4 * time.Second
-	loop, err := stage.New(ctx, stage.Config{
+	loop, done := runSinkLoop(ctx, t, stage.Config{
 		BootstrapServers: bs, ReportTopic: report, InstanceID: "duewake", CommitInterval: interval,
 		Head: &dueHead{due: 1000},
-		Spec: step.Spec{
-			ApplicationID: app, Name: "gbk", InputTopic: in, Partitions: 1, Upstreams: []string{"src"}, HeadOutput: "panes",
-			Sinks: []step.Sink{{PCollection: "panes", Topic: out, Partitions: 1, Decode: func(e []byte) (step.SinkRecord, error) {
-				return step.SinkRecord{Value: e}, nil
-			}}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- loop.Run(lctx) }()
-	defer func() {
-		lcancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+		Spec: step.Spec{ApplicationID: app, Name: "gbk", InputTopic: in, Partitions: 1, Upstreams: []string{"src"}},
+	}, out)
 	reportAt := func(wm int64) kafkaenv.Record {
 		v, _ := proto.Marshal(&pb.Envelope{Payload: &pb.Envelope_Report{Report: &pb.WatermarkReport{
 			Stage: "src", SourcePartition: 0, CommittedWatermarkMillis: wm, TotalSourcePartitions: 1}}})
