@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // This file is the kept stores: a task's Pebble database stays on disk
@@ -175,8 +176,13 @@ func removeLegacy(base string) {
 // openKept opens the database in dir (creating it if absent) and reads its
 // meta record: ok is false if there is none or it does not decode. A
 // database that does not open (a crash's leftovers Pebble refuses) is
-// removed and a fresh one opened.
+// removed and a fresh one opened; one whose directory lock is held (by a
+// database still open in this process, or by another process) is an
+// error, and the directory is left alone: it is in use, not broken.
 func (m *Manager) openKept(dir string) (db *pebble.DB, meta Meta, ok bool, err error) {
+	if err := unlocked(dir); err != nil {
+		return nil, Meta{}, false, fmt.Errorf("open %s: the store's directory is in use (its Pebble lock is held): %w", dir, err)
+	}
 	db, err = pebble.Open(dir, m.pebbleOptions())
 	if err != nil {
 		m.log.Warn("state: kept store does not open; removed", "dir", dir, "err", err)
@@ -192,6 +198,19 @@ func (m *Manager) openKept(dir string) (db *pebble.DB, meta Meta, ok bool, err e
 	meta, derr := decodeMeta(v)
 	_ = closer.Close()
 	return db, meta, derr == nil, nil
+}
+
+// unlocked returns nil if dir does not exist or its Pebble lock is free
+// (taken and given back at once), and the lock's error otherwise.
+func unlocked(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	l, err := pebble.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // wipe closes db, removes dir and opens a fresh database there.
@@ -337,13 +356,18 @@ func (c *Copy) Apply(rs []Record, next int64) error {
 }
 
 // Close ends the follower's use of the copy: the store is kept on disk
-// (keepDB) for a later Restore or Follow. Safe after a release.
+// (keepDB) for a later Restore or Follow. Safe after a release. It holds
+// the Manager's keep lock until the database is closed: a copy no longer
+// listed must no longer hold its directory, or a Restore of the task that
+// finds no copy to take over (takeOver) would open a directory Pebble
+// still locks. The follower closes a copy when the group gives its task
+// to this instance, at the same rebalance as the loop's Restore.
 func (c *Copy) Close() {
 	c.m.keep.Lock()
+	defer c.m.keep.Unlock()
 	if c.m.keep.copies[c.p] == c {
 		delete(c.m.keep.copies, c.p)
 	}
-	c.m.keep.Unlock()
 	c.release()
 }
 

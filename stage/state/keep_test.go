@@ -3,9 +3,13 @@ package state
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestDecide: a kept store is used only with the changelog's topic id,
@@ -297,4 +301,81 @@ func TestStandbyCopyHandsOver(t *testing.T) {
 		t.Fatalf("the kept store's copy starts at %d, want 7", c.Next())
 	}
 	c.Close()
+}
+
+// TestCopyCloseRacesATakeOver: a follower closing its copy of a task (the
+// group gave the task to this instance, so the follower no longer wants
+// it) while the loop's goroutine restores the same task. The two come
+// from one rebalance; the Restore must never open the directory while the
+// copy still holds it (Pebble: "lock held by current process", which
+// failed a SIGKILL handover in CI, stop 33).
+func TestCopyCloseRacesATakeOver(t *testing.T) {
+	l := &fakeLog{id: "T1"}
+	for i := 0; i < 200; i++ {
+		l.append(fmt.Sprintf("k%d", i), strings.Repeat("v", 100))
+	}
+	m, err := Open(Options{Dir: t.TempDir(), Name: "s", Topic: "c", Changelog: l.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := 0; i < 50; i++ {
+		c, err := m.Follow(1, ChangelogInfo{TopicID: "T1", End: int64(len(l.recs))})
+		if err != nil {
+			t.Fatalf("round %d: Follow: %v", i, err)
+		}
+		if err := c.Apply(l.recs[c.Next():], int64(len(l.recs))); err != nil {
+			t.Fatalf("round %d: Apply: %v", i, err)
+		}
+		closed := make(chan struct{})
+		go func() { c.Close(); close(closed) }()
+		// Restore once the follower has begun to close (the copy is
+		// no longer listed), as the rebalance's two sides meet.
+		for listed := true; listed; {
+			m.keep.Lock()
+			listed = m.keep.copies[1] != nil
+			m.keep.Unlock()
+		}
+		if _, err := m.Restore(context.Background(), 1); err != nil {
+			t.Fatalf("round %d: Restore while the follower closes its copy: %v", i, err)
+		}
+		<-closed
+		m.Drop(1)
+		l.append(fmt.Sprintf("k%d", i), "w")
+	}
+}
+
+// TestOpenKeptLeavesALockedStoreAlone: a task directory whose Pebble lock
+// is held (a database open on it) is in use, not a crash's leftovers:
+// Restore fails naming it, and removes nothing.
+func TestOpenKeptLeavesALockedStoreAlone(t *testing.T) {
+	l := &fakeLog{id: "T1"}
+	l.append("k", "v")
+	m, err := Open(Options{Dir: t.TempDir(), Name: "s", Topic: "c", Changelog: l.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dir := m.taskDir(1)
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Set([]byte("held"), []byte("x"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Restore(context.Background(), 1)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Restore of a locked store = %v, want an error saying it is in use", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "LOCK")); serr != nil {
+		t.Fatalf("the locked store's directory was removed: %v", serr)
+	}
+	if _, err := m.Follow(1, ChangelogInfo{TopicID: "T1", End: 1}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Follow of a locked store = %v, want an error saying it is in use", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "LOCK")); serr != nil {
+		t.Fatalf("the locked store's directory was removed: %v", serr)
+	}
 }
