@@ -135,10 +135,13 @@ scenarios: kafka-jars
 ## threads, built here with mvn when its sources change), 2 alternating
 ## rounds of 1 M records (KS=1M,10M adds the 10 M row, about 5 minutes
 ## more), then a 60 s steady run at 2 000 records/s (KS_STEADY=0 skips it):
-## wall, CPU s (process, broker), peak RSS, latency p50/p99.
+## wall, CPU s (process, broker), peak RSS, latency p50/p99; then the
+## restore of a 1 GiB changelog partition both ways (KS_RESTORE=256M sets
+## its size, 0 skips it): MB/s, seconds, CPU s.
 SCALE         ?= 1000000,3000000,10000000
 KS            ?= 1M
 KS_STEADY     ?= 60s
+KS_RESTORE    ?= 1G
 BENCH         ?= Startup|StatelessStage|GroupByKeyStage|KafkaSourceStage|Instances|Partitions|KafkaStreams|Scale
 KS_DIR        := integration/kstreamsbench
 KS_JAR        := $(KS_DIR)/target/kstreamsbench.jar
@@ -150,9 +153,9 @@ bench: kafka-jars $(KS_JAR)
 	$(GO) build -o bin/commitactivity ./cmd/commitactivity
 	@mkdir -p .cache
 	@set +e; KAFKASTREAMS_BENCH_SCALE='$(SCALE)' KAFKASTREAMS_BENCH_MEMORY_GB='$(BENCH_MEMORY_GB)' KAFKASTREAMS_BENCH_COMMITACTIVITY=$(abspath bin/commitactivity) \
-	  KAFKASTREAMS_BENCH_KS='$(KS)' KAFKASTREAMS_BENCH_KS_STEADY='$(KS_STEADY)' KAFKASTREAMS_BENCH_KS_JAR=$(abspath $(KS_JAR)) \
+	  KAFKASTREAMS_BENCH_KS='$(KS)' KAFKASTREAMS_BENCH_KS_STEADY='$(KS_STEADY)' KAFKASTREAMS_BENCH_KS_RESTORE='$(KS_RESTORE)' KAFKASTREAMS_BENCH_KS_JAR=$(abspath $(KS_JAR)) \
 	  $(GO) test -count=1 -run '^$$' -bench '^Benchmark($(BENCH))$$' -benchtime=1x -timeout $(BENCH_TIMEOUT) ./integration/ 2>&1 | tee .cache/bench.log \
-	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench|partitions_bench|kstreams_bench)_test)'; \
+	  | grep -a --line-buffered -E '^(Benchmark|ok|FAIL|PASS|---|\s+(bench|startup_bench|scale_bench|partitions_bench|kstreams_bench|kstreams_restore)_test)'; \
 	  status=$${PIPESTATUS[0]}; set -e; \
 	  $(GO) run ./cmd/benchtable --in=.cache/bench.log --plot='$(BENCH_PLOT)'; \
 	  exit $$status

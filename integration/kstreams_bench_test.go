@@ -704,6 +704,10 @@ func kstreamsJar(b *testing.B) string {
 // cores used (CPU seconds over the run's length, ours-cores, ks1-cores).
 // Both sides' rows are checked against the input's sums too.
 //
+// Then, unless EnvBenchKSRestore is 0, the restore (sub-benchmark
+// "restore", runKSRestore): one changelog partition of that many bytes
+// restored into a fresh store by this runner and by Kafka Streams.
+//
 // It ignores b.N: run it with -benchtime=1x (make bench).
 func BenchmarkKafkaStreams(b *testing.B) {
 	if broker == nil {
@@ -719,6 +723,10 @@ func BenchmarkKafkaStreams(b *testing.B) {
 			b.Fatalf("%s=%q: want a duration (0 skips the steady run)", EnvBenchKSSteady, s)
 		}
 	}
+	restore, err := parseBytes(os.Getenv(EnvBenchKSRestore))
+	if err != nil {
+		b.Fatal(err)
+	}
 	jar := kstreamsJar(b)
 	if broker.PID() == 0 {
 		b.Logf("the broker's process is unknown (%s): its CPU is not measured", broker.Describe())
@@ -729,6 +737,9 @@ func BenchmarkKafkaStreams(b *testing.B) {
 	}
 	if steady > 0 {
 		b.Run("steady", func(b *testing.B) { runKSSteady(b, jar, steady) })
+	}
+	if restore > 0 {
+		b.Run("restore", func(b *testing.B) { runKSRestore(b, jar, restore) })
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // The state store (stage/state) against the real broker: pending, committed
 // and aborted attempts, and the restore rate.
 
-func createCompactedTopic(t *testing.T, bs, topic string, partitions int) {
+func createCompactedTopic(t testing.TB, bs, topic string, partitions int) {
 	t.Helper()
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bs})
 	if err != nil {
@@ -74,7 +74,7 @@ func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.Pr
 	}
 }
 
-func newStateManager(t *testing.T, bs, topic string) *state.Manager {
+func newStateManager(t testing.TB, bs, topic string) *state.Manager {
 	t.Helper()
 	read := kafkaclient.ChangelogReader(bs, nil)
 	changelog := func(ctx context.Context, topic string, p int32, from func(state.ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
