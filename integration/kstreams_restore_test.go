@@ -82,7 +82,7 @@ type restoreRun struct {
 
 // runKSRestore is BenchmarkKafkaStreams/restore: it fills a changelog of
 // size bytes, then restores it restoreRounds times each way, alternating,
-// and reports per side the restore's MB/s (ours-restore-MB/s,
+// and reports the changelog's size (changelog-MB) and per side the restore's MB/s (ours-restore-MB/s,
 // ks-restore-MB/s; MB = 10^6 bytes of keys and values), its seconds, the
 // CPU seconds of the restoring process (ours: this test process's own
 // while it restores; Kafka Streams: the JVM's whole life, start-up
@@ -119,6 +119,7 @@ func runKSRestore(b *testing.B, jar string, size int64) {
 		ks = append(ks, k)
 	}
 	o, k := medianRestore(ours), medianRestore(ks)
+	b.ReportMetric(mb, "changelog-MB")
 	b.ReportMetric(mb/o.restore.Seconds(), "ours-restore-MB/s")
 	b.ReportMetric(mb/k.restore.Seconds(), "ks-restore-MB/s")
 	b.ReportMetric(o.restore.Seconds(), "ours-restore-s")
