@@ -1,9 +1,6 @@
 package io.github.kafkastreams.kstreamsbench;
 
-import java.time.Duration;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.common.TopicPartition;
@@ -78,34 +75,8 @@ public final class Restore {
         System.out.flush();
       }
     });
-    CountDownLatch done = new CountDownLatch(1);
-    AtomicBoolean announced = new AtomicBoolean();
-    streams.setStateListener((now, before) -> {
-      if (now == KafkaStreams.State.RUNNING && !announced.getAndSet(true)) {
-        System.out.println("RUNNING");
-        System.out.flush();
-      }
-      if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
-        done.countDown();
-      }
-    });
-    streams.setUncaughtExceptionHandler(e -> {
-      System.err.println("Restore: " + e);
-      e.printStackTrace();
-      return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler
-          .StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-    });
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      // Leave the group (KIP-812): the benchmark's next round starts the
-      // same application id at once, and would otherwise wait out the
-      // session timeout for this member.
-      streams.close(new KafkaStreams.CloseOptions().timeout(Duration.ofSeconds(10)).leaveGroup(true));
-      done.countDown();
-    }));
-    streams.start();
-    done.await();
-    if (streams.state() == KafkaStreams.State.ERROR) {
-      System.exit(1);
-    }
+    // Leave the group on SIGTERM: the benchmark's next round starts the
+    // same application id at once.
+    Lifecycle.runUntilStopped(streams, "Restore", true);
   }
 }

@@ -2,8 +2,6 @@ package io.github.kafkastreams.kstreamsbench;
 
 import java.time.Duration;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -67,31 +65,6 @@ public final class WindowedSum {
         .to(args[3], Produced.with(Serdes.String(), Serdes.String()));
 
     KafkaStreams streams = new KafkaStreams(builder.build(), props);
-    CountDownLatch done = new CountDownLatch(1);
-    AtomicBoolean announced = new AtomicBoolean();
-    streams.setStateListener((now, before) -> {
-      if (now == KafkaStreams.State.RUNNING && !announced.getAndSet(true)) {
-        System.out.println("RUNNING");
-        System.out.flush();
-      }
-      if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
-        done.countDown();
-      }
-    });
-    streams.setUncaughtExceptionHandler(e -> {
-      System.err.println("WindowedSum: " + e);
-      e.printStackTrace();
-      return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler
-          .StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
-    });
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      streams.close(Duration.ofSeconds(10));
-      done.countDown();
-    }));
-    streams.start();
-    done.await();
-    if (streams.state() == KafkaStreams.State.ERROR) {
-      System.exit(1);
-    }
+    Lifecycle.runUntilStopped(streams, "WindowedSum", false);
   }
 }
