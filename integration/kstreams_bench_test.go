@@ -516,15 +516,22 @@ func startSide(b *testing.B, side wsSide, jar, in, out, app string, steady bool,
 			p.cmd.Env = append(p.cmd.Env, envChildProf+"="+profile)
 		}
 	} else {
-		args := append(slices.Clone(ksJVMFlags), "-cp", jar+string(os.PathListSeparator)+filepath.Join(filepath.Dir(jar), "lib", "*"),
-			"io.github.kafkastreams.kstreamsbench.WindowedSum", broker.BootstrapServers(), app, in, out, filepath.Join(dir, "state"), strconv.Itoa(side.threads))
-		p.cmd = exec.Command("java", args...)
+		p.cmd = ksCommand(jar, "WindowedSum", broker.BootstrapServers(), app, in, out, filepath.Join(dir, "state"), strconv.Itoa(side.threads))
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		b.Fatalf("%s: %v", side, err)
 	}
 	return p
+}
+
+// ksCommand is the java command running class (of package
+// io.github.kafkastreams.kstreamsbench) of the kstreamsbench jar with
+// arguments args, under ksJVMFlags, its runtime jars beside it in lib/.
+func ksCommand(jar, class string, args ...string) *exec.Cmd {
+	a := append(slices.Clone(ksJVMFlags), "-cp", jar+string(os.PathListSeparator)+filepath.Join(filepath.Dir(jar), "lib", "*"),
+		"io.github.kafkastreams.kstreamsbench."+class)
+	return exec.Command("java", append(a, args...)...)
 }
 
 // exited reports whether the child has exited (without reaping it).

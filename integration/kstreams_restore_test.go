@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -215,11 +214,10 @@ var restoredLine = regexp.MustCompile(`(?m)^RESTORED (\d+) (\d+)$`)
 // its store restored from app's changelog, and stops it.
 func restoreKS(b *testing.B, jar, bs, app, in string, n int64) restoreRun {
 	b.Helper()
-	args := append(slices.Clone(ksJVMFlags), "-cp", jar+string(os.PathListSeparator)+filepath.Join(filepath.Dir(jar), "lib", "*"),
-		"io.github.kafkastreams.kstreamsbench.Restore", bs, app, in, filepath.Join(b.TempDir(), "state"))
-	cmd := exec.Command("java", args...)
+	cmd := ksCommand(jar, "Restore", bs, app, in, filepath.Join(b.TempDir(), "state"))
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
+	p := &wsProc{cmd: cmd, log: log}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -238,11 +236,11 @@ func restoreKS(b *testing.B, jar, bs, app, in string, n int64) restoreRun {
 	var run restoreRun
 	for {
 		out := log.String()
-		if strings.Contains(out, "\nRUNNING\n") || strings.HasPrefix(out, "RUNNING\n") {
+		if ksRunning.MatchString(out) {
 			run.ready = time.Since(start)
 			break
 		}
-		if cmd.ProcessState != nil || syscall.Kill(cmd.Process.Pid, 0) != nil || procState(cmd.Process.Pid) == "Z" || time.Since(start) > 15*time.Minute {
+		if p.exited() || time.Since(start) > 15*time.Minute {
 			b.Fatalf("Kafka Streams did not reach RUNNING after %v; its log's end:\n%s", time.Since(start).Round(time.Millisecond), tail(out, 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
