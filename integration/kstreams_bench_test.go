@@ -582,8 +582,12 @@ type wsRun struct {
 	wall      time.Duration // child start to its last row read read_committed
 	cpu       time.Duration // the child's CPU time then
 	brokerCPU time.Duration // the broker's CPU time over the same span (0: unknown)
-	peakRSS   int64         // the child's VmHWM then, bytes
-	firstRow  time.Duration // child start to its first row read
+	// brokerThreads is where brokerCPU went, by thread group
+	// (threadCPUSince); brokerJIT is its JIT compilers' part (jitCPU).
+	brokerThreads map[string]time.Duration
+	brokerJIT     time.Duration
+	peakRSS       int64         // the child's VmHWM then, bytes
+	firstRow      time.Duration // child start to its first row read
 }
 
 // runBatchSide runs side over the batch input topic in until every
@@ -603,6 +607,7 @@ func runBatchSide(b *testing.B, side wsSide, jar, in string, e wsExpect, profile
 		b.Fatal(err)
 	}
 	brokerStart, _ := procTimes(broker.PID())
+	brokerThreads := threadCPU(broker.PID())
 	start := time.Now()
 	p := startSide(b, side, jar, in, out, tag, false, profile)
 	want := len(e.sums)
@@ -625,6 +630,8 @@ func runBatchSide(b *testing.B, side wsSide, jar, in string, e wsExpect, profile
 			run.cpu, run.peakRSS = cpu, peak
 			bc, _ := procTimes(broker.PID())
 			run.brokerCPU = bc - brokerStart
+			run.brokerThreads = threadCPUSince(broker.PID(), brokerThreads)
+			run.brokerJIT = jitCPU(run.brokerThreads)
 			break
 		}
 		if p.side.threads > 0 && p.exited() || time.Now().After(deadline) {
@@ -685,7 +692,7 @@ func kstreamsJar(b *testing.B) string {
 // ksJVMFlags), over the same input on the package's broker.
 //
 // First, once, warmBroker: both sides over warmRecords records, not
-// measured. Then for each batch size of EnvBenchKS (records from wsRecord, event times
+// measured (the broker's JIT: see warmBroker). Then for each batch size of EnvBenchKS (records from wsRecord, event times
 // 1 ms apart, one sentinel a partition to close the last windows on Kafka
 // Streams), wsRounds rounds, in each this runner then Kafka Streams with 1
 // and with 2 threads, each side into its own output topic; the medians of
@@ -695,6 +702,9 @@ func kstreamsJar(b *testing.B) string {
 //	              read_committed consumer
 //	-cpu-s        the child's CPU seconds (user + system) by then
 //	-broker-cpu-s the broker's CPU seconds over the same span
+//	-broker-jit-s the part of them its JIT compiler threads took (jitCPU):
+//	              what a warm broker would not spend; each round's log line
+//	              gives the broker's busiest threads
 //	-peakRSS-MB   the child's peak RSS (VmHWM) by then
 //	-first-row-s  the child's start to its first row read
 //
@@ -758,23 +768,29 @@ const warmRecords = 300_000
 var ksWarmed bool
 
 // warmBroker runs this runner and Kafka Streams (1 thread) once each over
-// warmRecords records, unmeasured, before the measured rounds. On a broker
-// that has not served these jobs yet, the first runs cost it up to three
-// times the broker CPU of later ones: in runs of 3 M records (2026-12-04),
-// this runner's first run took 21.9-30.3 broker CPU seconds and its second
-// 8.0-11.6, Kafka Streams' first 12.3-12.8 and its second 4.8-6.4. Why is
-// not found out (a plain read of the whole input first did not remove it;
-// the broker JVM's JIT is a guess). The order of the sides in a round
-// would otherwise put the cost on whichever side runs first: this runner.
-// With it, this runner's first run took 13.2 broker CPU seconds.
+// warmRecords records, unmeasured, before the measured rounds, and logs
+// the broker's CPU in them, by thread, in one line (a benchmark's log
+// keeps its first 10 lines). A fresh broker JVM compiles its hot paths
+// in the first runs that reach them, and the order of the sides in a
+// round put that on whichever ran first, this runner: in runs of 3 M
+// records without it (2026-12-04) this runner's first run took 21.9-30.3
+// broker CPU seconds and its second 8.0-11.6. Measured by the broker's
+// threads (jitCPU) after this warm-up, at 3 M: this runner's first run
+// cost the broker 8.9 CPU s, 4.6 of them in its C2 compiler thread, its
+// second 4.6 (C2 0.9); Kafka Streams' first 4.9 (C2 1.8), its second 3.3
+// (C2 0.4). More passes of 300 k records do not end it: in five, the
+// compilers still took 26-50% of each pass's broker CPU, and the 3 M
+// rounds after them 0.8-2.2 CPU s. So every run reports its JIT part
+// (-broker-jit-s), and the comparison is made with and without it.
 func warmBroker(b *testing.B, jar string) {
 	in, e := writeWSInput(b, warmRecords)
 	start := time.Now()
+	var parts []string
 	for _, s := range []wsSide{{"ours", 0}, {"ks1", 1}} {
 		r := runBatchSide(b, s, jar, in, e, "")
-		b.Logf("warm-up, %s over %d records: %.2f s wall, broker %.1f CPU s (not measured)", s, warmRecords, r.wall.Seconds(), r.brokerCPU.Seconds())
+		parts = append(parts, fmt.Sprintf("%s %.2f s wall, broker %.1f CPU s (%s)", s, r.wall.Seconds(), r.brokerCPU.Seconds(), formatThreadCPU(r.brokerThreads, 3)))
 	}
-	b.Logf("broker warmed in %v", time.Since(start).Round(time.Millisecond))
+	b.Logf("broker warmed in %v, both sides over %d records, not measured: %s", time.Since(start).Round(time.Millisecond), warmRecords, strings.Join(parts, "; "))
 }
 
 // writeWSInput writes n records (wsRecord, then wsSentinels) to a new
@@ -835,8 +851,8 @@ func runKSBatch(b *testing.B, jar string, n int) {
 		for _, s := range sides {
 			r := runBatchSide(b, s, jar, in, e, "")
 			runs[s.name] = append(runs[s.name], r)
-			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s, peak RSS %.2f GB, first row at %.2f s",
-				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), float64(r.peakRSS)/1e9, r.firstRow.Seconds())
+			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s (of it JIT %.1f; %s), peak RSS %.2f GB, first row at %.2f s",
+				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.brokerJIT.Seconds(), formatThreadCPU(r.brokerThreads, 5), float64(r.peakRSS)/1e9, r.firstRow.Seconds())
 		}
 	}
 	med := map[string]wsRun{}
@@ -846,6 +862,7 @@ func runKSBatch(b *testing.B, jar string, n int) {
 		b.ReportMetric(m.wall.Seconds(), s.name+"-s")
 		b.ReportMetric(m.cpu.Seconds(), s.name+"-cpu-s")
 		b.ReportMetric(m.brokerCPU.Seconds(), s.name+"-broker-cpu-s")
+		b.ReportMetric(m.brokerJIT.Seconds(), s.name+"-broker-jit-s")
 		b.ReportMetric(float64(m.peakRSS)/1e6, s.name+"-peakRSS-MB")
 		b.ReportMetric(m.firstRow.Seconds(), s.name+"-first-row-s")
 	}
@@ -877,6 +894,7 @@ func medianRun(runs []wsRun) wsRun {
 		wall:      time.Duration(pick(func(r wsRun) int64 { return int64(r.wall) })),
 		cpu:       time.Duration(pick(func(r wsRun) int64 { return int64(r.cpu) })),
 		brokerCPU: time.Duration(pick(func(r wsRun) int64 { return int64(r.brokerCPU) })),
+		brokerJIT: time.Duration(pick(func(r wsRun) int64 { return int64(r.brokerJIT) })),
 		peakRSS:   pick(func(r wsRun) int64 { return r.peakRSS }),
 		firstRow:  time.Duration(pick(func(r wsRun) int64 { return int64(r.firstRow) })),
 	}

@@ -112,12 +112,14 @@ func runPartitionsBench(b *testing.B, parts, n int) {
 	_ = beam.ParDo(s, partitionsCount, beam.GroupByKey(s, beam.WindowInto(s, window.NewFixedWindows(10*time.Second), kv)))
 	selfStart, _ := procTimes(os.Getpid())
 	brokerStart, _ := procTimes(broker.PID())
+	brokerThreads := threadCPU(broker.PID())
 	start := time.Now()
 	res := runBench(b, ctx, p, func(o *runner.Options) { o.InternalTopicPartitions = parts })
 	wall := time.Since(start)
 	b.StopTimer()
 	selfEnd, _ := procTimes(os.Getpid())
 	brokerEnd, _ := procTimes(broker.PID())
+	brokerWhere := formatThreadCPU(threadCPUSince(broker.PID(), brokerThreads), 6)
 	// CPU seconds per million records, of this process (the runner runs
 	// in it) and of the broker (0 when its process is not readable): where
 	// the time goes as P grows.
@@ -152,6 +154,6 @@ func runPartitionsBench(b *testing.B, parts, n int) {
 	b.ReportMetric(perCommit, "reports/commit")
 	b.ReportMetric(selfCPU, "runner-cpu-s/M")
 	b.ReportMetric(brokerCPU, "broker-cpu-s/M")
-	b.Logf("%d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f",
-		parts, parts, n, rate, float64(n)/wall.Seconds(), wall.Seconds(), perRecord, perCommit, selfCPU, brokerCPU)
+	b.Logf("%d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f (its threads, CPU s: %s)",
+		parts, parts, n, rate, float64(n)/wall.Seconds(), wall.Seconds(), perRecord, perCommit, selfCPU, brokerCPU, brokerWhere)
 }

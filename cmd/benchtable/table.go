@@ -147,7 +147,13 @@ func kafkaStreamsRows(res Results) []Row {
 	sort.Ints(ns)
 	var rows []Row
 	side := func(m map[string]float64, p string) string {
-		return fmt.Sprintf("%.2f s, %.1f CPU s, %.2f GB; broker %.1f CPU s", m[p+"-s"], m[p+"-cpu-s"], m[p+"-peakRSS-MB"]/1e3, m[p+"-broker-cpu-s"])
+		s := fmt.Sprintf("%.2f s, %.1f CPU s, %.2f GB; broker %.1f CPU s", m[p+"-s"], m[p+"-cpu-s"], m[p+"-peakRSS-MB"]/1e3, m[p+"-broker-cpu-s"])
+		if jit, ok := m[p+"-broker-jit-s"]; ok {
+			// The broker JVM's JIT compilers' part (BenchmarkKafkaStreams'
+			// -broker-jit-s; absent in logs before it).
+			s += fmt.Sprintf(" (JIT %.1f)", jit)
+		}
+		return s
 	}
 	for _, n := range ns {
 		m := res[ksPrefix+strconv.Itoa(n)]
@@ -159,6 +165,13 @@ func kafkaStreamsRows(res Results) []Row {
 		ratio := fmt.Sprintf("ours/KS 1 thread: wall %.2f, CPU %.2f", m["ours/ks1"], m["ours/ks1-cpu"])
 		if k := m["ks1-cpu-s"] + m["ks1-broker-cpu-s"]; k > 0 && m["ks1-broker-cpu-s"] > 0 {
 			ratio += fmt.Sprintf(", CPU with the broker's %.2f", (m["ours-cpu-s"]+m["ours-broker-cpu-s"])/k)
+			oj, ojok := m["ours-broker-jit-s"]
+			kj, kjok := m["ks1-broker-jit-s"]
+			if ojok && kjok && k-kj > 0 {
+				// The broker JVM's JIT is a cost of its first hours, not of
+				// the job (BenchmarkKafkaStreams' warmBroker).
+				ratio += fmt.Sprintf(" (its JIT left out %.2f)", (m["ours-cpu-s"]+m["ours-broker-cpu-s"]-oj)/(k-kj))
+			}
 		}
 		if m["ks2-s"] > 0 {
 			ratio += fmt.Sprintf("; wall ours/KS 2 threads %.2f", m["ours-s"]/m["ks2-s"])
