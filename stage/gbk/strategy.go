@@ -179,17 +179,27 @@ func (s Strategy) String() string {
 
 // expiry is the last input watermark at which data of window w is kept:
 //
-//	expired(w, wm) ⇔ w.MaxTimestamp() + allowedLateness < wm
-//
-// (Beam's LateDataUtils.garbageCollectionTime and isExpired: the GC time is
-// maxTimestamp + allowed lateness, and a window expires once the input
-// watermark is past it.) Saturates at mtime.MaxTimestamp.
+//	expired(w, wm) ⇔ GCTime(w.MaxTimestamp(), allowedLateness) < wm
 func (s Strategy) expiry(w Window) mtime.Time {
-	e := w.MaxTimestamp() + mtime.Time(s.AllowedLateness)
-	if e > mtime.MaxTimestamp || e < w.MaxTimestamp() {
-		return mtime.MaxTimestamp
+	return GCTime(w.MaxTimestamp(), mtime.Time(s.AllowedLateness))
+}
+
+// GCTime is the garbage-collection time of a window whose max timestamp is
+// maxTs under allowed lateness lateness (mtime.Time, ms, >= 0): the window
+// expires, its state is deleted and late data for it dropped, once the
+// input watermark is past it. It is maxTs + lateness, capped at the end of
+// the global window (mtime.EndOfGlobalWindowTime), so that every window,
+// the global one under any lateness too, expires when the watermark
+// reaches the end of time (Beam: LateDataUtils.garbageCollectionTime).
+// Computed without overflow for any lateness an SDK may send.
+func GCTime(maxTs, lateness mtime.Time) mtime.Time {
+	if lateness < 0 {
+		lateness = 0
 	}
-	return e
+	if maxTs > mtime.EndOfGlobalWindowTime-lateness {
+		return mtime.EndOfGlobalWindowTime
+	}
+	return maxTs + lateness
 }
 
 // WindowEnds returns, for windowing strategy ws, next: the least end of

@@ -2,6 +2,7 @@ package gbk
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -163,6 +164,31 @@ func TestWindowEnds(t *testing.T) {
 		}
 		if got, ok := next(wm); !ok || got != want {
 			t.Fatalf("fixed windows of %d ms at offset %d: next(%d) = %d, %v; want %d", q, r, wm, got, ok, want)
+		}
+	}
+}
+
+// TestGCTime: max timestamp + lateness, capped at the end of the global
+// window (Beam's LateDataUtils.garbageCollectionTime), never overflowing.
+func TestGCTime(t *testing.T) {
+	day := mtime.Time(24 * time.Hour / time.Millisecond)
+	for _, c := range []struct {
+		maxTs, lateness, want mtime.Time
+	}{
+		{9, 0, 9},
+		{9, 5, 14},
+		{-10, 5, -5},
+		{mtime.EndOfGlobalWindowTime, 0, mtime.EndOfGlobalWindowTime},
+		{mtime.EndOfGlobalWindowTime, day, mtime.EndOfGlobalWindowTime}, // the global window: expires at the end of time
+		{mtime.EndOfGlobalWindowTime - day, day, mtime.EndOfGlobalWindowTime},
+		{mtime.EndOfGlobalWindowTime - day, day - 1, mtime.EndOfGlobalWindowTime - 1},
+		{0, mtime.Time(math.MaxInt64), mtime.EndOfGlobalWindowTime},
+		{mtime.MinTimestamp, mtime.Time(math.MaxInt64), mtime.EndOfGlobalWindowTime},
+		{mtime.MaxTimestamp, 0, mtime.EndOfGlobalWindowTime},
+		{5, -3, 5}, // a negative lateness counts as 0
+	} {
+		if got := GCTime(c.maxTs, c.lateness); got != c.want {
+			t.Errorf("GCTime(%d, %d) = %d, want %d", c.maxTs, c.lateness, got, c.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/gbk"
 )
 
 // Store is what a Task needs of a task's store (state.Task satisfies it):
@@ -296,10 +297,12 @@ func (t *Task) deleteAll(keys [][]byte) error {
 	return nil
 }
 
-// GC deletes the user state of every window whose max timestamp + allowed
-// lateness is before the input watermark wm (Beam: a window's state is
-// garbage once wm > window.maxTimestamp() + allowedLateness; Java's
-// StatefulDoFnRunner state cleanup). The global window's state is kept: its
+// GC deletes the user state of every window whose garbage-collection time
+// (gbk.GCTime: max timestamp + allowed lateness, capped at the end of the
+// global window, without overflow) is before the input watermark wm (Beam:
+// a window's state is garbage once wm passes
+// LateDataUtils.garbageCollectionTime; Java's StatefulDoFnRunner state
+// cleanup). The global window's state is kept: its
 // window ends only at the end of time, when the job is over. It returns
 // the number of records deleted.
 func (t *Task) GC(wm mtime.Time, allowedLateness mtime.Time) (int, error) {
@@ -309,7 +312,7 @@ func (t *Task) GC(wm mtime.Time, allowedLateness mtime.Time) (int, error) {
 		if err != nil {
 			return err
 		}
-		if maxTs >= mtime.EndOfGlobalWindowTime || maxTs+allowedLateness >= wm {
+		if maxTs >= mtime.EndOfGlobalWindowTime || gbk.GCTime(maxTs, allowedLateness) >= wm {
 			return errStop
 		}
 		keys = append(keys, append([]byte{}, k...))

@@ -182,6 +182,24 @@ func TestGC(t *testing.T) {
 	}
 }
 
+// TestGCLatenessNearTheEndOfTime: an allowed lateness as large as an SDK
+// may send (Java's Long.MAX_VALUE ms) keeps a window's state to the end of
+// time; max timestamp + lateness overflowed to a time before the epoch and
+// GC deleted the state of a window whose data was still on time.
+func TestGCLatenessNearTheEndOfTime(t *testing.T) {
+	st := gbk.NewMemStore()
+	tk := NewTask(st, urnInterval)
+	if err := tk.Append(fnapi.UserStateKey{Kind: fnapi.UserStateBag, StateID: "s", Key: []byte("k"), Window: interval(0, 10)}, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tk.GC(1000, mtime.Time(math.MaxInt64)); err != nil || n != 0 {
+		t.Fatalf("GC(wm=1000, lateness=MaxInt64) = %d, %v: want nothing deleted", n, err)
+	}
+	if n, err := tk.GC(mtime.MaxTimestamp, mtime.Time(math.MaxInt64)); err != nil || n != 2 {
+		t.Errorf("GC(wm=end of time) = %d, %v: want the window's 2 records deleted", n, err)
+	}
+}
+
 // TestTimers: a set replaces the timer of the same (family, key, window,
 // tag), a clear removes it; event-time timers are due when fire < wm (all
 // at the end of time), processing-time ones when fire <= now; the hold is
