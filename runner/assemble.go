@@ -133,7 +133,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 	if err != nil {
 		return stage.Config{}, builtHead{}, err
 	}
-	spec, err := stageLoopSpec(comps, j.pl, s, b, j.users)
+	spec, err := stageLoopSpec(comps, j.pl, s, b, j.users, j.timestampAfterMax)
 	if err != nil {
 		return stage.Config{}, builtHead{}, err
 	}

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"time"
+
 	"fmt"
 	"slices"
 
@@ -93,14 +95,15 @@ func keyOf(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage) (map[string]f
 
 // stageLoopSpec is stage s's whole step.Spec: LoopSpec with what its
 // kind built (b), the interval-window outputs (markIntervalWindows) and
-// its Kafka sinks (sinkSpecs, with the users' topics' partition counts).
-func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b builtHead, users map[string]int32) (step.Spec, error) {
+// its Kafka sinks (sinkSpecs, with the users' topics' partition counts
+// and timestamp limits).
+func stageLoopSpec(comps *pipepb.Components, pl *plan.Plan, s *plan.Stage, b builtHead, users map[string]int32, afterMax map[string]time.Duration) (step.Spec, error) {
 	spec, err := loopSpec(pl, s, b)
 	if err != nil {
 		return step.Spec{}, err
 	}
 	markIntervalWindows(comps, &spec)
-	if spec.Sinks, err = sinkSpecs(comps, s, users); err != nil {
+	if spec.Sinks, err = sinkSpecs(comps, s, users, afterMax); err != nil {
 		return step.Spec{}, err
 	}
 	if !spec.RawInput {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
@@ -95,7 +96,7 @@ func startProducers(ctx context.Context, o Options, pl *plan.Plan, instanceID st
 // The timeline marks the three steps in the order they end. An error
 // saying the brokers could not be reached names the bootstrap servers and
 // where they came from.
-func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp *checkedPlan, planProducer *planProducer) (map[string]int32, map[string]int, error) {
+func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp *checkedPlan, planProducer *planProducer) (map[string]int32, map[string]int, map[string]time.Duration, error) {
 	bootstrap, props := o.BootstrapServers, o.KafkaProperties
 	brokerErr := func(err error) error {
 		if unreachable(err) {
@@ -108,6 +109,7 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	var (
 		users                    map[string]int32
 		userLimits, limits       map[string]int
+		afterMax                 map[string]time.Duration
 		usersErr, topicsErr      error
 		initialised, planCreated bool
 		deadLimit                int
@@ -115,7 +117,7 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	topicsDone := make(chan struct{})
 	go func() {
 		defer close(topicsDone)
-		if users, userLimits, usersErr = userTopics(tctx, bootstrap, props, cp.users); usersErr != nil {
+		if users, userLimits, afterMax, usersErr = userTopics(tctx, bootstrap, props, cp.users); usersErr != nil {
 			return
 		}
 		tl.mark("users' topics")
@@ -133,18 +135,18 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 	if err := checkBrokers(ctx, bootstrap, props); err != nil {
 		tcancel()
 		<-topicsDone
-		return nil, nil, brokerErr(err)
+		return nil, nil, nil, brokerErr(err)
 	}
 	tl.mark("brokers")
 	<-topicsDone
 	if usersErr != nil {
 		if unreachable(usersErr) {
-			return nil, nil, brokerErr(usersErr)
+			return nil, nil, nil, brokerErr(usersErr)
 		}
-		return nil, nil, usersErr
+		return nil, nil, nil, usersErr
 	}
 	if topicsErr != nil {
-		return nil, nil, brokerErr(topicsErr)
+		return nil, nil, nil, brokerErr(topicsErr)
 	}
 	planProducer.empty = initialised && planCreated
 	if limits == nil {
@@ -157,7 +159,7 @@ func setupTopics(ctx context.Context, tl *timeline, o Options, pl *plan.Plan, cp
 		limits[o.DeadLetterTopic] = deadLimit
 	}
 	warnSmallSinks(pl, props, limits)
-	return users, limits, nil
+	return users, limits, afterMax, nil
 }
 
 // warnSmallSinks logs, once per topic, each Kafka sink of pl whose

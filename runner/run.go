@@ -45,6 +45,10 @@ type job struct {
 	// users' topics, by topic, as the broker said them
 	// (stage.Config.MaxMessageBytes).
 	limits map[string]int
+	// timestampAfterMax is how far ahead of the broker's clock each
+	// user's topic takes a record's timestamp (userTopics;
+	// step.Sink.TimestampAfterMax).
+	timestampAfterMax map[string]time.Duration
 }
 
 // run is this instance's share of the application once the topics exist

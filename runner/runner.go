@@ -237,7 +237,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	harness := startHarness(ctx, srv)
 	defer harness.stop()
 	tl.mark("instance slot, producers started")
-	users, limits, err := setupTopics(ctx, tl, o, pl, cp, planProducer)
+	users, limits, afterMax, err := setupTopics(ctx, tl, o, pl, cp, planProducer)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	} else {
 		log.Info("kafkastreams: plan matches the recorded plan; joining the application", "topic", kafkaclient.PlanTopic(appID))
 	}
-	res, err := run(ctx, &job{log: log, tl: tl, srv: srv, harness: harness, inst: inst, producers: producers, o: o, pipe: pipe, pl: pl, checked: cp, users: users, limits: limits})
+	res, err := run(ctx, &job{log: log, tl: tl, srv: srv, harness: harness, inst: inst, producers: producers, o: o, pipe: pipe, pl: pl, checked: cp, users: users, limits: limits, timestampAfterMax: afterMax})
 	if err == nil && !recorded {
 		if r, ok := res.(*Result); ok && r.recordsIn() == 0 {
 			log.Warn("kafkastreams: application "+appID+" had already finished: this instance found every sink stage at the end of time and processed nothing; to run the job again, use a new --application_id", "application_id", appID)

@@ -3,13 +3,16 @@ package runner
 import (
 	"bytes"
 	"log/slog"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/recordtime"
 )
 
 // TestWarnSmallSinks: a Kafka sink whose max.message.bytes is below the
@@ -75,5 +78,24 @@ func TestInternalFixes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("internalFixes = %v, want %v", got, want)
+	}
+}
+
+// TestTimestampAfterMax: a topic's message.timestamp.after.max.ms is how
+// far ahead its records' timestamps may be; LogAppendTime, Long.MAX_VALUE
+// and a broker without the entry take any; a topic not answered for, or
+// whose entry is not a number, is left to the default.
+func TestTimestampAfterMax(t *testing.T) {
+	got := timestampAfterMax(map[string]map[string]string{
+		"hour":      {"message.timestamp.after.max.ms": "3600000", "message.timestamp.type": "CreateTime"},
+		"zero":      {"message.timestamp.after.max.ms": "0"},
+		"append":    {"message.timestamp.after.max.ms": "3600000", "message.timestamp.type": "LogAppendTime"},
+		"unlimited": {"message.timestamp.after.max.ms": "9223372036854775807"},
+		"old":       {"max.message.bytes": "1048588"},
+		"garbage":   {"message.timestamp.after.max.ms": "soon"},
+	})
+	want := map[string]time.Duration{"hour": time.Hour, "zero": 0, "append": recordtime.NoTimestampLimit, "unlimited": recordtime.NoTimestampLimit, "old": recordtime.NoTimestampLimit}
+	if !maps.Equal(got, want) {
+		t.Errorf("timestampAfterMax = %v, want %v", got, want)
 	}
 }

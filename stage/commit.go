@@ -295,6 +295,10 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, dead bool, touched map[
 	}
 	l.stats.reportsOut.Add(r.ReportsOut)
 	l.countUntrusted(r.Untrusted)
+	if r.TimestampsAhead > 0 && l.stats.timestampsAhead.Add(r.TimestampsAhead) == r.TimestampsAhead {
+		// Once per loop: the first such records.
+		l.log.Warn("stage: sink records whose event time is further ahead of the clock than their topic takes as a timestamp (message.timestamp.after.max.ms; or the end of the global window) are written with the time of writing", "records", r.TimestampsAhead)
+	}
 	l.stats.bundles.Add(r.Bundles)
 	if l.trace.on {
 		ps := make([]int32, len(r.Offsets))

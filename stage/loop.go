@@ -204,6 +204,11 @@ type Stats struct {
 	// (ErrorPolicyDeadLetter); each is counted in RecordsIn too (its
 	// offset committed), never in ElementsIn.
 	DeadLetters uint64
+	// TimestampsAhead counts the records written to Kafka sinks in
+	// committed transactions with the time of writing as their timestamp
+	// because their event time was further ahead than the topic takes
+	// (step.Ready.TimestampsAhead).
+	TimestampsAhead uint64
 	// FirstCommit and LastCommit are the wall-clock times of the first and
 	// the last committed transaction (zero if none): RecordsIn / (LastCommit
 	// - FirstCommit) is the stage's throughput in input records. (ElementsIn
@@ -338,7 +343,7 @@ type Loop struct {
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted, deadLetters atomic.Uint64
-		sidePauses, sideRechecks                                                                         atomic.Uint64
+		sidePauses, sideRechecks, timestampsAhead                                                        atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
 		// assigned and firstRecord are Unix nanoseconds (0: none yet).
@@ -446,21 +451,22 @@ func (l *Loop) InstanceID() string { return l.cfg.InstanceID }
 // Stats returns the committed counters.
 func (l *Loop) Stats() Stats {
 	return Stats{
-		RecordsIn:    l.stats.recordsIn.Load(),
-		ElementsIn:   l.stats.elementsIn.Load(),
-		ElementsOut:  l.stats.elementsOut.Load(),
-		ReportsOut:   l.stats.reportsOut.Load(),
-		Untrusted:    l.stats.untrusted.Load(),
-		Commits:      l.stats.commits.Load(),
-		Bundles:      l.stats.bundles.Load(),
-		Aborts:       l.stats.aborts.Load(),
-		DeadLetters:  l.stats.deadLetters.Load(),
-		SidePauses:   l.stats.sidePauses.Load(),
-		SideRechecks: l.stats.sideRechecks.Load(),
-		FirstCommit:  unixNanos(l.stats.firstCommit.Load()),
-		LastCommit:   unixNanos(l.stats.lastCommit.Load()),
-		Assigned:     unixNanos(l.stats.assigned.Load()),
-		FirstRecord:  unixNanos(l.stats.firstRecord.Load()),
+		RecordsIn:       l.stats.recordsIn.Load(),
+		ElementsIn:      l.stats.elementsIn.Load(),
+		ElementsOut:     l.stats.elementsOut.Load(),
+		ReportsOut:      l.stats.reportsOut.Load(),
+		Untrusted:       l.stats.untrusted.Load(),
+		Commits:         l.stats.commits.Load(),
+		Bundles:         l.stats.bundles.Load(),
+		Aborts:          l.stats.aborts.Load(),
+		DeadLetters:     l.stats.deadLetters.Load(),
+		TimestampsAhead: l.stats.timestampsAhead.Load(),
+		SidePauses:      l.stats.sidePauses.Load(),
+		SideRechecks:    l.stats.sideRechecks.Load(),
+		FirstCommit:     unixNanos(l.stats.firstCommit.Load()),
+		LastCommit:      unixNanos(l.stats.lastCommit.Load()),
+		Assigned:        unixNanos(l.stats.assigned.Load()),
+		FirstRecord:     unixNanos(l.stats.firstRecord.Load()),
 	}
 }
 

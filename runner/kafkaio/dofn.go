@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner/plan"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/recordtime"
 )
 
 // readFn is a bounded Read (Bounded option). On the kafkastreams runner
@@ -343,16 +345,18 @@ func (w *writer) produce(key, value []byte, ts mtime.Time) error {
 // produceHeaders writes a record: key nil is a null key, placed by the
 // producer's partitioner (as a Java producer places one), any other key
 // (empty too) in the Java client's partition for it; value nil is a
-// tombstone; ts is the record's timestamp when Kafka can hold it.
+// tombstone; ts is the record's timestamp when Kafka takes it
+// (recordtime.For).
 func (w *writer) produceHeaders(key, value []byte, headers []Header, ts mtime.Time) error {
 	part := kafka.PartitionAny
 	if key != nil {
 		part = javapartition.ForKey(key, w.partitions)
 	}
 	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: part}, Key: key, Value: value, Headers: kafkaclient.Headers(headers)}
-	if ts > 0 && ts <= mtime.MaxTimestamp { // 0 means "now" to librdkafka
-		m.Timestamp = ts.ToTime()
-	}
+	// The event time when Kafka takes it, else the time of writing
+	// (recordtime.For; the topic's own limit is not read here: Kafka 4's
+	// default is taken).
+	m.Timestamp, _ = recordtime.For(ts, time.Now(), recordtime.DefaultTimestampAfterMax)
 	for {
 		err := w.p.Produce(m, nil)
 		if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {

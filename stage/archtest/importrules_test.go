@@ -119,6 +119,11 @@ var importRules = []importRule{
 		Why:  "the Java partitioner is pure: the commit step (stage/step/output.go) uses it, and the step package imports no Kafka client (issue 22)",
 	},
 	{
+		From: "stage/kafkaclient/recordtime",
+		Deny: []string{kafkaClient},
+		Why:  "a record's timestamp rule is pure: the step package (stage/step/output.go) and runner/kafkaio's writer share it",
+	},
+	{
 		From: "runner/kafkaio",
 		Deny: []string{"stage"},
 		Why:  "issue 22: runner/kafkaio is the API a user's binary links, also on Prism: it must not link the stage loop (it uses stage/kafkaclient)",

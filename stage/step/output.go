@@ -10,6 +10,7 @@ import (
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
 	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/recordtime"
 )
 
 // This file is where an attempt's records come from: a bundle's outputs
@@ -152,9 +153,9 @@ func (a *attempt) appendSinkElements(k Sink, es [][]byte) error {
 		if sr.Key != nil {
 			r.Partition = javapartition.ForKey(sr.Key, k.Partitions)
 		}
-		ts := sr.EventTime
-		if ts > 0 && ts <= mtime.MaxTimestamp {
-			r.Timestamp = ts.ToTime()
+		var ahead bool
+		if r.Timestamp, ahead = recordtime.For(sr.EventTime, a.s.now(), k.TimestampAfterMax); ahead {
+			a.ready.TimestampsAhead++
 		}
 		a.append(r)
 		a.ready.ElementsOut++

@@ -49,6 +49,12 @@ type Ready struct {
 	// any consumed record's. The Loop logs and counts them once the
 	// transaction committed.
 	Untrusted []Untrusted
+	// TimestampsAhead counts the sink records whose event time their topic
+	// would refuse as a timestamp, too far ahead of the wall clock (the end
+	// of the global window; an early pane of a window ending tomorrow, past
+	// message.timestamp.after.max.ms): written with the time of writing
+	// (recordtime.For).
+	TimestampsAhead uint64
 }
 
 // Empty reports whether rd holds nothing to commit: no record (spilled,

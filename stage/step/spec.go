@@ -71,12 +71,21 @@ type Sink struct {
 	// into the record to write (Key nil: a null key; Value nil: a
 	// tombstone) and its event time (the record's timestamp). Required.
 	Decode func(element []byte) (SinkRecord, error)
+	// TimestampAfterMax is how far ahead of the wall clock Topic takes a
+	// record's timestamp (its message.timestamp.after.max.ms;
+	// recordtime.NoTimestampLimit for none): a record whose event time is
+	// further ahead is written with the time of writing
+	// (recordtime.For; Ready.TimestampsAhead). Zero refuses
+	// every timestamp ahead of now; runner's sinkSpecs sets it from the
+	// topic's configuration.
+	TimestampAfterMax time.Duration
 }
 
 // SinkRecord is what a Sink writes of one element: Key (nil: Kafka's
 // null, which the producer's partitioner places; otherwise the Java
 // client's partition for it, empty too), Value (nil: a tombstone), Headers
-// in order, and EventTime, the record's timestamp when Kafka can hold it.
+// in order, and EventTime, the record's timestamp when Kafka takes it
+// (recordtime.For).
 type SinkRecord struct {
 	Key, Value []byte
 	Headers    []Header

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"time"
 	"context"
 	"errors"
 	"fmt"
@@ -119,6 +120,8 @@ type Step struct {
 	spillBytes int
 	// writer are the headers of every record of reports (writerHeaders).
 	writer []Header
+	// now is Config.Now.
+	now func() time.Time
 }
 
 // Config configures a Step.
@@ -167,6 +170,9 @@ type Config struct {
 	Spill func(records []Record) error
 	// SpillBytes is the threshold of Spill. Default 4 MiB.
 	SpillBytes int
+	// Now is the wall clock a sink record's timestamp is checked against
+	// (Sink.TimestampAfterMax). Default time.Now.
+	Now func() time.Time
 }
 
 // New returns the step. An output to a keyed topic without a KeyOf is
@@ -177,6 +183,9 @@ func New(cfg Config) (*Step, error) {
 	}
 	if cfg.MaxRounds <= 0 {
 		cfg.MaxRounds = 1000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	for _, o := range cfg.Spec.Outputs {
 		for _, t := range o.Topics {
@@ -196,7 +205,7 @@ func New(cfg Config) (*Step, error) {
 	if cfg.SpillBytes <= 0 {
 		cfg.SpillBytes = defaultSpillBytes
 	}
-	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}, spill: cfg.Spill, spillBytes: cfg.SpillBytes, writer: writerHeaders(cfg.Spec.ApplicationID)}, nil
+	return &Step{spec: cfg.Spec, head: cfg.Head, process: cfg.Process, keyOf: cfg.KeyOf, gate: cfg.SideInputs, report: cfg.ReportTopic, instance: cfg.Instance, rounds: cfg.MaxRounds, jobClock: cfg.JobClock, rr: map[string]int32{}, spill: cfg.Spill, spillBytes: cfg.SpillBytes, writer: writerHeaders(cfg.Spec.ApplicationID), now: cfg.Now}, nil
 }
 
 // defaultSpillBytes is Config.SpillBytes's default: 4 MiB of record
