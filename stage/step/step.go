@@ -1,12 +1,12 @@
 package step
 
 import (
-	"time"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"google.golang.org/protobuf/proto"
