@@ -52,7 +52,7 @@ func produceAt(t *testing.T, bs, topic string, p int32, recs ...kioRec) {
 	}
 	defer pr.Close()
 	for _, r := range recs {
-		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: r.key, Value: r.value, Timestamp: time.UnixMilli(r.ts)}
+		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: r.key, Value: r.value, Timestamp: time.UnixMilli(r.ts), Headers: r.headers}
 		if err := pr.Produce(m, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -65,6 +65,7 @@ func produceAt(t *testing.T, bs, topic string, p int32, recs ...kioRec) {
 type kioRec struct {
 	key, value []byte
 	ts         int64
+	headers    []kafka.Header
 }
 
 // kioWindowCount formats a window's count as "[start,end) n".
@@ -631,7 +632,7 @@ func TestKafkaTimestampFnDeadLetter(t *testing.T) {
 			}
 			produceAt(t, bs, in, 0,
 				kioRec{key: []byte("a"), value: []byte("1700000040000"), ts: 1},
-				kioRec{key: []byte("b"), value: []byte("not a time"), ts: 2},
+				kioRec{key: []byte("b"), value: []byte("not a time"), ts: 1_700_000_002_000, headers: []kafka.Header{{Key: "trace", Value: []byte("b-1")}}},
 				kioRec{key: []byte("c"), value: []byte("1700000041000"), ts: 3},
 				kioRec{key: []byte("d"), value: []byte("-5"), ts: 4})
 			p, s := beam.NewPipelineWithRoot()
@@ -655,8 +656,41 @@ func TestKafkaTimestampFnDeadLetter(t *testing.T) {
 			if got, want := readValues(t, bs, dlq, 0, 30*time.Second), []string{"-5", "not a time"}; strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Errorf("dead-letter topic %q, want %q", got, want)
 			}
+			if on == "kafkastreams" {
+				// As it was read: its headers and its Kafka timestamp too
+				// (the source stage's dead letters kept only key and
+				// value).
+				m := readRecord(t, bs, dlq, "b")
+				if len(m.Headers) != 1 || m.Headers[0].Key != "trace" || string(m.Headers[0].Value) != "b-1" {
+					t.Errorf("dead letter b: headers %v, want trace=b-1", m.Headers)
+				}
+				if m.Timestamp.UnixMilli() != 1_700_000_002_000 {
+					t.Errorf("dead letter b: timestamp %v, want %v (the record's)", m.Timestamp, time.UnixMilli(1_700_000_002_000))
+				}
+			}
 		})
 	}
+}
+
+// readRecord returns the first record of topic whose key is key, read
+// read_committed from the beginning (fails the test after 30 s).
+func readRecord(t *testing.T, bs, topic, key string) *kafka.Message {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bs, "group.id": uniqueName(t, "read"), "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe(topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if m, err := c.ReadMessage(time.Second); err == nil && string(m.Key) == key {
+			return m
+		}
+	}
+	t.Fatalf("no record of key %q in %s", key, topic)
+	return nil
 }
 
 // TestKafkaSourceAlignment: watermark alignment (seed 002, FLIP-217). A

@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/stage/envelope"
 	"github.com/kafkastreams/kafkastreams/stage/fnapi"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/recordtime"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -244,7 +246,10 @@ func (l *Loop) deadLetterRecord(m *kafka.Message, cause error, now time.Time) st
 	)
 	r := step.Record{Topic: l.cfg.DeadLetterTopic, Partition: step.AnyPartition, Key: m.Key, Value: value, Headers: hs}
 	if m.TimestampType != kafka.TimestampNotAvailable {
-		r.Timestamp = m.Timestamp
+		// As read, unless the dead-letter topic would refuse it (more than
+		// Kafka's default message.timestamp.after.max.ms ahead): the time
+		// of writing then (recordtime.For).
+		r.Timestamp, _ = recordtime.For(mtime.FromTime(m.Timestamp), now, recordtime.DefaultTimestampAfterMax)
 	}
 	return r
 }

@@ -17,6 +17,16 @@ import (
 // partitioner choose.
 type ProduceFunc func(topic string, partition int32, key, value []byte) error
 
+// RecordPreparer is implemented by a head whose records to commit carry
+// more than a key and a value: headers and a timestamp (the Kafka source's
+// dead letters, written as they were read). The step calls PrepareRecords
+// after Prepare, on the same attempt, and puts the records in Ready.State
+// after Prepare's; the head keeps their bytes as they are until the
+// attempt is acknowledged or aborted.
+type RecordPreparer interface {
+	PrepareRecords() []Record
+}
+
 // Work is what a head hands the step to run through the stage's bundles.
 type Work struct {
 	// Elements for the bundle's data input, encoded with the head output's

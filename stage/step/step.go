@@ -437,6 +437,9 @@ func (s *Step) prepare(rd *Ready) error {
 	}); err != nil {
 		return fmt.Errorf("stage %s: head: %w", s.spec.Name, err)
 	}
+	if rp, ok := s.head.(RecordPreparer); ok {
+		rd.State = append(rd.State, rp.PrepareRecords()...)
+	}
 	return nil
 }
 

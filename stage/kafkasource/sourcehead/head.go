@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/recordtime"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
@@ -174,10 +175,13 @@ type Head struct {
 	badLogged bool
 }
 
-// badRecord is a record whose event time Timestamp could not give.
+// badRecord is a record whose event time Timestamp could not give, as
+// it was read: its Kafka timestamp (ms; 0: none) and headers too.
 type badRecord struct {
 	p          int32
 	key, value []byte
+	timestamp  int64
+	headers    []step.Header
 }
 
 var (
@@ -186,6 +190,7 @@ var (
 	_ step.LogEnds        = (*Head)(nil)
 	_ step.Reachability   = (*Head)(nil)
 	_ step.WatermarkAhead = (*Head)(nil)
+	_ step.RecordPreparer = (*Head)(nil)
 )
 
 // Drain implements step.Drainer: the source reads no more records, and
@@ -293,7 +298,7 @@ func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 	if h.cfg.Timestamp != nil {
 		var err error
 		if ts, err = h.eventTime(r); err != nil {
-			h.bad = append(h.bad, badRecord{p: p, key: r.Key, value: r.Value})
+			h.bad = append(h.bad, badRecord{p: p, key: r.Key, value: r.Value, timestamp: r.Timestamp, headers: r.Headers})
 			if !h.badLogged {
 				h.badLogged = true
 				h.log.Warn("kafkasource: the timestamp function failed on a record: it is skipped, counted on /metrics, and written to the dead-letter topic if there is one; logged once per source",
@@ -387,18 +392,26 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MinTimestamp
 }
 
-// Prepare writes the attempt's bad records to the dead-letter topic, as
-// they were.
-func (h *Head) Prepare(produce step.ProduceFunc) error {
+// Prepare implements step.Head: the source's records to commit are its
+// dead letters (PrepareRecords).
+func (h *Head) Prepare(step.ProduceFunc) error { return nil }
+
+// PrepareRecords implements step.RecordPreparer: the attempt's bad records
+// for the dead-letter topic (none without one), as they were read: key,
+// value, headers and Kafka timestamp (recordtime.For: the time of writing
+// if it had none, or one the dead-letter topic would refuse).
+func (h *Head) PrepareRecords() []step.Record {
 	if h.cfg.DeadLetterTopic == "" {
 		return nil
 	}
+	out := make([]step.Record, 0, len(h.bad))
+	now := h.cfg.Clock()
 	for _, b := range h.bad {
-		if err := produce(h.cfg.DeadLetterTopic, step.AnyPartition, b.key, b.value); err != nil {
-			return fmt.Errorf("kafkasource: dead-letter topic %s: %w", h.cfg.DeadLetterTopic, err)
-		}
+		r := step.Record{Topic: h.cfg.DeadLetterTopic, Partition: step.AnyPartition, Key: b.key, Value: b.value, Headers: b.headers}
+		r.Timestamp, _ = recordtime.For(mtime.Time(b.timestamp), now, recordtime.DefaultTimestampAfterMax)
+		out = append(out, r)
 	}
-	return nil
+	return out
 }
 
 // Committed counts the attempt's bad records and keeps every partition's
