@@ -88,6 +88,11 @@ func fitsAll(limits map[string]int) int {
 // producer's message.max.bytes) into a *tooLarge; any other error is
 // returned as it is.
 func produceTooLarge(err error, topic string, key, value []byte) error {
+	if err == nil {
+		// Every record comes here: no kafka.Error escaping to the heap
+		// for errors.As (0.3% of a 3 M-record windowed sum's CPU).
+		return nil
+	}
 	var ke kafka.Error
 	if errors.As(err, &ke) && ke.Code() == kafka.ErrMsgSizeTooLarge {
 		return &tooLarge{what: fmt.Sprintf("a record of %d bytes (key %d, value %d) for topic %s is larger than the producer's message.max.bytes (kafkaclient.ProducerMessageMaxBytes, or --kafka_property message.max.bytes if larger)", len(key)+len(value), len(key), len(value), topic), err: err}
