@@ -299,13 +299,21 @@ func (t *Task) deleteAll(keys [][]byte) error {
 
 // GC deletes the user state of every window whose garbage-collection time
 // (gbk.GCTime: max timestamp + allowed lateness, capped at the end of the
-// global window, without overflow) is before the input watermark wm (Beam:
+// global window, without overflow) is before the task's output watermark:
+// the input watermark wm, held back by the pending timers' output
+// timestamps (Hold), so a timer finds its window's state when it fires
+// (Beam:
 // a window's state is garbage once wm passes
 // LateDataUtils.garbageCollectionTime; Java's StatefulDoFnRunner state
 // cleanup). The global window's state is kept: its
 // window ends only at the end of time, when the job is over. It returns
 // the number of records deleted.
 func (t *Task) GC(wm mtime.Time, allowedLateness mtime.Time) (int, error) {
+	// At the task's output watermark, not its input's: a pending timer
+	// (one side inputs hold back too) holds it at its output timestamp,
+	// and its window's state must be there when it fires (Prism collects a
+	// window's state once the stage's output watermark is past it).
+	wm = min(wm, t.Hold())
 	var keys [][]byte
 	err := t.st.Scan([]byte{tagUser}, func(k, _ []byte) error {
 		maxTs, err := userMaxTs(k)
