@@ -195,6 +195,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	defer setGCPercent(o.GCPercent)()
 	initBeam() // the harness runs in this process: its init hooks must have run
 	// DoFns read beam.PipelineOptions in this process: load the flags into
 	// them, as the direct and universal runners do for their workers.
