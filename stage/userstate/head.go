@@ -88,13 +88,28 @@ type Head struct {
 		// advanced are the tasks Advance saw in the current attempt (their
 		// expired windows' state is deleted in Prepare).
 		advanced map[int32]bool
+		// rounds counts the current attempt's Results calls (bundles of
+		// timers that bundles set): past timerRoundsPerAttempt the due
+		// timers wait for the next attempt (Owes, Wake).
+		rounds int
 	}
 }
+
+// timerRoundsPerAttempt bounds the bundles of timers set by timers one
+// attempt runs (Beam's looping timer: a timer re-set one period later
+// until a stop time, each a bundle when the watermark has passed many
+// periods at once, as a bounded input's last report to the end of time
+// does). Past it, Results leaves the due timers pending, the head Owes,
+// and the next attempt, at once, fires them (Wake): a loop of any length
+// runs in attempts of this many bundles, below step.Config.MaxRounds
+// (1000), where the step fails the attempt with step.ErrTimerLoop.
+const timerRoundsPerAttempt = 500
 
 var (
 	_ step.Head       = (*Head)(nil)
 	_ fnapi.UserState = (*Head)(nil)
 	_ step.Due        = (*Head)(nil)
+	_ step.Owing      = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -256,8 +271,10 @@ func (h *Head) Hold(p int32) mtime.Time {
 	return mtime.MaxTimestamp
 }
 
-// Wake returns the tasks with a processing-time timer due now, or with a
-// timer side inputs held back that is ready now (Task.Held), sorted: the
+// Wake returns the tasks with a processing-time timer due now, an
+// event-time timer due at their input watermark that an attempt left for
+// the next (timerRoundsPerAttempt), or a timer side inputs held back that
+// is ready now (Task.Held), sorted: the
 // step advances them, so a processing-time timer fires on the wall clock
 // on a quiet input too (integration TestProcessingTimeOnQuietInput/timer).
 // A side input error is logged and leaves the task to its next record,
@@ -272,6 +289,10 @@ func (h *Head) Wake() []int32 {
 			out = append(out, p)
 			continue
 		}
+		if h.eventDueLocked(p, t) {
+			out = append(out, p)
+			continue
+		}
 		if ready, err := t.Held(); err != nil {
 			h.log.Warn("userstate: side inputs of held timers", "task", p, "err", err)
 		} else if ready {
@@ -280,6 +301,32 @@ func (h *Head) Wake() []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Owes implements step.Owing: some task has an event-time timer due at
+// its input watermark that an attempt left for the next
+// (timerRoundsPerAttempt), so the loop's next attempt comes at once.
+func (h *Head) Owes() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, t := range h.mu.tasks {
+		if h.eventDueLocked(p, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventDueLocked reports whether task p has an event-time timer due at its
+// input watermark as of its last Advance (fire < wm) still pending. Must
+// be called holding h.mu.
+func (h *Head) eventDueLocked(p int32, t *Task) bool {
+	wm, ok := h.mu.wm[p]
+	if !ok {
+		return false
+	}
+	due, ok := t.NextEvent()
+	return ok && due <= wm
 }
 
 // Results applies a bundle's timer writes (set, re-set: the later wins,
@@ -296,6 +343,7 @@ func (h *Head) Results(b *step.Bundle) (step.Work, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	h.mu.rounds++
 	touched := map[int32]bool{}
 	for _, id := range ids {
 		f, ok := h.families[id.Family]
@@ -313,6 +361,10 @@ func (h *Head) Results(b *step.Bundle) (step.Work, error) {
 			}
 			touched[p] = true
 		}
+	}
+	if h.mu.rounds >= timerRoundsPerAttempt {
+		// The rest of a long loop goes to the next attempts (Owes).
+		return step.Work{}, nil
 	}
 	var due []*timer
 	for _, p := range slices.Sorted(maps.Keys(touched)) {
@@ -404,6 +456,7 @@ func (h *Head) Committed() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.advanced = map[int32]bool{}
+	h.mu.rounds = 0
 	for p, wm := range h.mu.wm {
 		h.mu.committed[p] = wm
 	}
@@ -441,6 +494,7 @@ func (h *Head) Aborted(ps []int32) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.advanced = map[int32]bool{}
+	h.mu.rounds = 0
 	h.cfg.Stores.Aborted(ps)
 	for _, p := range ps {
 		if wm, ok := h.mu.committed[p]; ok {
