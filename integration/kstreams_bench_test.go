@@ -25,6 +25,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/stage"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
@@ -54,6 +55,12 @@ const (
 	// earliest and the latest row's latency in ms), for finding where the
 	// latency goes.
 	EnvBenchKSSteadyLogs = "KAFKASTREAMS_BENCH_KS_STEADY_LOGS"
+	// EnvBenchKSLogs, if set, names a directory where every batch run
+	// writes its side's log (ksbench-<side>-<Unix ns>.log). With
+	// stage.EnvTraceCommits set, each batch round's line of this runner
+	// says where its stage loops' time went (commitSplit: poll, decide,
+	// produce and commit), set or not.
+	EnvBenchKSLogs = "KAFKASTREAMS_BENCH_KS_LOGS"
 	// EnvBenchKSProfile, if set, names a directory where BenchmarkKafkaStreams
 	// writes a CPU profile (pprof) of this runner's process for each batch
 	// size, from one extra run before the measured rounds, and of the
@@ -588,6 +595,10 @@ type wsRun struct {
 	brokerJIT     time.Duration
 	peakRSS       int64         // the child's VmHWM then, bytes
 	firstRow      time.Duration // child start to its first row read
+	// split is where this runner's stage loops' time went
+	// (commitSplit), with stage.EnvTraceCommits set; nil otherwise and
+	// for Kafka Streams.
+	split []loopSplit
 }
 
 // runBatchSide runs side over the batch input topic in until every
@@ -651,6 +662,19 @@ func runBatchSide(b *testing.B, side wsSide, jar, in string, e wsExpect, profile
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.stop(b, true)
+	if dir := os.Getenv(EnvBenchKSLogs); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, tag+".log"), []byte(p.log.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if side.threads == 0 && os.Getenv(stage.EnvTraceCommits) != "" {
+		if run.split, err = commitSplit(p.log.String()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	rows, _, err := w.close(e.cutoff)
 	if err == nil {
 		err = wsCheck(side.String(), rows, e)
@@ -851,8 +875,13 @@ func runKSBatch(b *testing.B, jar string, n int) {
 		for _, s := range sides {
 			r := runBatchSide(b, s, jar, in, e, "")
 			runs[s.name] = append(runs[s.name], r)
-			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s (of it JIT %.1f; %s), peak RSS %.2f GB, first row at %.2f s",
-				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.brokerJIT.Seconds(), formatThreadCPU(r.brokerThreads, 5), float64(r.peakRSS)/1e9, r.firstRow.Seconds())
+			loops := ""
+			if len(r.split) > 0 {
+				// On the round's line: a benchmark keeps 10 log lines.
+				loops = "; stage loops: " + formatSplit(r.split)
+			}
+			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s (of it JIT %.1f; %s), peak RSS %.2f GB, first row at %.2f s%s",
+				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.brokerJIT.Seconds(), formatThreadCPU(r.brokerThreads, 5), float64(r.peakRSS)/1e9, r.firstRow.Seconds(), loops)
 		}
 	}
 	med := map[string]wsRun{}
