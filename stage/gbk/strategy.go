@@ -152,8 +152,15 @@ func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool)
 	}
 	switch ws.GetOnTimeBehavior() {
 	case pipepb.OnTimeBehavior_FIRE_IF_NONEMPTY, pipepb.OnTimeBehavior_FIRE_ALWAYS, pipepb.OnTimeBehavior_UNSPECIFIED:
-		// Equivalent here: a (key, window) only exists once a value arrived,
-		// and its first pane is never empty.
+		// FIRE_ALWAYS is taken as FIRE_IF_NONEMPTY. They differ only for
+		// an on-time firing with nothing buffered, a (key, window) whose
+		// values all went out in early panes in discarding mode: Beam
+		// emits an empty ON_TIME pane under FIRE_ALWAYS (the Java SDK's
+		// default), this core none. No Go SDK pipeline meets it (Go sets
+		// FIRE_IF_NONEMPTY; its Reshuffle's FIRE_ALWAYS has a count
+		// trigger, which never fires on time); a job server's pipelines
+		// would. ClosingBehavior is not read: the final pane at expiry is
+		// emitted only if nonempty (EMIT_IF_NONEMPTY, both Go's values).
 	default:
 		return fail("on-time behavior %v is not supported", ws.GetOnTimeBehavior())
 	}
