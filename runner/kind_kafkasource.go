@@ -299,8 +299,11 @@ func newSourceEncoder(ec *coder.Coder, records bool, topic string) *sourceEncode
 }
 
 // sourceChunkBytes is the size of sourceEncoder's chunks; a chunk with less
-// than sourceChunkSpare left is replaced before an element is encoded (an
-// element larger than what is left grows the chunk as append does).
+// than sourceChunkSpare left is replaced before an element is encoded. An
+// element larger than what is left grows the chunk as append does, into a
+// new array holding copies of the chunk's earlier elements; that array is
+// left to the element (encode drops a chunk grown past sourceChunkBytes),
+// or it would grow with every large record and keep a copy of each.
 const (
 	sourceChunkBytes = 64 << 10
 	sourceChunkSpare = 1 << 10
@@ -319,6 +322,11 @@ func (e *sourceEncoder) encode(r step.In, ts mtime.Time) ([]byte, error) {
 	if cap(e.chunk.b)-len(e.chunk.b) < sourceChunkSpare {
 		e.chunk.b = make([]byte, 0, sourceChunkBytes)
 	}
+	defer func() {
+		if cap(e.chunk.b) > sourceChunkBytes {
+			e.chunk.b = nil
+		}
+	}()
 	start := len(e.chunk.b)
 	if e.bytesKV {
 		err := exec.EncodeWindowedValueHeader(e.win, window.SingleGlobalWindow, ts, typex.NoFiringPane(), &e.chunk)

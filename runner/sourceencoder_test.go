@@ -94,6 +94,23 @@ func testSourceEncoder(t *testing.T, e *sourceEncoder) {
 	}
 }
 
+// TestSourceEncoderChunkBounded: records larger than a chunk's spare room
+// do not grow one chunk for ever. Before, each grew it by append's factor
+// with a copy of every element since the last new chunk: 1 000 records of
+// 100 KiB left a chunk of 118 MB (found by a review helper).
+func TestSourceEncoderChunkBounded(t *testing.T) {
+	e := newSourceEncoder(coder.NewKV([]*coder.Coder{coder.NewBytes(), coder.NewBytes()}), false, "t")
+	v := bytes.Repeat([]byte{'x'}, 100<<10)
+	for i := range 1000 {
+		if _, err := e.encode(step.In{Key: []byte("k"), Value: v}, mtime.Time(i)); err != nil {
+			t.Fatal(err)
+		}
+		if c := cap(e.chunk.b); c > sourceChunkBytes {
+			t.Fatalf("after %d records of %d bytes the encoder keeps a chunk of %d bytes", i+1, len(v), c)
+		}
+	}
+}
+
 // BenchmarkSourceEncoder: a windowed sum's records encoded by
 // sourceEncoder against the plain way (a buffer and a FullValue per
 // record), in the same run; reports ns per record of each and their
