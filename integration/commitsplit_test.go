@@ -19,15 +19,15 @@ import (
 // found nothing, a decision with nothing to commit) and to the loop's own
 // work between attempts.
 type loopSplit struct {
-	stage                   string
-	commits, recordsIn      int
-	poll, decide, commit    time.Duration
-	firstPollMs, lastCommit int64
+	stage                     string
+	commits, recordsIn        int
+	poll, decide, commit      time.Duration
+	firstPollMs, lastCommitMs int64
 }
 
 // span is the loop's first poll to its last commit.
 func (s loopSplit) span() time.Duration {
-	return time.Duration(s.lastCommit-s.firstPollMs) * time.Millisecond
+	return time.Duration(s.lastCommitMs-s.firstPollMs) * time.Millisecond
 }
 
 // commitSplit reads a runner's log (slog's text format) and returns each
@@ -71,7 +71,7 @@ func commitSplit(log string) ([]loopSplit, error) {
 		s.decide += time.Duration(ms[2]-ms[1]) * time.Millisecond
 		s.commit += time.Duration(ms[3]-ms[2]) * time.Millisecond
 		s.firstPollMs = min(s.firstPollMs, ms[0])
-		s.lastCommit = max(s.lastCommit, ms[3])
+		s.lastCommitMs = max(s.lastCommitMs, ms[3])
 	}
 	return out, sc.Err()
 }
@@ -109,8 +109,8 @@ time=2026-12-04T18:30:55.100Z level=INFO msg="stage: commit trace" runner=kafkas
 		t.Fatal(err)
 	}
 	want := []loopSplit{
-		{stage: "s0-read", commits: 2, recordsIn: 12000, poll: 200 * time.Millisecond, decide: 280 * time.Millisecond, commit: 50 * time.Millisecond, firstPollMs: 1000, lastCommit: 1530},
-		{stage: "s1-gbk", commits: 1, recordsIn: 600, poll: 100 * time.Millisecond, decide: 10 * time.Millisecond, commit: 40 * time.Millisecond, firstPollMs: 1050, lastCommit: 1200},
+		{stage: "s0-read", commits: 2, recordsIn: 12000, poll: 200 * time.Millisecond, decide: 280 * time.Millisecond, commit: 50 * time.Millisecond, firstPollMs: 1000, lastCommitMs: 1530},
+		{stage: "s1-gbk", commits: 1, recordsIn: 600, poll: 100 * time.Millisecond, decide: 10 * time.Millisecond, commit: 40 * time.Millisecond, firstPollMs: 1050, lastCommitMs: 1200},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("commitSplit:\n got %+v\nwant %+v", got, want)

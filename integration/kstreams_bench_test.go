@@ -56,10 +56,10 @@ const (
 	// latency goes.
 	EnvBenchKSSteadyLogs = "KAFKASTREAMS_BENCH_KS_STEADY_LOGS"
 	// EnvBenchKSLogs, if set, names a directory where every batch run
-	// writes its side's log (ksbench-<side>-<Unix ns>.log). With
-	// stage.EnvTraceCommits set, each batch round's line of this runner
-	// says where its stage loops' time went (commitSplit: poll, decide,
-	// produce and commit), set or not.
+	// writes its side's log (ksbench-<side>-<Unix ns>.log). Apart from
+	// it, stage.EnvTraceCommits makes each batch round's line of this
+	// runner say where its stage loops' time went (commitSplit: poll,
+	// decide, produce and commit).
 	EnvBenchKSLogs = "KAFKASTREAMS_BENCH_KS_LOGS"
 	// EnvBenchKSProfile, if set, names a directory where BenchmarkKafkaStreams
 	// writes a CPU profile (pprof) of this runner's process for each batch

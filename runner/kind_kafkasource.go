@@ -268,11 +268,11 @@ func newKafkaSourceHead(ctx context.Context, comps *pipepb.Components, s *plan.S
 // and its growth per record (encoding took 17% of a windowed sum's
 // source stage loop's CPU, most of it allocating: 6 allocations and
 // 626 ns per record against 1 and 152 ns, BenchmarkSourceEncoder). A
-// returned slice is never
-// written again: a chunk is only appended to, and one too full is left to
-// the elements in it (the garbage collector frees it with them). Not safe
-// for concurrent use: the step calls a head's Element, and so encode,
-// from its stage loop's goroutine (step.Head).
+// returned slice is never written again: a chunk is only appended to,
+// and one too full is left to the elements in it (the garbage collector
+// frees it with them). Not safe for concurrent use: the step calls a
+// head's Element, and so encode, from its stage loop's goroutine
+// (step.Head).
 type sourceEncoder struct {
 	enc     exec.ElementEncoder
 	records bool
@@ -322,25 +322,32 @@ func (e *sourceEncoder) encode(r step.In, ts mtime.Time) ([]byte, error) {
 	if cap(e.chunk.b)-len(e.chunk.b) < sourceChunkSpare {
 		e.chunk.b = make([]byte, 0, sourceChunkBytes)
 	}
-	defer func() {
-		if cap(e.chunk.b) > sourceChunkBytes {
-			e.chunk.b = nil
-		}
-	}()
 	start := len(e.chunk.b)
+	err := e.write(r, ts)
+	b := e.chunk.b
+	switch {
+	case cap(b) > sourceChunkBytes:
+		e.chunk.b = nil // grown by a large element: left to it
+	case err != nil:
+		e.chunk.b = b[:start]
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Capped at its end: an append to the element cannot reach the chunk.
+	return b[start:len(b):len(b)], nil
+}
+
+// write appends the element of record r at event time ts to the chunk.
+func (e *sourceEncoder) write(r step.In, ts mtime.Time) error {
 	if e.bytesKV {
-		err := exec.EncodeWindowedValueHeader(e.win, window.SingleGlobalWindow, ts, typex.NoFiringPane(), &e.chunk)
-		if err == nil {
-			err = coder.EncodeBytes(r.Key, &e.chunk)
+		if err := exec.EncodeWindowedValueHeader(e.win, window.SingleGlobalWindow, ts, typex.NoFiringPane(), &e.chunk); err != nil {
+			return err
 		}
-		if err == nil {
-			err = coder.EncodeBytes(r.Value, &e.chunk)
+		if err := coder.EncodeBytes(r.Key, &e.chunk); err != nil {
+			return err
 		}
-		if err != nil {
-			e.chunk.b = e.chunk.b[:start]
-			return nil, err
-		}
-		return e.chunk.b[start:len(e.chunk.b):len(e.chunk.b)], nil
+		return coder.EncodeBytes(r.Value, &e.chunk)
 	}
 	e.fv = exec.FullValue{Elm: r.Key, Elm2: r.Value, Timestamp: ts, Windows: window.SingleGlobalWindow, Pane: typex.NoFiringPane()}
 	if e.records {
@@ -348,12 +355,7 @@ func (e *sourceEncoder) encode(r step.In, ts mtime.Time) ([]byte, error) {
 	}
 	err := e.enc.Encode(&e.fv, &e.chunk)
 	e.fv = exec.FullValue{} // keeps no record alive
-	if err != nil {
-		e.chunk.b = e.chunk.b[:start]
-		return nil, err
-	}
-	// Capped at its end: an append to the element cannot reach the chunk.
-	return e.chunk.b[start:len(e.chunk.b):len(e.chunk.b)], nil
+	return err
 }
 
 // boundedEnds are the log end offsets of every partition of topic now: where
