@@ -26,6 +26,9 @@ func (l *Loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	if c != l.live {
 		return nil // a consumer given up by closeConsumer
 	}
+	// A rebalance polled during a commit (prefetch.go) waits for it: the
+	// tasks change between two attempts, never during one.
+	l.joinCommit()
 	if err := l.applyRebalance(c, ev); err != nil {
 		l.rebalanceErr = err
 		return err
@@ -296,6 +299,7 @@ func (l *Loop) rewind(batch []*kafka.Message) error {
 			committed[i].Offset = kafka.Offset(n)
 		}
 	}
+	l.dropAhead(partitionsOf(committed)...)
 	sought, err := l.consumer.SeekPartitions(committed)
 	if err != nil {
 		return fmt.Errorf("stage %s: rewind: seek: %w", l.cfg.Spec.Name, err)

@@ -110,6 +110,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	l.woken = nil
 	l.isolate = nil
 	l.rebalanceErr = nil
+	l.forgetAhead()
 	select {
 	case <-ctx.Done():
 		l.closeLogEnds()

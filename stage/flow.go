@@ -50,6 +50,12 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 	l.trace.polling()
 	l.startCrossing()
 	deadline := time.Now().Add(l.cfg.CommitInterval)
+	if !l.ahead.since.IsZero() {
+		// Polled during the last commit (prefetch.go): the interval began
+		// with it.
+		deadline = l.ahead.since.Add(l.cfg.CommitInterval)
+		l.ahead.since = time.Time{}
+	}
 	if o, ok := l.head.(step.Owing); ok && o.Owes() {
 		// The next attempt is due now: take only what is fetched already.
 		deadline = time.Now().Add(time.Millisecond)
@@ -71,15 +77,21 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 		most = max(1, min(l.isolateMost, most))
 	}
 	for len(batch) < most && ctx.Err() == nil {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
+		// The events polled during the last commit first (prefetch.go),
+		// past the deadline too: they are the consumer's next ones.
+		ev, owner, ahead := l.nextAhead()
+		if !ahead {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			wait := int(left.Milliseconds()) + 1
+			if ending {
+				wait = 0
+			}
+			ev = l.consumer.Poll(wait)
 		}
-		wait := int(left.Milliseconds()) + 1
-		if ending {
-			wait = 0
-		}
-		switch e := l.consumer.Poll(wait).(type) {
+		switch e := ev.(type) {
 		case nil:
 			if ending {
 				deadline = time.Now()
@@ -96,8 +108,11 @@ func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
 				l.stats.firstRecord.CompareAndSwap(0, time.Now().UnixNano())
 			}
 			l.traceRecord(e.Value)
+			if !ahead {
+				owner = l.tasks[e.TopicPartition.Partition]
+			}
 			batch = append(batch, e)
-			owners = append(owners, l.tasks[e.TopicPartition.Partition])
+			owners = append(owners, owner)
 			ending = ending || l.endsInput(e) || l.makesDue(e) || l.crossesWindowEnd(e)
 		case kafka.PartitionEOF:
 			if l.tasks[e.Partition] != nil {
@@ -307,6 +322,12 @@ func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 	topic := l.cfg.Spec.InputTopic
 	for _, p := range ps {
 		if off, ok := l.next[p]; ok {
+			out[p] = off
+			continue
+		}
+		if off, ok := l.aheadOffset(p); ok {
+			// Its first record was polled during the last commit
+			// (prefetch.go): the consumer's position is past it.
 			out[p] = off
 			continue
 		}

@@ -81,6 +81,11 @@ type Config struct {
 	// MaxBatchRecords bounds the records in one transaction. Default 50 000
 	// (runner.Options.MaxBundleSize's).
 	MaxBatchRecords int
+	// SerialPoll turns off the poll during a commit (prefetch.go): the
+	// loop polls only between its attempts, as it did before. Default
+	// false: while an attempt is decided and committed on a goroutine of
+	// its own, the loop's goroutine polls the next attempt's records.
+	SerialPoll bool
 	// MaxAttempts is how many times a failing attempt is tried (abort,
 	// rewind, read again) before Run returns its error, or, when a
 	// bundle failed the user's way (a DoFn's error or panic), before the
@@ -334,6 +339,9 @@ type Loop struct {
 	// (StepConfig.Spill) until its transaction produces them; nil until
 	// the first spill.
 	spilled *spillFile
+	// ahead holds the events polled while the last attempt committed
+	// (prefetch.go).
+	ahead aheadState
 	// trace is EnvTraceCommits' state (trace.go).
 	trace commitTrace
 	// txnTimeout is the transaction timeout of the loop's producer;
@@ -607,7 +615,7 @@ func (l *Loop) run(ctx context.Context) error {
 			return err
 		}
 		var blocked map[int32]int64
-		blocked, err = l.commit(ctx, batch, wake, nil)
+		blocked, err = l.commitPolling(ctx, batch, wake)
 		if err == nil {
 			err = l.holdBlocked(blocked)
 		}

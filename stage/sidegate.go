@@ -168,6 +168,9 @@ func (l *Loop) holdBlocked(blocked map[int32]int64) error {
 	if err := l.consumer.Pause(tps); err != nil {
 		return fmt.Errorf("stage %s: pause tasks held by side inputs: %w", l.cfg.Spec.Name, err)
 	}
+	// Records polled past the held one during the commit (prefetch.go)
+	// are read again after the resume.
+	l.dropAhead(partitionsOf(tps)...)
 	sought, err := l.consumer.SeekPartitions(tps)
 	if err != nil {
 		return fmt.Errorf("stage %s: seek tasks held by side inputs: %w", l.cfg.Spec.Name, err)
