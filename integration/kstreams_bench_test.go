@@ -67,6 +67,11 @@ const (
 	// steady run's (ours-steady.pprof: the measured run itself, so its
 	// latencies carry pprof's sampling, a few percent of CPU).
 	EnvBenchKSProfile = "KAFKASTREAMS_BENCH_KS_PROFILE"
+	// EnvBenchKSSerial, if set, adds a fourth side to each batch round:
+	// this runner with --poll_during_commit=false (metrics prefix
+	// serial-, and ours/serial, the ratio of the wall medians): what the
+	// poll during a commit (stage/prefetch.go) changes, in the same run.
+	EnvBenchKSSerial = "KAFKASTREAMS_BENCH_KS_SERIAL"
 	// envKSJar names the built kstreamsbench jar (make bench passes
 	// integration/kstreamsbench/target/kstreamsbench.jar, its runtime jars
 	// beside it in lib/); unset, the benchmark builds it with mvn.
@@ -76,6 +81,7 @@ const (
 	envWSIn      = "KAFKASTREAMS_CHILD_WS_IN"      // input topic
 	envWSOut     = "KAFKASTREAMS_CHILD_WS_OUT"     // output topic
 	envWSSteady  = "KAFKASTREAMS_CHILD_WS_STEADY"  // "1": an unbounded Read
+	envWSSerial  = "KAFKASTREAMS_CHILD_WS_SERIAL"  // "1": --poll_during_commit=false
 	envChildProf = "KAFKASTREAMS_CHILD_CPUPROFILE" // a CPU profile to write (runChild)
 )
 
@@ -128,6 +134,7 @@ func init() {
 	register.Function3x2(wsFormat)
 	childPipelines["bench-windowed-sum"] = func(o *runner.Options) *beam.Pipeline {
 		o.InternalTopicPartitions = wsPartitions
+		o.PollDuringCommit = os.Getenv(envWSSerial) == ""
 		opts := []kafkaio.Option{kafkaio.WithBoundedOutOfOrderness(wsGrace)}
 		if os.Getenv(envWSSteady) == "" {
 			opts = append(opts, kafkaio.Bounded())
@@ -485,11 +492,17 @@ func (w *rowWatcher) close(cutoff int64) (map[wsRow]int64, map[wsRow]time.Time, 
 // wsSide is one side of the comparison: this runner, or Kafka Streams
 // with some threads.
 type wsSide struct {
-	name    string // "ours", "ks1", "ks2": the metrics' prefix
+	name    string // "ours", "ks1", "ks2", "serial": the metrics' prefix
 	threads int    // Kafka Streams' num.stream.threads; 0 for this runner
+	// serial runs this runner with --poll_during_commit=false
+	// (EnvBenchKSSerial).
+	serial bool
 }
 
 func (s wsSide) String() string {
+	if s.threads == 0 && s.serial {
+		return "this runner, serial poll"
+	}
 	if s.threads == 0 {
 		return "this runner"
 	}
@@ -518,6 +531,9 @@ func startSide(b *testing.B, side wsSide, jar, in, out, app string, steady bool,
 			envWSIn+"="+in, envWSOut+"="+out, kafkaenv.EnvBootstrapServers+"="+broker.BootstrapServers())
 		if steady {
 			p.cmd.Env = append(p.cmd.Env, envWSSteady+"=1")
+		}
+		if side.serial {
+			p.cmd.Env = append(p.cmd.Env, envWSSerial+"=1")
 		}
 		if profile != "" {
 			p.cmd.Env = append(p.cmd.Env, envChildProf+"="+profile)
@@ -810,7 +826,7 @@ func warmBroker(b *testing.B, jar string) {
 	in, e := writeWSInput(b, warmRecords)
 	start := time.Now()
 	var parts []string
-	for _, s := range []wsSide{{"ours", 0}, {"ks1", 1}} {
+	for _, s := range []wsSide{{name: "ours"}, {name: "ks1", threads: 1}} {
 		r := runBatchSide(b, s, jar, in, e, "")
 		parts = append(parts, fmt.Sprintf("%s %.2f s wall, broker %.1f CPU s (%s)", s, r.wall.Seconds(), r.brokerCPU.Seconds(), formatThreadCPU(r.brokerThreads, 3)))
 	}
@@ -858,7 +874,10 @@ func runKSBatch(b *testing.B, jar string, n int) {
 	}
 	in, e := writeWSInput(b, n)
 	b.Logf("%d records in %s (%d partitions, %d keys), %d rows expected", n, in, wsPartitions, wsKeys, len(e.sums))
-	sides := []wsSide{{"ours", 0}, {"ks1", 1}, {"ks2", 2}}
+	sides := []wsSide{{name: "ours"}, {name: "ks1", threads: 1}, {name: "ks2", threads: 2}}
+	if os.Getenv(EnvBenchKSSerial) != "" {
+		sides = append(sides, wsSide{name: "serial", serial: true})
+	}
 	if dir := os.Getenv(EnvBenchKSProfile); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
@@ -898,6 +917,12 @@ func runKSBatch(b *testing.B, jar string, n int) {
 	o, k := med["ours"], med["ks1"]
 	b.ReportMetric(o.wall.Seconds()/k.wall.Seconds(), "ours/ks1")
 	b.ReportMetric(o.cpu.Seconds()/k.cpu.Seconds(), "ours/ks1-cpu")
+	if s, ok := med["serial"]; ok {
+		b.ReportMetric(o.wall.Seconds()/s.wall.Seconds(), "ours/serial")
+		b.ReportMetric(o.cpu.Seconds()/s.cpu.Seconds(), "ours/serial-cpu")
+		b.Logf("%d records: this runner with --poll_during_commit=false %.2f s, %.1f CPU s (broker %.1f); ours/serial: wall %.2f, CPU %.2f",
+			n, s.wall.Seconds(), s.cpu.Seconds(), s.brokerCPU.Seconds(), o.wall.Seconds()/s.wall.Seconds(), o.cpu.Seconds()/s.cpu.Seconds())
+	}
 	b.Logf("%d records, medians of %d rounds: this runner %.2f s, %.1f CPU s (broker %.1f), %.2f GB; Kafka Streams 1 thread %.2f s, %.1f CPU s (broker %.1f), %.2f GB; 2 threads %.2f s; ours/KS 1 thread: wall %.2f, CPU %.2f",
 		n, wsRounds, o.wall.Seconds(), o.cpu.Seconds(), o.brokerCPU.Seconds(), float64(o.peakRSS)/1e9,
 		k.wall.Seconds(), k.cpu.Seconds(), k.brokerCPU.Seconds(), float64(k.peakRSS)/1e9, med["ks2"].wall.Seconds(),
@@ -938,7 +963,7 @@ func runKSSteady(b *testing.B, jar string, length time.Duration) {
 	bs := broker.BootstrapServers()
 	tag := fmt.Sprintf("ksbench-steady-%d", time.Now().UnixNano())
 	in := tag + "-in"
-	sides := []wsSide{{"ours", 0}, {"ks1", 1}}
+	sides := []wsSide{{name: "ours"}, {name: "ks1", threads: 1}}
 	specs := []kafkaenv.TopicSpec{{Name: in, Partitions: wsPartitions}}
 	for _, s := range sides {
 		specs = append(specs, kafkaenv.TopicSpec{Name: tag + "-" + s.name + "-out", Partitions: wsPartitions})
