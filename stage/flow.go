@@ -260,6 +260,11 @@ func (l *Loop) align() error {
 		if err := l.consumer.Pause(pause); err != nil {
 			return fmt.Errorf("stage %s: pause partitions ahead of their alignment group: %w", l.cfg.Spec.Name, err)
 		}
+		// Not read past the pause: records polled during the last
+		// commit (prefetch.go) are read again after the resume.
+		if err := l.unreadAhead(pause); err != nil {
+			return fmt.Errorf("stage %s: pause partitions ahead of their alignment group: %w", l.cfg.Spec.Name, err)
+		}
 		l.log.Info("stage: paused partitions ahead of their watermark alignment group", "partitions", partitionsOf(pause))
 	}
 	if len(resume) > 0 {

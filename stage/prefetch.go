@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -201,6 +202,39 @@ func (l *Loop) dropAhead(ps ...int32) {
 	}
 	clear(l.ahead.events[len(kept):])
 	l.ahead.events = kept
+}
+
+// unreadAhead puts the paused partitions tps back to their first
+// prefetched record, if they have one, and drops their prefetched events,
+// so that a pause (a watermark alignment group's) holds from the record
+// after the last one processed, not after the last one prefetched.
+func (l *Loop) unreadAhead(tps []kafka.TopicPartition) error {
+	var back []kafka.TopicPartition
+	for _, tp := range tps {
+		if off, ok := l.aheadOffset(tp.Partition); ok {
+			tp.Offset = kafka.Offset(off)
+			back = append(back, tp)
+		}
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	sought, err := l.consumer.SeekPartitions(back)
+	if err != nil {
+		return fmt.Errorf("seek back to the first record polled during the commit: %w", err)
+	}
+	var drop []int32
+	for _, tp := range sought {
+		if tp.Error != nil {
+			// Kept, and processed: past the pause by what the commit's
+			// poll took, never lost.
+			l.log.Warn("stage: paused partition not sought back to its first record polled during the commit", "partition", tp.Partition, "err", tp.Error)
+			continue
+		}
+		drop = append(drop, tp.Partition)
+	}
+	l.dropAhead(drop...)
+	return nil
 }
 
 // aheadOffset is the offset of partition p's first prefetched record
