@@ -225,6 +225,11 @@ type Stats struct {
 	// side input's change: a side input that did not move for 5 s, or a
 	// lost wake-up. Not work, and not undone by an abort.
 	SidePauses, SideRechecks uint64
+	// PolledDuringCommit counts the input records polled while an
+	// attempt committed (prefetch.go; Config.SerialPoll false), whether
+	// processed since or dropped as stale. Not work, and not undone by an
+	// abort.
+	PolledDuringCommit uint64
 	// Assigned is when the loop's first assignment was served (its tasks
 	// restored and consumable; zero if none yet), FirstRecord when its
 	// first input record was polled (zero if none yet): the start-up
@@ -351,7 +356,7 @@ type Loop struct {
 
 	stats struct {
 		recordsIn, elementsIn, elementsOut, reportsOut, commits, aborts, bundles, untrusted, deadLetters atomic.Uint64
-		sidePauses, sideRechecks, timestampsAhead                                                        atomic.Uint64
+		sidePauses, sideRechecks, timestampsAhead, polledDuringCommit                                    atomic.Uint64
 		// firstCommit and lastCommit are Unix nanoseconds (0: none yet).
 		firstCommit, lastCommit atomic.Int64
 		// assigned and firstRecord are Unix nanoseconds (0: none yet).
@@ -459,22 +464,23 @@ func (l *Loop) InstanceID() string { return l.cfg.InstanceID }
 // Stats returns the committed counters.
 func (l *Loop) Stats() Stats {
 	return Stats{
-		RecordsIn:       l.stats.recordsIn.Load(),
-		ElementsIn:      l.stats.elementsIn.Load(),
-		ElementsOut:     l.stats.elementsOut.Load(),
-		ReportsOut:      l.stats.reportsOut.Load(),
-		Untrusted:       l.stats.untrusted.Load(),
-		Commits:         l.stats.commits.Load(),
-		Bundles:         l.stats.bundles.Load(),
-		Aborts:          l.stats.aborts.Load(),
-		DeadLetters:     l.stats.deadLetters.Load(),
-		TimestampsAhead: l.stats.timestampsAhead.Load(),
-		SidePauses:      l.stats.sidePauses.Load(),
-		SideRechecks:    l.stats.sideRechecks.Load(),
-		FirstCommit:     unixNanos(l.stats.firstCommit.Load()),
-		LastCommit:      unixNanos(l.stats.lastCommit.Load()),
-		Assigned:        unixNanos(l.stats.assigned.Load()),
-		FirstRecord:     unixNanos(l.stats.firstRecord.Load()),
+		RecordsIn:          l.stats.recordsIn.Load(),
+		ElementsIn:         l.stats.elementsIn.Load(),
+		ElementsOut:        l.stats.elementsOut.Load(),
+		ReportsOut:         l.stats.reportsOut.Load(),
+		Untrusted:          l.stats.untrusted.Load(),
+		Commits:            l.stats.commits.Load(),
+		Bundles:            l.stats.bundles.Load(),
+		Aborts:             l.stats.aborts.Load(),
+		DeadLetters:        l.stats.deadLetters.Load(),
+		TimestampsAhead:    l.stats.timestampsAhead.Load(),
+		SidePauses:         l.stats.sidePauses.Load(),
+		SideRechecks:       l.stats.sideRechecks.Load(),
+		PolledDuringCommit: l.stats.polledDuringCommit.Load(),
+		FirstCommit:        unixNanos(l.stats.firstCommit.Load()),
+		LastCommit:         unixNanos(l.stats.lastCommit.Load()),
+		Assigned:           unixNanos(l.stats.assigned.Load()),
+		FirstRecord:        unixNanos(l.stats.firstRecord.Load()),
 	}
 }
 

@@ -101,6 +101,7 @@ func (l *Loop) prefetch(ctx context.Context, done chan commitResult) commitResul
 	records := l.ahead.records
 	defer func() {
 		l.ahead.events = append(l.ahead.events, got...)
+		l.stats.polledDuringCommit.Add(uint64(records - l.ahead.records))
 		l.ahead.records = records
 	}()
 	for {
