@@ -233,6 +233,9 @@ func (l *Loop) unreadAhead(tps []kafka.TopicPartition) error {
 			continue
 		}
 		drop = append(drop, tp.Partition)
+		if le, ok := l.head.(step.LogEnds); ok {
+			le.Rewound(tp.Partition) // before records its last EOF was past
+		}
 	}
 	l.dropAhead(drop...)
 	return nil
