@@ -44,6 +44,11 @@ func (l *Loop) applyDrain() {
 // fails its bundle (half the failed batch, halved at each failure:
 // Loop.isolate, isolateMost).
 func (l *Loop) poll(ctx context.Context) ([]*kafka.Message, error) {
+	if l.rebalanceErr != nil {
+		// Failed during the last commit's poll (prefetch.go): its
+		// deadline may be past, so no Poll below would notice.
+		return nil, l.rebalanceErr
+	}
 	if err := l.resumeHeld(); err != nil {
 		return nil, err
 	}
