@@ -275,7 +275,8 @@ type Loop struct {
 	topicNames map[string]*string
 
 	// tasks are owned by the goroutine running Run (rebalance callbacks run
-	// inside Poll, on that goroutine).
+	// inside Poll, on that goroutine; during a commit, by the commit's
+	// goroutine, and the map is only read: prefetch.go).
 	tasks map[int32]*step.Task
 	// rebalanceErr is set by the rebalance callback when a task cannot be
 	// restored (the client ignores a callback's error); Run returns it.

@@ -33,6 +33,15 @@ import (
 // reads them again from the position the rewind sought). A partition that
 // side inputs hold back (holdBlocked) is sought back to its held record:
 // its prefetched events are dropped too (dropAhead).
+//
+// What the rest of the package calls "the loop's goroutine" is the loop's
+// one thread of control: during a commit, the commit's goroutine (started
+// after the loop's last write, joined through a channel before the loop's
+// next read), so no state of the loop's takes a lock for it. Until the
+// join the prefetch calls only the consumer's Poll, reads the tasks map
+// (which only the rebalance callback and the rewind change, neither
+// during a commit) and writes its own slice and Loop.ahead's counters,
+// which the commit does not read.
 
 // prefetchWait is the longest one Poll of the prefetch waits, in
 // milliseconds: the commit's end is noticed within it.

@@ -48,8 +48,9 @@ type CommitObservation struct {
 	Stats Stats
 }
 
-// Observer is told of a loop's events, on the loop's goroutine: it must
-// not block. Every field may be nil.
+// Observer is told of a loop's events, on the loop's goroutine or, for
+// Committed, the goroutine its commit runs on (prefetch.go), never two at
+// once: it must not block. Every field may be nil.
 type Observer struct {
 	// Committed is called after every committed transaction.
 	Committed func(CommitObservation)
