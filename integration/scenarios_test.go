@@ -1048,6 +1048,8 @@ type scProducer struct {
 	n        int
 	failed   int
 	stopped  bool
+	// noOffset counts the records reported delivered with no offset.
+	noOffset int
 	// produced are the records Produce took, reported those whose delivery
 	// report the events goroutine has counted: stop waits for them to
 	// meet, or the last records' sums could be missing from expected.
@@ -1066,8 +1068,17 @@ type scWin struct {
 func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 	t.Helper()
 	// A metadata refresh every second: the producer knows the partitions
-	// added to the topic soon (librdkafka's default: 5 minutes).
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "enable.idempotence": true, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000})
+	// added to the topic soon (librdkafka's default: 5 minutes). One
+	// request in flight: a partition's first batch refused as
+	// NOT_LEADER_OR_FOLLOWER (a partition the broker lists before it has
+	// created its log: a new topic, or one CreatePartitions added, as
+	// TestScenarioReassignment's growth does) is retried before the next
+	// is sent. With five, the next could be appended first (the broker
+	// takes any first sequence from a producer it has no state for on the
+	// partition: Kafka before 4.5, KAFKA-15591) and librdkafka would report
+	// the earlier records delivered with no offset, never sending them
+	// (kafkaenv.waitServed; TestChaos lost two records so).
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "enable.idempotence": true, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000, "max.in.flight.requests.per.connection": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1083,6 +1094,13 @@ func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 			if m.TopicPartition.Error != nil {
 				sp.failed++
 			} else {
+				if m.TopicPartition.Offset < 0 {
+					// A success the broker did not answer for this
+					// record: librdkafka's implicit ack (a later batch
+					// of the partition succeeded), which may be a
+					// record never written.
+					sp.noOffset++
+				}
 				// Only what the broker has: a record it refused is no input.
 				amount, _ := strconv.ParseInt(string(m.Value), 10, 64)
 				ts := m.Opaque.(int64)
@@ -1211,6 +1229,11 @@ func (sp *scProducer) stop() {
 	}
 	if sp.failed > 0 {
 		sp.t.Errorf("producer: %d records failed", sp.failed)
+	}
+	if sp.noOffset > 0 {
+		// Not an error by itself (after a transport error the records may
+		// be in the topic): the input check finds out.
+		sp.t.Logf("producer: %d records reported delivered with no offset (librdkafka's implicit ack after a later batch's success: maybe never written)", sp.noOffset)
 	}
 }
 
