@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -446,12 +448,105 @@ func (r *scRun) inputChecked() map[scWin]string {
 	}
 	if len(differ) > 0 || len(dups) > 0 {
 		sort.Strings(differ)
-		r.t.Errorf("%s: the input topic %s (%d records) differs from the producer's delivery reports, the input's fault, not the runner's; the output is checked against the topic: %d windows differ: %s; records twice in a partition (key, timestamp and amount): %s",
-			r.name, r.in, len(recs), len(differ), strings.Join(differ[:min(len(differ), 10)], "; "), strings.Join(dups[:min(len(dups), 10)], " "))
+		r.t.Errorf("%s: the input topic %s (%d records) differs from the producer's delivery reports, the input's fault, not the runner's; the output is checked against the topic: %d windows differ: %s; records twice in a partition (key, timestamp and amount): %s; where: %s",
+			r.name, r.in, len(recs), len(differ), strings.Join(differ[:min(len(differ), 10)], "; "), strings.Join(dups[:min(len(dups), 10)], " "), strings.Join(r.prod.locate(recs, sums), "; "))
 		return got
 	}
 	r.t.Logf("%s: the input topic holds %d records, the producer's delivered records exactly", r.name, len(recs))
 	return got
+}
+
+// locate names, for the windows whose sums in the topic (topicSums, of
+// recs) differ from the delivery reports', each record reported delivered
+// that the topic lacks, with where the report put it (partition@offset,
+// or no offset) and what the topic holds there, and each record of the
+// topic no report names; then each partition's offsets in the topic (its
+// first and last and how many records: a partition holding fewer than
+// last-first+1 has a gap). At most 10 of each kind.
+func (sp *scProducer) locate(recs []kafkaenv.Record, topicSums map[scWin]int64) []string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	win := func(ts int64) int64 { return ts - ts%scWindow.Milliseconds() }
+	bad := map[scWin]bool{}
+	for w, sum := range sp.sums {
+		if topicSums[w] != sum {
+			bad[w] = true
+		}
+	}
+	for w, sum := range topicSums {
+		if sp.sums[w] != sum {
+			bad[w] = true
+		}
+	}
+	type at struct {
+		part int32
+		off  int64
+	}
+	type content struct {
+		part   int32
+		key    string
+		ts     int64
+		amount int32
+	}
+	byOffset := map[at]content{}
+	inTopic := map[content]int64{}
+	type span struct{ first, last, n int64 }
+	spans := map[int32]*span{}
+	for _, m := range recs {
+		amount, _ := strconv.ParseInt(string(m.Value), 10, 64)
+		c := content{m.Partition, string(m.Key), m.Timestamp.UnixMilli(), int32(amount)}
+		byOffset[at{m.Partition, m.Offset}] = c
+		inTopic[c] = m.Offset
+		s, ok := spans[m.Partition]
+		if !ok {
+			s = &span{first: m.Offset, last: m.Offset}
+			spans[m.Partition] = s
+		}
+		s.first, s.last, s.n = min(s.first, m.Offset), max(s.last, m.Offset), s.n+1
+	}
+	describe := func(c content) string {
+		return fmt.Sprintf("%s ts=%d amount=%d", c.key, c.ts, c.amount)
+	}
+	var missing, extra []string
+	reported := map[content]bool{}
+	for _, r := range sp.sent {
+		c := content{r.part, r.key, r.ts, r.amount}
+		reported[c] = true
+		if !bad[scWin{r.key, win(r.ts)}] {
+			continue
+		}
+		if r.off >= 0 {
+			held, ok := byOffset[at{r.part, r.off}]
+			switch {
+			case ok && held == c:
+				continue
+			case ok:
+				missing = append(missing, fmt.Sprintf("%s reported delivered to %d@%d, where the topic holds %s", describe(c), r.part, r.off, describe(held)))
+			default:
+				missing = append(missing, fmt.Sprintf("%s reported delivered to %d@%d, where the topic holds no record", describe(c), r.part, r.off))
+			}
+			continue
+		}
+		if _, ok := inTopic[c]; ok {
+			continue
+		}
+		missing = append(missing, fmt.Sprintf("%s reported delivered to partition %d with no offset (librdkafka's implicit ack), not in that partition", describe(c), r.part))
+	}
+	for c, off := range inTopic {
+		if bad[scWin{c.key, win(c.ts)}] && !reported[c] {
+			extra = append(extra, fmt.Sprintf("%s at %d@%d: no delivery report names it", describe(c), c.part, off))
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	out := []string{fmt.Sprintf("%d records delivered and not in the topic: %s", len(missing), strings.Join(missing[:min(len(missing), 10)], ", ")),
+		fmt.Sprintf("%d records in the topic with no delivery report: %s", len(extra), strings.Join(extra[:min(len(extra), 10)], ", "))}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(spans)) {
+		s := spans[p]
+		parts = append(parts, fmt.Sprintf("%d: %d..%d (%d records)", p, s.first, s.last, s.n))
+	}
+	return append(out, fmt.Sprintf("the topic's partitions, offsets read read_committed from the log start: %s; %d delivery reports had no offset", strings.Join(parts, ", "), sp.noOffset))
 }
 
 // inputSums are the amounts of recs (the scenario's input topic) summed
@@ -1050,6 +1145,11 @@ type scProducer struct {
 	stopped  bool
 	// noOffset counts the records reported delivered with no offset.
 	noOffset int
+	// sent are the records reported delivered, where the reports put
+	// them: a record the topic lacks is named with its partition and
+	// offset (locate).
+	sent []scSent
+	keys map[string]string // the keys of sent, one string each
 	// produced are the records Produce took, reported those whose delivery
 	// report the events goroutine has counted: stop waits for them to
 	// meet, or the last records' sums could be missing from expected.
@@ -1057,6 +1157,14 @@ type scProducer struct {
 
 	quit chan struct{}
 	done chan struct{}
+}
+
+// scSent is a record reported delivered: its partition and offset (-1 if
+// the report had none), key, timestamp (Unix ms) and amount.
+type scSent struct {
+	off, ts      int64
+	part, amount int32
+	key          string
 }
 
 // scWin is a key's window, by its start in Unix ms.
@@ -1082,7 +1190,7 @@ func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := &scProducer{t: t, p: p, topic: topic, rate: rate, parts: scInputPartitions, sums: map[scWin]int64{}, quit: make(chan struct{}), done: make(chan struct{})}
+	sp := &scProducer{t: t, p: p, topic: topic, rate: rate, parts: scInputPartitions, sums: map[scWin]int64{}, keys: map[string]string{}, quit: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		for ev := range p.Events() {
 			m, ok := ev.(*kafka.Message)
@@ -1104,7 +1212,17 @@ func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 				// Only what the broker has: a record it refused is no input.
 				amount, _ := strconv.ParseInt(string(m.Value), 10, 64)
 				ts := m.Opaque.(int64)
-				sp.sums[scWin{string(m.Key), ts - ts%scWindow.Milliseconds()}] += amount
+				key, ok := sp.keys[string(m.Key)]
+				if !ok {
+					key = string(m.Key)
+					sp.keys[key] = key
+				}
+				sp.sums[scWin{key, ts - ts%scWindow.Milliseconds()}] += amount
+				off := int64(m.TopicPartition.Offset)
+				if off < 0 {
+					off = -1
+				}
+				sp.sent = append(sp.sent, scSent{off: off, ts: ts, part: m.TopicPartition.Partition, amount: int32(amount), key: key})
 			}
 			sp.mu.Unlock()
 		}
@@ -1770,5 +1888,46 @@ func TestInputSumsFindsARecordTwice(t *testing.T) {
 	}
 	if strings.Join(dups, " ") != "0@9=7" {
 		t.Errorf("records twice %q, want [0@9=7]", dups)
+	}
+}
+
+// TestLocateNamesAMissingRecord: when the input topic lacks records the
+// producer's reports delivered (TestChaos: the first record of two
+// partitions, reported with no offset), the input check names each with
+// its partition and offset and what the topic holds there, and each
+// partition's offsets.
+func TestLocateNamesAMissingRecord(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UnixMilli()
+	sp := &scProducer{sums: map[scWin]int64{}, noOffset: 1}
+	for _, r := range []scSent{
+		{part: 4, off: -1, ts: at, amount: 5, key: "k4"},  // implicitly acked, never written
+		{part: 4, off: 0, ts: at, amount: 11, key: "k10"}, // the partition's first record
+		{part: 5, off: 3, ts: at, amount: 6, key: "k5"},   // the topic holds another there
+		{part: 5, off: 4, ts: at, amount: 7, key: "k6"},
+	} {
+		sp.sent = append(sp.sent, r)
+		sp.sums[scWin{r.key, at - at%scWindow.Milliseconds()}] += int64(r.amount)
+	}
+	ts := time.UnixMilli(at)
+	recs := []kafkaenv.Record{
+		{Partition: 4, Offset: 0, Key: []byte("k10"), Value: []byte("11"), Timestamp: ts},
+		{Partition: 5, Offset: 3, Key: []byte("k7"), Value: []byte("8"), Timestamp: ts},
+		{Partition: 5, Offset: 4, Key: []byte("k6"), Value: []byte("7"), Timestamp: ts},
+	}
+	sums, _ := inputSums(recs)
+	got := strings.Join(sp.locate(recs, sums), "; ")
+	for _, want := range []string{
+		"2 records delivered and not in the topic",
+		fmt.Sprintf("k4 ts=%d amount=5 reported delivered to partition 4 with no offset (librdkafka's implicit ack), not in that partition", at),
+		fmt.Sprintf("k5 ts=%d amount=6 reported delivered to 5@3, where the topic holds k7 ts=%d amount=8", at, at),
+		fmt.Sprintf("1 records in the topic with no delivery report: k7 ts=%d amount=8 at 5@3", at),
+		"4: 0..0 (1 records), 5: 3..4 (2 records); 1 delivery reports had no offset",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("locate says:\n%s\nwant it to say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "k10") || strings.Contains(got, "k6 ") {
+		t.Errorf("locate names a record the topic holds where its report put it:\n%s", got)
 	}
 }
