@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 )
 
 // The unbounded case of TestChaos: the scenario job (scenariojob_test.go)
@@ -202,7 +204,7 @@ func runChaosUnbounded(t *testing.T, seed int64) {
 		checkCleanExit(t, k)
 	}
 	if t.Failed() {
-		chaosKeepLogs(t, events, seed)
+		chaosKeepLogs(t, events, seed, r.broker)
 		t.Logf("FAILED with seed %d (KAFKASTREAMS_CHAOS_SEED=<TestChaos's seed, logged first> replays the schedule)", seed)
 	}
 }
@@ -242,12 +244,30 @@ func chaosSignalsLanded(events []chaosEvent) error {
 // chaosKeepLogs writes the log of every instance the chaos started to a
 // directory that outlives the test (instance-<idx>.log), and logs where:
 // a failure's cause is in them (an abort, a rebalance, a late drop) and a
-// replay of the seed need not fail again.
-func chaosKeepLogs(t *testing.T, events []chaosEvent, seed int64) {
+// replay of the seed need not fail again. Each broker's log so far
+// (brokers: the nodes; one whose Broker has no log file, an external
+// one, is left out) is copied there too, broker-<i>.log: Stop removes
+// the broker's own file when the package's tests end (a failure's input
+// check once had nothing to read it in).
+func chaosKeepLogs(t *testing.T, events []chaosEvent, seed int64, brokers ...*kafkaenv.Broker) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("kafkastreams-chaos-%d-", seed))
 	if err != nil {
 		t.Logf("instances' logs not kept: %v", err)
 		return
+	}
+	for i, b := range brokers {
+		if b == nil || b.LogPath() == "" {
+			continue
+		}
+		data, err := os.ReadFile(b.LogPath())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)), data, 0o644)
+		}
+		if err != nil {
+			t.Logf("broker %d's log (%s) not kept: %v", i, b.LogPath(), err)
+			continue
+		}
+		t.Logf("broker %d's log kept: %s", i, filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)))
 	}
 	n := 0
 	for _, e := range events {

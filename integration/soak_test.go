@@ -372,7 +372,7 @@ func TestSoak(t *testing.T) {
 				ces = append(ces, chaosEvent{kid: e.kid})
 			}
 		}
-		chaosKeepLogs(t, ces, seed)
+		chaosKeepLogs(t, ces, seed, c.Nodes...)
 		t.Logf("FAILED with seed %d (%s=%d replays the schedule)", seed, envSoakSeed, seed)
 	}
 }
