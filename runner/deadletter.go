@@ -41,10 +41,14 @@ func ensureDeadLetterTopic(ctx context.Context, o Options, pl *plan.Plan, cp *ch
 	defer admin.close()
 	cctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	res, err := admin.createTopics(cctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1,
-		Config: map[string]string{"max.message.bytes": strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)}}})
+	specs := []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1,
+		Config: map[string]string{"max.message.bytes": strconv.Itoa(kafkaclient.InternalTopicMaxMessageBytes)}}}
+	res, err := admin.createTopics(cctx, specs)
 	if err != nil {
 		return 0, fmt.Errorf("kafkastreams: create the dead-letter topic %s: %w", topic, err)
+	}
+	if err := admin.waitServed(cctx, specs, res); err != nil {
+		return 0, err
 	}
 	log := slog.Default().With("runner", Name)
 	switch c := res[0].Error.Code(); c {

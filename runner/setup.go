@@ -103,6 +103,11 @@ func createTopics(ctx context.Context, bootstrap string, props map[string]string
 		if err != nil {
 			return false, nil, fmt.Errorf("kafkastreams: create topics at %s: %w", bootstrap, err)
 		}
+		// Nothing is written to a partition before its log exists
+		// (waitServed: records lost otherwise).
+		if err := admin.waitServed(cctx, specs, r); err != nil {
+			return false, nil, err
+		}
 		res = append(res, r...)
 	}
 	var existing []string
