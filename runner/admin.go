@@ -193,7 +193,17 @@ func (s *startAdmin) waitServed(ctx context.Context, specs []kafka.TopicSpecific
 		res, err := s.a.ListOffsets(actx, req)
 		cancel()
 		if err != nil {
+			// "No leaders found": the client's metadata of a new topic,
+			// which ListOffsets finds the leaders in, is refreshed by a
+			// metadata request of the topic's own.
 			last = err
+			refreshed := map[string]bool{}
+			for k := range pending {
+				if !refreshed[k.topic] {
+					refreshed[k.topic] = true
+					_, _ = s.a.GetMetadata(&k.topic, false, int(attemptTimeout.Milliseconds()))
+				}
+			}
 		} else {
 			for tp, info := range res.ResultInfos {
 				if info.Error.Code() != kafka.ErrNoError {
