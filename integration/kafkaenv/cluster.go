@@ -256,6 +256,56 @@ func (c *Cluster) Leader(topic string, p int32) (int, error) {
 	return leader, err
 }
 
+// PartitionState is a partition's leader, replicas and in-sync replicas
+// (node.ids), as the cluster's metadata says at one moment. Leader is -1
+// when the partition has none.
+type PartitionState struct {
+	Leader   int
+	Replicas []int
+	ISR      []int
+}
+
+// String is e.g. "leader 3, replicas [3 1 2], in sync [3 1]".
+func (s PartitionState) String() string {
+	return fmt.Sprintf("leader %d, replicas %v, in sync %v", s.Leader, s.Replicas, s.ISR)
+}
+
+// AllInSync reports whether every replica is in the ISR.
+func (s PartitionState) AllInSync() bool {
+	for _, r := range s.Replicas {
+		if !slices.Contains(s.ISR, r) {
+			return false
+		}
+	}
+	return len(s.Replicas) > 0
+}
+
+// Partition returns the state of partition p of topic as the cluster's
+// metadata says now (one metadata request, as Leader's).
+func (c *Cluster) Partition(topic string, p int32) (PartitionState, error) {
+	var st PartitionState
+	err := c.withAdmin(func(admin *kafka.AdminClient) error {
+		md, err := admin.GetMetadata(&topic, false, 10000)
+		if err != nil {
+			return fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
+		}
+		for _, pm := range md.Topics[topic].Partitions {
+			if pm.ID == p {
+				st.Leader = int(pm.Leader)
+				for _, r := range pm.Replicas {
+					st.Replicas = append(st.Replicas, int(r))
+				}
+				for _, r := range pm.Isrs {
+					st.ISR = append(st.ISR, int(r))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("kafkaenv: topic %s has no partition %d", topic, p)
+	})
+	return st, err
+}
+
 // StartCluster starts a KRaft cluster of size nodes (3 or more; every node
 // both broker and controller, the static voter set of all of them), where
 // Options.Mode says (Options.BrokerPort and ControllerPort are ignored:

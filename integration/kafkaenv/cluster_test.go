@@ -62,3 +62,19 @@ func TestClusterAdminIsOneClientClosedAfterItsLastUse(t *testing.T) {
 	}
 	c.closeAdmin() // a second Stop closes nothing twice
 }
+
+func TestPartitionStateAllInSync(t *testing.T) {
+	for _, c := range []struct {
+		st   PartitionState
+		want bool
+	}{
+		{PartitionState{Leader: 3, Replicas: []int{3, 1, 2}, ISR: []int{1, 2, 3}}, true},
+		{PartitionState{Leader: 3, Replicas: []int{3, 1, 2}, ISR: []int{3, 1}}, false},
+		{PartitionState{Leader: -1, Replicas: []int{3, 1, 2}, ISR: []int{3}}, false},
+		{PartitionState{Leader: -1}, false},
+	} {
+		if got := c.st.AllInSync(); got != c.want {
+			t.Errorf("%s: AllInSync %v, want %v", c.st, got, c.want)
+		}
+	}
+}
