@@ -313,7 +313,8 @@ func (c *Cluster) Partition(topic string, p int32) (PartitionState, error) {
 // min.insync.replicas size-1: the internal topics (__consumer_offsets,
 // __transaction_state) and, by default.replication.factor, every topic
 // created without a replication factor, the runner's included. It returns
-// once every node answers a metadata request. ModeExternal is refused.
+// once every node answers a metadata request. The KRaft quorum's fetch
+// timeout is 10 s (see quorumFetchTimeoutMs). ModeExternal is refused.
 func StartCluster(ctx context.Context, opts Options, size int) (*Cluster, error) {
 	o := opts.withDefaults()
 	if size < 3 {
@@ -341,6 +342,7 @@ func StartCluster(ctx context.Context, opts Options, size int) (*Cluster, error)
 	rf, isr := strconv.Itoa(size), strconv.Itoa(size-1)
 	overrides := map[string]string{
 		"controller.quorum.voters":                         strings.Join(voters, ","),
+		"controller.quorum.fetch.timeout.ms":               strconv.Itoa(quorumFetchTimeoutMs),
 		"default.replication.factor":                       rf,
 		"min.insync.replicas":                              isr,
 		"offsets.topic.replication.factor":                 rf,
@@ -376,6 +378,23 @@ func StartCluster(ctx context.Context, opts Options, size int) (*Cluster, error)
 	c.bootstrap = strings.Join(addrs, ",")
 	return c, nil
 }
+
+// quorumFetchTimeoutMs is a cluster's controller.quorum.fetch.timeout.ms
+// (Kafka's default 2000): how long a KRaft follower goes without a fetch
+// answered by the quorum's leader before it calls an election, and, times
+// 1.5, how long the leader goes without fetches from a majority before it
+// resigns. Once a node of a 3-node cluster is down, each of the two left
+// must hear from the other within these bounds, and on a loaded 2-core
+// machine the nodes stall for several seconds (runs of
+// TestScenarioBrokerFailover with a busy machine logged "Did not receive
+// fetch request from the majority of the voters within 3000ms", leaders
+// resigning again and again, and the fencing of the dead node, written
+// but never committed, lost with each resignation: its partitions kept
+// the dead leader 33 s and 55 s after the kill; the CI run that failed
+// saw the same symptom past 60 s, its nodes' logs not kept).
+// 10 s rides out such stalls; the price is up to 8 s more before the
+// quorum notices that its leader, the active controller, is dead.
+const quorumFetchTimeoutMs = 10000
 
 // freePorts returns n distinct free ports on 127.0.0.1, picked by the
 // kernel (each held until all are picked, then released; see choosePorts
