@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -984,6 +985,7 @@ func TestScenarioBrokerFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop() })
+	t.Cleanup(func() { keepClusterLogs(t, c) }) // before Stop removes them
 	t.Logf("cluster ready in %v: %s", time.Since(begun).Round(time.Millisecond), c.Describe())
 	r := newScenarioOn(t, "broker-failover", c.Broker())
 	k0 := r.startKid("")
@@ -992,10 +994,9 @@ func TestScenarioBrokerFailover(t *testing.T) {
 	r.waitTasks(k1, 2*time.Minute)
 	r.phase()
 
-	leader, err := c.Leader(r.in, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ctl := waitKillable(t, ctx, c, r.in, 0, time.Minute)
+	leader := st.Leader
+	t.Logf("%s: before the kill: %s/0 %s; active controller node %d", r.since(), r.in, st, ctl)
 	killed := time.Now()
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
@@ -1003,13 +1004,18 @@ func TestScenarioBrokerFailover(t *testing.T) {
 	t.Logf("%s: killed node %d, the leader of %s/0", r.since(), leader, r.in)
 	var moved time.Duration
 	newLeader := leader
+	last := st.String()
 	for deadline := time.Now().Add(time.Minute); newLeader == leader || newLeader < 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s/0 has no leader but node %d a minute after that node was killed", r.in, leader)
+			t.Fatalf("%s/0 has no leader but node %d a minute after that node was killed (last seen: %s; before the kill: %s, active controller node %d)", r.in, leader, last, st, ctl)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if l, err := c.Leader(r.in, 0); err == nil {
-			newLeader = l
+		if st, err := c.Partition(r.in, 0); err == nil {
+			newLeader = st.Leader
+			if st.String() != last {
+				last = st.String()
+				t.Logf("%s: %s/0 %s", r.since(), r.in, last)
+			}
 		}
 	}
 	moved = time.Since(killed)
@@ -1032,6 +1038,61 @@ func TestScenarioBrokerFailover(t *testing.T) {
 	r.stopAll()
 	checkCleanExit(t, k0)
 	checkCleanExit(t, k1)
+}
+
+// waitKillable waits up to timeout for the precondition of a leader's kill
+// that the controller can act on: partition p of topic has a leader and
+// every one of its c.Replication replicas in sync (a replica out of the ISR
+// cannot be elected once the leader dies: unclean leader election is off),
+// and the KRaft quorum has a leader, the active controller (it fences the
+// dead node and elects the new leader). It returns the partition's state
+// and the active controller, or fails t naming what was missing.
+func waitKillable(t *testing.T, ctx context.Context, c *kafkaenv.Cluster, topic string, p int32, timeout time.Duration) (kafkaenv.PartitionState, int) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := c.Partition(topic, p)
+		if err == nil && (st.Leader < 0 || len(st.Replicas) != c.Replication || !st.AllInSync()) {
+			err = fmt.Errorf("%s/%d: %s, want a leader and all %d replicas in sync", topic, p, st, c.Replication)
+		}
+		ctl := 0
+		if err == nil {
+			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ctl, _, err = c.Controller(qctx)
+			cancel()
+		}
+		if err == nil {
+			return st, ctl
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("precondition of the kill not met within %v: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// keepClusterLogs copies the log of every node of c into a new directory
+// and names it, when t failed or KAFKASTREAMS_CLUSTER_LOGS=1 (Stop
+// removes them).
+func keepClusterLogs(t *testing.T, c *kafkaenv.Cluster) {
+	if !t.Failed() && os.Getenv("KAFKASTREAMS_CLUSTER_LOGS") != "1" {
+		return
+	}
+	dir, err := os.MkdirTemp("", "kafkastreams-cluster-")
+	if err != nil {
+		t.Logf("the nodes' logs not kept: %v", err)
+		return
+	}
+	for i, n := range c.Nodes {
+		b, err := os.ReadFile(n.LogPath())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("node-%d.log", i+1)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("node %d's log not kept: %v", i+1, err)
+		}
+	}
+	t.Logf("the nodes' logs are in %s", dir)
 }
 
 // checkCleanExit: an instance stopped by SIGTERM exits with the job's
