@@ -969,12 +969,17 @@ var logTimeRe = regexp.MustCompile(`time=(\S+)`)
 // TestScenarioBrokerFailover, the sixth scenario: the job runs on a
 // 3-node KRaft cluster (every node broker and controller; replication
 // factor 3 and min.insync.replicas 2 for the input, output, internal and
-// the runner's topics) and the node leading partition 0 of the input is
+// the runner's topics) and the node leading a partition of the input is
 // SIGKILLed mid-stream, not restarted. Two live replicas of every
 // partition remain, so writes with acks=all go on, and two of three
 // controllers keep the quorum: the job keeps going on the new leaders (its
 // transactions and group coordinators move too when they were on that
-// node), and the output is exact.
+// node), and the output is exact. The partition is the first whose
+// replicas are all in sync and whose leader is not the active controller
+// (waitKillable): the active controller fences the dead node and elects
+// the new leader at once, while the death of the active controller itself
+// first needs a KRaft election, which on a loaded machine took up to 44 s
+// of the test's minute (TestSoak kills the active controller).
 func TestScenarioBrokerFailover(t *testing.T) {
 	needBroker(t) // -short skips it, as every broker test
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -994,32 +999,32 @@ func TestScenarioBrokerFailover(t *testing.T) {
 	r.waitTasks(k1, 2*time.Minute)
 	r.phase()
 
-	st, ctl := waitKillable(t, ctx, c, r.in, 0, time.Minute)
+	p, st, ctl := waitKillable(t, ctx, c, r.in, scInputPartitions, time.Minute)
 	leader := st.Leader
-	t.Logf("%s: before the kill: %s/0 %s; active controller node %d", r.since(), r.in, st, ctl)
+	t.Logf("%s: before the kill: %s/%d %s; active controller node %d", r.since(), r.in, p, st, ctl)
 	killed := time.Now()
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: killed node %d, the leader of %s/0", r.since(), leader, r.in)
+	t.Logf("%s: killed node %d, the leader of %s/%d", r.since(), leader, r.in, p)
 	var moved time.Duration
 	newLeader := leader
 	last := st.String()
 	for deadline := time.Now().Add(time.Minute); newLeader == leader || newLeader < 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s/0 has no leader but node %d a minute after that node was killed (last seen: %s; before the kill: %s, active controller node %d)", r.in, leader, last, st, ctl)
+			t.Fatalf("%s/%d has no leader but node %d a minute after that node was killed (last seen: %s; before the kill: %s, active controller node %d)", r.in, p, leader, last, st, ctl)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if st, err := c.Partition(r.in, 0); err == nil {
+		if st, err := c.Partition(r.in, p); err == nil {
 			newLeader = st.Leader
 			if st.String() != last {
 				last = st.String()
-				t.Logf("%s: %s/0 %s", r.since(), r.in, last)
+				t.Logf("%s: %s/%d %s", r.since(), r.in, p, last)
 			}
 		}
 	}
 	moved = time.Since(killed)
-	src := scTask{stage: r.stages[0], partition: 0}
+	src := scTask{stage: r.stages[0], partition: p}
 	var first time.Duration
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		if at, ok := r.offs.firstCommitAfter(src, killed); ok {
@@ -1031,41 +1036,51 @@ func TestScenarioBrokerFailover(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("%s: %s/0 led by node %d %v after the kill; the source task %s committed again %v after it", r.since(), r.in, newLeader, moved.Round(time.Millisecond), src, first.Round(time.Millisecond))
+	t.Logf("%s: %s/%d led by node %d %v after the kill; the source task %s committed again %v after it", r.since(), r.in, p, newLeader, moved.Round(time.Millisecond), src, first.Round(time.Millisecond))
 	r.phase()
 	r.phase()
-	r.finish(fmt.Sprintf("node %d (leader of the input's partition 0) SIGKILLed: new leader node %d after %v; kill → next commit of the source task of partition 0 %v", leader, newLeader, moved.Round(time.Millisecond), first.Round(time.Millisecond)))
+	r.finish(fmt.Sprintf("node %d (leader of the input's partition %d) SIGKILLed: new leader node %d after %v; kill → next commit of the source task of partition %d %v", leader, p, newLeader, moved.Round(time.Millisecond), p, first.Round(time.Millisecond)))
 	r.stopAll()
 	checkCleanExit(t, k0)
 	checkCleanExit(t, k1)
 }
 
-// waitKillable waits up to timeout for the precondition of a leader's kill
-// that the controller can act on: partition p of topic has a leader and
-// every one of its c.Replication replicas in sync (a replica out of the ISR
-// cannot be elected once the leader dies: unclean leader election is off),
-// and the KRaft quorum has a leader, the active controller (it fences the
-// dead node and elects the new leader). It returns the partition's state
-// and the active controller, or fails t naming what was missing.
-func waitKillable(t *testing.T, ctx context.Context, c *kafkaenv.Cluster, topic string, p int32, timeout time.Duration) (kafkaenv.PartitionState, int) {
+// waitKillable waits up to timeout for a partition of topic (of n) whose
+// leader's kill the controller can act on at once, and returns the first
+// one with its state and the active controller: the partition has a
+// leader and every one of its c.Replication replicas in sync (a replica
+// out of the ISR cannot be elected once the leader dies: unclean leader
+// election is off), the KRaft quorum has a leader, the active controller
+// (it fences the dead node and elects the new leader), and the
+// partition's leader is not that controller (whose death would first
+// need a KRaft election). It fails t naming what was missing.
+func waitKillable(t *testing.T, ctx context.Context, c *kafkaenv.Cluster, topic string, n int, timeout time.Duration) (int32, kafkaenv.PartitionState, int) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := c.Partition(topic, p)
-		if err == nil && (st.Leader < 0 || len(st.Replicas) != c.Replication || !st.AllInSync()) {
-			err = fmt.Errorf("%s/%d: %s, want a leader and all %d replicas in sync", topic, p, st, c.Replication)
-		}
-		ctl := 0
-		if err == nil {
-			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			ctl, _, err = c.Controller(qctx)
-			cancel()
-		}
-		if err == nil {
-			return st, ctl
+		var missing []string
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ctl, _, err := c.Controller(qctx)
+		cancel()
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("no active controller: %v", err))
+		} else {
+			for p := int32(0); p < int32(n); p++ {
+				st, err := c.Partition(topic, p)
+				switch {
+				case err != nil:
+					missing = append(missing, err.Error())
+				case st.Leader < 0 || len(st.Replicas) != c.Replication || !st.AllInSync():
+					missing = append(missing, fmt.Sprintf("%s/%d: %s, want a leader and all %d replicas in sync", topic, p, st, c.Replication))
+				case st.Leader == ctl:
+					missing = append(missing, fmt.Sprintf("%s/%d: led by the active controller, node %d", topic, p, ctl))
+				default:
+					return p, st, ctl
+				}
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("precondition of the kill not met within %v: %v", timeout, err)
+			t.Fatalf("precondition of the kill not met within %v: no partition of %s to kill the leader of:\n%s", timeout, topic, strings.Join(missing, "\n"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
