@@ -976,10 +976,11 @@ var logTimeRe = regexp.MustCompile(`time=(\S+)`)
 // transactions and group coordinators move too when they were on that
 // node), and the output is exact. The partition is the first whose
 // replicas are all in sync and whose leader is not the active controller
-// (waitKillable): the active controller fences the dead node and elects
-// the new leader at once, while the death of the active controller itself
-// first needs a KRaft election, which on a loaded machine took up to 44 s
-// of the test's minute (TestSoak kills the active controller).
+// (waitKillable): a live active controller fences the dead node when its
+// session (9 s) times out and elects the new leader then, while the death
+// of the active controller itself first needs a KRaft election, which on
+// a loaded machine took the leader's move to 44 s of the test's minute
+// (TestSoak kills the active controller).
 func TestScenarioBrokerFailover(t *testing.T) {
 	needBroker(t) // -short skips it, as every broker test
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
