@@ -67,11 +67,12 @@ const (
 	// steady run's (ours-steady.pprof: the measured run itself, so its
 	// latencies carry pprof's sampling, a few percent of CPU).
 	EnvBenchKSProfile = "KAFKASTREAMS_BENCH_KS_PROFILE"
-	// EnvBenchKSSerial, if set, adds a fourth side to each batch round:
-	// this runner with --poll_during_commit=false (metrics prefix
-	// serial-, and ours/serial, the ratio of the wall medians): what the
-	// poll during a commit (stage/prefetch.go) changes, in the same run.
-	EnvBenchKSSerial = "KAFKASTREAMS_BENCH_KS_SERIAL"
+	// EnvBenchKSOverlap, if set, adds a fourth side to each batch round:
+	// this runner with --poll_during_commit (metrics prefix overlap-, and
+	// overlap/ours, the ratio of the wall medians, and of the CPU's):
+	// what the poll during a commit (stage/prefetch.go) changes, in the
+	// same run.
+	EnvBenchKSOverlap = "KAFKASTREAMS_BENCH_KS_OVERLAP"
 	// envKSJar names the built kstreamsbench jar (make bench passes
 	// integration/kstreamsbench/target/kstreamsbench.jar, its runtime jars
 	// beside it in lib/); unset, the benchmark builds it with mvn.
@@ -81,7 +82,7 @@ const (
 	envWSIn      = "KAFKASTREAMS_CHILD_WS_IN"      // input topic
 	envWSOut     = "KAFKASTREAMS_CHILD_WS_OUT"     // output topic
 	envWSSteady  = "KAFKASTREAMS_CHILD_WS_STEADY"  // "1": an unbounded Read
-	envWSSerial  = "KAFKASTREAMS_CHILD_WS_SERIAL"  // "1": --poll_during_commit=false
+	envWSOverlap = "KAFKASTREAMS_CHILD_WS_OVERLAP" // "1": --poll_during_commit
 	envChildProf = "KAFKASTREAMS_CHILD_CPUPROFILE" // a CPU profile to write (runChild)
 )
 
@@ -134,7 +135,7 @@ func init() {
 	register.Function3x2(wsFormat)
 	childPipelines["bench-windowed-sum"] = func(o *runner.Options) *beam.Pipeline {
 		o.InternalTopicPartitions = wsPartitions
-		o.PollDuringCommit = os.Getenv(envWSSerial) == ""
+		o.PollDuringCommit = os.Getenv(envWSOverlap) != ""
 		opts := []kafkaio.Option{kafkaio.WithBoundedOutOfOrderness(wsGrace)}
 		if os.Getenv(envWSSteady) == "" {
 			opts = append(opts, kafkaio.Bounded())
@@ -492,16 +493,16 @@ func (w *rowWatcher) close(cutoff int64) (map[wsRow]int64, map[wsRow]time.Time, 
 // wsSide is one side of the comparison: this runner, or Kafka Streams
 // with some threads.
 type wsSide struct {
-	name    string // "ours", "ks1", "ks2", "serial": the metrics' prefix
+	name    string // "ours", "ks1", "ks2", "overlap": the metrics' prefix
 	threads int    // Kafka Streams' num.stream.threads; 0 for this runner
-	// serial runs this runner with --poll_during_commit=false
-	// (EnvBenchKSSerial).
-	serial bool
+	// overlap runs this runner with --poll_during_commit
+	// (EnvBenchKSOverlap).
+	overlap bool
 }
 
 func (s wsSide) String() string {
-	if s.threads == 0 && s.serial {
-		return "this runner, serial poll"
+	if s.threads == 0 && s.overlap {
+		return "this runner, --poll_during_commit"
 	}
 	if s.threads == 0 {
 		return "this runner"
@@ -532,8 +533,8 @@ func startSide(b *testing.B, side wsSide, jar, in, out, app string, steady bool,
 		if steady {
 			p.cmd.Env = append(p.cmd.Env, envWSSteady+"=1")
 		}
-		if side.serial {
-			p.cmd.Env = append(p.cmd.Env, envWSSerial+"=1")
+		if side.overlap {
+			p.cmd.Env = append(p.cmd.Env, envWSOverlap+"=1")
 		}
 		if profile != "" {
 			p.cmd.Env = append(p.cmd.Env, envChildProf+"="+profile)
@@ -875,8 +876,8 @@ func runKSBatch(b *testing.B, jar string, n int) {
 	in, e := writeWSInput(b, n)
 	b.Logf("%d records in %s (%d partitions, %d keys), %d rows expected", n, in, wsPartitions, wsKeys, len(e.sums))
 	sides := []wsSide{{name: "ours"}, {name: "ks1", threads: 1}, {name: "ks2", threads: 2}}
-	if os.Getenv(EnvBenchKSSerial) != "" {
-		sides = append(sides, wsSide{name: "serial", serial: true})
+	if os.Getenv(EnvBenchKSOverlap) != "" {
+		sides = append(sides, wsSide{name: "overlap", overlap: true})
 	}
 	if dir := os.Getenv(EnvBenchKSProfile); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -917,11 +918,11 @@ func runKSBatch(b *testing.B, jar string, n int) {
 	o, k := med["ours"], med["ks1"]
 	b.ReportMetric(o.wall.Seconds()/k.wall.Seconds(), "ours/ks1")
 	b.ReportMetric(o.cpu.Seconds()/k.cpu.Seconds(), "ours/ks1-cpu")
-	if s, ok := med["serial"]; ok {
-		b.ReportMetric(o.wall.Seconds()/s.wall.Seconds(), "ours/serial")
-		b.ReportMetric(o.cpu.Seconds()/s.cpu.Seconds(), "ours/serial-cpu")
-		b.Logf("%d records: this runner with --poll_during_commit=false %.2f s, %.1f CPU s (broker %.1f); ours/serial: wall %.2f, CPU %.2f",
-			n, s.wall.Seconds(), s.cpu.Seconds(), s.brokerCPU.Seconds(), o.wall.Seconds()/s.wall.Seconds(), o.cpu.Seconds()/s.cpu.Seconds())
+	if v, ok := med["overlap"]; ok {
+		b.ReportMetric(v.wall.Seconds()/o.wall.Seconds(), "overlap/ours")
+		b.ReportMetric(v.cpu.Seconds()/o.cpu.Seconds(), "overlap/ours-cpu")
+		b.Logf("%d records: this runner with --poll_during_commit %.2f s, %.1f CPU s (broker %.1f); overlap/ours: wall %.2f, CPU %.2f",
+			n, v.wall.Seconds(), v.cpu.Seconds(), v.brokerCPU.Seconds(), v.wall.Seconds()/o.wall.Seconds(), v.cpu.Seconds()/o.cpu.Seconds())
 	}
 	b.Logf("%d records, medians of %d rounds: this runner %.2f s, %.1f CPU s (broker %.1f), %.2f GB; Kafka Streams 1 thread %.2f s, %.1f CPU s (broker %.1f), %.2f GB; 2 threads %.2f s; ours/KS 1 thread: wall %.2f, CPU %.2f",
 		n, wsRounds, o.wall.Seconds(), o.cpu.Seconds(), o.brokerCPU.Seconds(), float64(o.peakRSS)/1e9,

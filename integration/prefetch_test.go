@@ -73,7 +73,7 @@ func TestPollDuringCommitRewindsExactlyOnce(t *testing.T) {
 			head := &failOnceHead{fail: fail}
 			loop, done := runSinkLoop(ctx, t, stage.Config{
 				BootstrapServers: bs, ReportTopic: report, InstanceID: "prefetch", Head: head,
-				MaxBatchRecords: 200, SerialPoll: serial,
+				MaxBatchRecords: 200, PollDuringCommit: !serial,
 				Spec: step.Spec{ApplicationID: app, Name: "src", InputTopic: in, Partitions: 2, RawInput: true},
 			}, out)
 			got, err := kafkaenv.Consume(ctx, bs, out, n, kafkaenv.ReadCommitted, time.Minute)
@@ -109,7 +109,7 @@ func TestPollDuringCommitRewindsExactlyOnce(t *testing.T) {
 				t.Errorf("%d aborted attempts, want at least 20 (one for each failing record)", s.Aborts)
 			}
 			if serial && s.PolledDuringCommit != 0 {
-				t.Errorf("%d records polled during commits with SerialPoll", s.PolledDuringCommit)
+				t.Errorf("%d records polled during commits serially", s.PolledDuringCommit)
 			}
 			if !serial && s.PolledDuringCommit == 0 {
 				t.Errorf("no record polled during a commit over a backlog of %d", n)

@@ -159,7 +159,7 @@ func stageConfig(ctx context.Context, j *job, e buildEnv, st *stages, s *plan.St
 		PurgeInterval:    stagePurgeInterval(s, j.o.PurgeInterval),
 		SpillDir:         j.inst.Stores,
 		MaxBatchRecords:  j.o.MaxBundleSize,
-		SerialPoll:       !j.o.PollDuringCommit,
+		PollDuringCommit: j.o.PollDuringCommit,
 		MaxMessageBytes:  j.limits,
 		ErrorPolicy:      j.o.ErrorPolicy,
 		DeadLetterTopic:  j.o.DeadLetterTopic,

@@ -71,7 +71,7 @@
 // watermark past a window's end downstream (Config.NextWindowEnd);
 // commit.go the transaction (Loop.commit carries out a Ready); prefetch.go
 // the poll of the next attempt's records while an attempt commits on a
-// goroutine of its own (Config.SerialPoll turns it off); sidegate.go
+// goroutine of its own (Config.PollDuringCommit turns it on); sidegate.go
 // pausing tasks held back by side inputs; logends.go the ListOffsets round
 // trips of step.LogEnds; purge.go the purge of what the commits consumed
 // (DeleteRecords, Config.PurgeInterval) and ErrOffsetOutOfRange, a
