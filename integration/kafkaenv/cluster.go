@@ -239,21 +239,8 @@ func (c *Cluster) Controller(ctx context.Context, skip ...int) (id int, epoch in
 // Every call uses the cluster's one admin client; it is safe to call
 // concurrently, and returns ErrClusterStopped after Stop.
 func (c *Cluster) Leader(topic string, p int32) (int, error) {
-	leader := 0
-	err := c.withAdmin(func(admin *kafka.AdminClient) error {
-		md, err := admin.GetMetadata(&topic, false, 10000)
-		if err != nil {
-			return fmt.Errorf("kafkaenv: metadata of %s: %w", topic, err)
-		}
-		for _, pm := range md.Topics[topic].Partitions {
-			if pm.ID == p {
-				leader = int(pm.Leader)
-				return nil
-			}
-		}
-		return fmt.Errorf("kafkaenv: topic %s has no partition %d", topic, p)
-	})
-	return leader, err
+	st, err := c.Partition(topic, p)
+	return st.Leader, err
 }
 
 // PartitionState is a partition's leader, replicas and in-sync replicas
