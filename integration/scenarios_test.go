@@ -1262,7 +1262,7 @@ func startProducer(t *testing.T, bs, topic string, rate int) *scProducer {
 	// takes any first sequence from a producer it has no state for on the
 	// partition: Kafka before 4.5, KAFKA-15591) and librdkafka would report
 	// the earlier records delivered with no offset, never sending them
-	// (kafkaenv.waitServed; TestChaos lost two records so).
+	// (kafkaclient.WaitServed; TestChaos lost two records so).
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bs, "enable.idempotence": true, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000, "max.in.flight.requests.per.connection": 1})
 	if err != nil {
 		t.Fatal(err)

@@ -151,21 +151,9 @@ func retriableTopic(e kafka.Error) bool {
 
 // waitServed returns once every partition of the topics of specs that
 // results says were created (no error) answers a ListOffsets, or when ctx
-// ends (its error, naming how many partitions were not served). The
-// broker lists a new partition's leader in its metadata before the leader
-// has created the partition's log, and a produce meanwhile fails
-// NOT_LEADER_OR_FOLLOWER; an idempotent or transactional producer (every
-// producer of the runner's: five requests in flight) whose first batch to
-// a partition fails so and whose next, already sent, arrives once the log
-// exists has that next batch appended though its first sequence is not 0
-// (a broker with no producer state for the partition takes any first
-// sequence: Kafka before 4.5, KAFKA-15591), and librdkafka then reports
-// the first batch delivered, "implicitly acked by subsequent batch
-// success", without sending it: records lost from a committed
-// transaction, at an application's first start. A ListOffsets needs the
-// partition's log as a produce does; once each answers, no produce meets
-// that refusal. Found by TestChaos's input check (its own producer lost
-// the first records of two partitions of a topic it had just created).
+// ends (kafkaclient.WaitServed, which says why: records written to a
+// partition before its leader has created its log can be lost without an
+// error).
 func (s *startAdmin) waitServed(ctx context.Context, specs []kafka.TopicSpecification, results []kafka.TopicResult) error {
 	created := map[string]bool{}
 	for _, r := range results {
@@ -173,54 +161,14 @@ func (s *startAdmin) waitServed(ctx context.Context, specs []kafka.TopicSpecific
 			created[r.Topic] = true
 		}
 	}
-	type partition struct {
-		topic string
-		p     int32
-	}
-	pending := map[partition]bool{}
+	var topics []kafka.TopicSpecification
 	for _, sp := range specs {
-		for p := 0; created[sp.Topic] && p < sp.NumPartitions; p++ {
-			pending[partition{sp.Topic, int32(p)}] = true
+		if created[sp.Topic] {
+			topics = append(topics, sp)
 		}
 	}
-	var last error
-	for len(pending) > 0 {
-		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(pending))
-		for k := range pending {
-			req[kafka.TopicPartition{Topic: &k.topic, Partition: k.p}] = kafka.LatestOffsetSpec
-		}
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		res, err := s.a.ListOffsets(actx, req)
-		cancel()
-		if err != nil {
-			// "No leaders found": the client's metadata of a new topic,
-			// which ListOffsets finds the leaders in, is refreshed by a
-			// metadata request of the topic's own.
-			last = err
-			refreshed := map[string]bool{}
-			for k := range pending {
-				if !refreshed[k.topic] {
-					refreshed[k.topic] = true
-					_, _ = s.a.GetMetadata(&k.topic, false, int(attemptTimeout.Milliseconds()))
-				}
-			}
-		} else {
-			for tp, info := range res.ResultInfos {
-				if info.Error.Code() != kafka.ErrNoError {
-					last = fmt.Errorf("%s [%d]: %w", *tp.Topic, tp.Partition, info.Error)
-					continue
-				}
-				delete(pending, partition{*tp.Topic, tp.Partition})
-			}
-		}
-		if len(pending) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafkastreams: %d partitions of the topics just created not served by their leaders yet (the last answer: %v): %w", len(pending), last, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := kafkaclient.WaitServed(ctx, s.a, topics, attemptTimeout); err != nil {
+		return fmt.Errorf("kafkastreams: %w", err)
 	}
 	return nil
 }

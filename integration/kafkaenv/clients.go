@@ -70,9 +70,11 @@ type Record struct {
 
 // CreateTopics creates topics with the cluster's default replication factor and returns once
 // the broker's metadata lists them all with their leaders and every
-// partition's leader serves it (waitServed): a record produced after it
-// returns is not refused as NOT_LEADER_OR_FOLLOWER for a partition the
-// leader has not created yet. A topic that already exists is an error.
+// partition's leader serves it (kafkaclient.WaitServed): a record
+// produced after it returns is not refused as NOT_LEADER_OR_FOLLOWER for a
+// partition the leader has not created yet, which can lose records of an
+// idempotent producer without an error (TestChaos, seed
+// 2176560483682674697: the first record of input partitions 4 and 5). A topic that already exists is an error.
 func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) error {
 	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap})
 	if err != nil {
@@ -113,63 +115,10 @@ func CreateTopics(ctx context.Context, bootstrap string, topics ...TopicSpec) er
 			}
 		}
 	}
-	return waitServed(ctx, admin, specs)
-}
-
-// waitServed returns once every partition of topics answers a ListOffsets
-// (its leader has created its log). The metadata lists a new partition's
-// leader before that leader has applied the creation (the broker updates
-// its metadata cache, then creates the logs): until then a produce to it
-// fails with NOT_LEADER_OR_FOLLOWER, and with an idempotent producer that
-// loses records without an error (TestChaos, seed 2176560483682674697:
-// the first record of input partitions 4 and 5 was reported delivered and
-// is not in the topic). The first ProduceRequest of a partition, sequence
-// 0, fails so and is queued for a retry; the next one, already in flight
-// (max.in.flight 5), reaches the broker after the creation and is
-// appended though its first sequence is not 0 (a broker with no producer
-// state for a partition accepts any first sequence: Kafka before 4.5,
-// KAFKA-15591); librdkafka then reports the queued earlier records
-// delivered, "implicitly acked by subsequent batch success", with no
-// offset, and never sends them. A ListOffsets needs the partition's log as
-// a produce does, so once each answers no produce can meet that refusal.
-func waitServed(ctx context.Context, admin *kafka.AdminClient, topics []kafka.TopicSpecification) error {
-	type part struct {
-		topic string
-		p     int32
+	if err := kafkaclient.WaitServed(ctx, admin, specs, 5*time.Second); err != nil {
+		return fmt.Errorf("kafkaenv: %w", err)
 	}
-	pending := map[part]bool{}
-	for _, t := range topics {
-		for p := 0; p < t.NumPartitions; p++ {
-			pending[part{t.Topic, int32(p)}] = true
-		}
-	}
-	for {
-		req := map[kafka.TopicPartition]kafka.OffsetSpec{}
-		for k := range pending {
-			req[kafka.TopicPartition{Topic: &k.topic, Partition: k.p}] = kafka.LatestOffsetSpec
-		}
-		var last error
-		res, err := admin.ListOffsets(ctx, req, kafka.SetAdminRequestTimeout(5*time.Second))
-		if err != nil {
-			last = err
-		} else {
-			for tp, info := range res.ResultInfos {
-				if info.Error.Code() == kafka.ErrNoError {
-					delete(pending, part{*tp.Topic, tp.Partition})
-				} else {
-					last = fmt.Errorf("%s [%d]: %w", *tp.Topic, tp.Partition, info.Error)
-				}
-			}
-		}
-		if len(pending) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafkaenv: %d partitions of the new topics not served by their leaders yet (last: %v): %w", len(pending), last, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // DeleteTopicsWithPrefix deletes every topic whose name starts with

@@ -31,6 +31,9 @@
 //     package of its own that imports no Kafka client, for the pure commit
 //     step (stage/step/output.go) that partitions a sink's records.
 //   - LeanProducerChannels and InitTransactions (producer.go).
+//   - WaitServed (served.go): after creating topics, wait until every new
+//     partition's leader serves it, before the first produce (records are
+//     lost without an error otherwise: KAFKA-15591).
 //   - Redaction (redact.go): SecretProperty (which librdkafka properties
 //     hold secrets) and Redact, the one function every error, log line and
 //     printed property map that may hold a client's configuration goes
