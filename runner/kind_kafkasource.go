@@ -437,7 +437,7 @@ func alignmentGroup(heads map[string]stageHead, g string) []string {
 // null or empty key and value and its headers as they were read.
 func kafkaRecordOf(topic string, r step.In) kafkaio.KafkaRecord {
 	kr := kafkaio.KafkaRecord{Topic: topic, Partition: r.Task, Offset: r.Offset, LogAppendTime: r.LogAppendTime, Key: r.Key, Value: r.Value}
-	if r.Timestamp != 0 {
+	if r.Timestamp >= 0 { // -1: the record has none (step.In)
 		kr.Timestamp = time.UnixMilli(r.Timestamp)
 	}
 	for _, h := range r.Headers {

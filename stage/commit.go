@@ -123,6 +123,10 @@ func (l *Loop) decide(ctx context.Context, ins []step.In) (*step.Ready, error) {
 	return l.core.Decide(ctx, l.tasks, ins, l.woken)
 }
 
+// noTimestamp is step.In's Timestamp of a record without one (Kafka's
+// NO_TIMESTAMP, -1; confluent-kafka-go's TimestampNotAvailable).
+const noTimestamp = -1
+
 // inputs turns a polled batch into the step's records, and returns the
 // tasks (input partitions) it holds.
 func inputs(batch []*kafka.Message) ([]step.In, map[int32]bool) {
@@ -133,6 +137,8 @@ func inputs(batch []*kafka.Message) ([]step.In, map[int32]bool) {
 		if m.TimestampType != kafka.TimestampNotAvailable {
 			ins[i].Timestamp = m.Timestamp.UnixMilli()
 			ins[i].LogAppendTime = m.TimestampType == kafka.TimestampLogAppendTime
+		} else {
+			ins[i].Timestamp = noTimestamp
 		}
 		for _, h := range m.Headers {
 			ins[i].Headers = append(ins[i].Headers, step.Header{Key: h.Key, Value: h.Value})

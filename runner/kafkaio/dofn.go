@@ -113,9 +113,16 @@ func (b *badRecords) close() {
 }
 
 // eventTime is record m's event time: stamp's (TimestampFn's, a panic
-// turned into an error), or its Kafka timestamp when stamp is nil.
+// turned into an error), or its Kafka timestamp when stamp is nil: -1 ms
+// (1969-12-31T23:59:59.999Z) for a record without one, Kafka's
+// NO_TIMESTAMP, as the kafkastreams runner's source stage gives it and
+// Beam Java's KafkaIO under its CreateTime policy (new Instant(-1));
+// confluent-kafka-go leaves such a record's Timestamp zero, year 1.
 func eventTime(stamp TimestampFunc, m *kafka.Message) (ts mtime.Time, err error) {
 	if stamp == nil {
+		if m.TimestampType == kafka.TimestampNotAvailable {
+			return -1, nil
+		}
 		return mtime.FromTime(m.Timestamp), nil
 	}
 	defer func() {

@@ -130,9 +130,11 @@ type In struct {
 	Key    []byte
 	Value  []byte
 	// Timestamp is the record's Kafka timestamp (ms since the Unix epoch;
-	// 0 if it has none); LogAppendTime says the broker set it (the topic's
-	// message.timestamp.type=LogAppendTime), else the producer did
-	// (CreateTime).
+	// -1 if it has none: Kafka's NO_TIMESTAMP, a record of the message
+	// format before timestamps, which a Kafka 4 broker no longer writes;
+	// 0 is a timestamp, the epoch); LogAppendTime says the broker set it
+	// (the topic's message.timestamp.type=LogAppendTime), else the
+	// producer did (CreateTime).
 	Timestamp     int64
 	LogAppendTime bool
 	// Headers are the record's headers, in order.
