@@ -277,7 +277,7 @@ func (c *Core) Dropped() int64 { return c.dropped }
 //
 //	hold = min over (key, window) with pending values of
 //	       window.MaxTimestamp()   (EndOfWindow)
-//	       min value timestamp     (EarliestInPane, LatestInPane)
+//	       min timestamp of its pending values (EarliestInPane, LatestInPane)
 //
 // (for LatestInPane the earliest value is a lower bound of the pane's
 // timestamp that, unlike the latest, only moves down as values arrive: the
@@ -531,7 +531,8 @@ func (c *Core) values(e *entry) (keys, vals [][]byte, err error) {
 // SetFireBudget); Index counts earlier
 // panes, OnTimeIndex (NonSpeculativeIndex) earlier non-speculative ones.
 // The pane's timestamp is the window's max timestamp (EndOfWindow), or the
-// earliest or latest timestamp of its values.
+// earliest or latest timestamp of the values added since the previous
+// pane (paneTimestamp).
 //
 // Garbage collection: once w.MaxTimestamp() + allowedLateness < wm, every
 // (key, w) is deleted after firing.
@@ -670,14 +671,7 @@ func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.
 		c.valuesDeleted(e)
 	}
 	maxTs := e.win.MaxTimestamp()
-	switch c.strat.Combiner {
-	case EarliestInPane:
-		p.Timestamp = e.m.MinTs
-	case LatestInPane:
-		p.Timestamp = e.m.MaxTs
-	default:
-		p.Timestamp = maxTs
-	}
+	p.Timestamp = c.paneTimestamp(e)
 	onTime := prev <= maxTs && e.m.NonSpec == 0
 	p.Info = typex.PaneInfo{IsFirst: e.m.Fired == 0, IsLast: closing, Index: e.m.Fired, NonSpeculativeIndex: e.m.NonSpec, Timing: typex.PaneLate}
 	if onTime {
@@ -693,11 +687,50 @@ func (c *Core) fireTiming(e *entry, prev mtime.Time, closing bool, timing typex.
 	}
 	e.m.Fired++
 	e.m.Pending = 0
+	// The timestamp bounds restart at every pane, accumulating too
+	// (paneTimestamp).
+	e.m.MinTs, e.m.MaxTs = mtime.MaxTimestamp, mtime.MinTimestamp
 	if !c.strat.Accumulating {
 		e.m.Total = 0
-		e.m.MinTs, e.m.MaxTs = mtime.MaxTimestamp, mtime.MinTimestamp
 	}
 	return p, nil
+}
+
+// paneTimestamp is the timestamp of the pane e fires now:
+//
+//	EndOfWindow      window.MaxTimestamp()
+//	EarliestInPane   min timestamp of the values added since the last pane
+//	LatestInPane     max timestamp of the values added since the last pane
+//	no value added since the last pane: window.MaxTimestamp()
+//
+// in either accumulation mode: an accumulating pane carries every value
+// so far, but its timestamp combines only the new ones. This is Beam
+// Java's model: WatermarkHold.addHolds adds each element's timestamp to
+// the window's hold, WatermarkHold.extractAndRelease reads the hold at a
+// firing and clears it, and ReduceFnRunner.onTrigger stamps the pane with
+// what it read, the end of the window when no hold was set. Prism
+// (runners/prism/internal/handlerunner.go, gbkBytes) instead combines the
+// timestamps of every element the pane's bundle carries, which in
+// accumulating mode are all of the window's values so far; its job
+// service admits EARLIEST_IN_PANE and LATEST_IN_PANE only "to unblock
+// running python tasks" and says tests using them will fail
+// (jobservices/management.go), so it does not define the rule and Java's
+// is followed. Combining all values would also break the hold: once a
+// pane released it and the output watermark moved on, the next pane's
+// timestamp could fall behind that watermark (accumulating.txt).
+//
+// Not followed from Java: a value that arrived behind the output
+// watermark or after the end of its window sets no element hold there
+// (its pane is stamped with the end of the window instead); here its
+// timestamp counts (Core.Hold).
+func (c *Core) paneTimestamp(e *entry) mtime.Time {
+	if c.strat.Combiner == EndOfWindow || e.m.MinTs > e.m.MaxTs {
+		return e.win.MaxTimestamp()
+	}
+	if c.strat.Combiner == EarliestInPane {
+		return e.m.MinTs
+	}
+	return e.m.MaxTs
 }
 
 // gc deletes e's values and meta.

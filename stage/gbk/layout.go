@@ -37,7 +37,9 @@ type meta struct {
 	Pending, Total int64
 	// Seq is the sequence number of the next value.
 	Seq uint64
-	// MinTs, MaxTs bound the timestamps of the stored values.
+	// MinTs, MaxTs bound the timestamps of the values added since the
+	// last pane (the pending ones; Core.paneTimestamp); MaxTimestamp and
+	// MinTimestamp when there are none.
 	MinTs, MaxTs mtime.Time
 	// Fired counts the panes fired; NonSpec the non-speculative ones
 	// (on-time and late; every pane of the default trigger).
