@@ -15,6 +15,7 @@ import (
 // TestCore runs the scenarios in testdata/core/*.txt. Commands:
 //
 //	strategy kind=global|fixed|sliding|sessions [lateness=ms] [acc] [ts=end|earliest|latest]
+//	         [ontime=always] [closing=always]
 //	    a new core over an empty store; the input, if any, is a trigger:
 //	    never, always, count(N), ptime(DELAY_MS), sync, eow(EARLY,LATE)
 //	    (- for none), all(...), any(...), each(...), repeat(T),
@@ -58,6 +59,8 @@ func TestCore(t *testing.T) {
 					strat.Gap = mustInt(t, v)
 				}
 				_, strat.Accumulating = args["acc"]
+				strat.OnTimeAlways = args["ontime"] == "always"
+				strat.ClosingAlways = args["closing"] == "always"
 				switch args["ts"] {
 				case "earliest":
 					strat.Combiner = EarliestInPane

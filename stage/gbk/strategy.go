@@ -75,6 +75,18 @@ type Strategy struct {
 	// (trigger.go, triggered.go); with merging windows, the merged window's
 	// state is the merge of its parts' (trigger_merge.go).
 	Trigger *Trigger
+	// OnTimeAlways: the ON_TIME pane is emitted even when it holds no
+	// value (WindowingStrategy.on_time_behavior FIRE_ALWAYS; Beam Java
+	// Window.OnTimeBehavior.FIRE_ALWAYS, ReduceFnRunner.needToEmit), e.g.
+	// when every value went out in early panes in discarding mode; else
+	// only if non-empty (FIRE_IF_NONEMPTY, and UNSPECIFIED).
+	OnTimeAlways bool
+	// ClosingAlways: the final pane, when the window closes (it expires,
+	// or its trigger finishes), is emitted even when it holds no value
+	// (WindowingStrategy.closing_behavior EMIT_ALWAYS; Beam Java
+	// Window.ClosingBehavior.FIRE_ALWAYS, ReduceFnRunner.needToEmit);
+	// else only if non-empty (EMIT_IF_NONEMPTY, and UNSPECIFIED).
+	ClosingAlways bool
 }
 
 // Merging reports whether windows merge (session windows).
@@ -150,19 +162,27 @@ func ParseStrategy(name string, ws *pipepb.WindowingStrategy, allowMerging bool)
 	default:
 		return fail("output time %v is not supported", ws.GetOutputTime())
 	}
+	// Empty panes (Beam Java ReduceFnRunner.needToEmit): a firing with no
+	// value to emit (discarding: none since the last pane; Core.Advance,
+	// evaluate) still emits its pane if it is the ON_TIME one under
+	// FIRE_ALWAYS, or the final one under EMIT_ALWAYS. Go sets
+	// FIRE_IF_NONEMPTY and EMIT_IF_NONEMPTY for user windows; the Java
+	// SDK's Window defaults to FIRE_ALWAYS, so a job server's pipelines
+	// have it. UNSPECIFIED is taken as the non-empty rule (this core's
+	// behaviour before either was read).
 	switch ws.GetOnTimeBehavior() {
-	case pipepb.OnTimeBehavior_FIRE_IF_NONEMPTY, pipepb.OnTimeBehavior_FIRE_ALWAYS, pipepb.OnTimeBehavior_UNSPECIFIED:
-		// FIRE_ALWAYS is taken as FIRE_IF_NONEMPTY. They differ only for
-		// an on-time firing with nothing buffered, a (key, window) whose
-		// values all went out in early panes in discarding mode: Beam
-		// emits an empty ON_TIME pane under FIRE_ALWAYS (the Java SDK's
-		// default), this core none. No Go SDK pipeline meets it (Go sets
-		// FIRE_IF_NONEMPTY; its Reshuffle's FIRE_ALWAYS has a count
-		// trigger, which never fires on time); a job server's pipelines
-		// would. ClosingBehavior is not read: the final pane at expiry is
-		// emitted only if nonempty (EMIT_IF_NONEMPTY, both Go's values).
+	case pipepb.OnTimeBehavior_FIRE_IF_NONEMPTY, pipepb.OnTimeBehavior_UNSPECIFIED:
+	case pipepb.OnTimeBehavior_FIRE_ALWAYS:
+		s.OnTimeAlways = true
 	default:
 		return fail("on-time behavior %v is not supported", ws.GetOnTimeBehavior())
+	}
+	switch ws.GetClosingBehavior() {
+	case pipepb.ClosingBehavior_EMIT_IF_NONEMPTY, pipepb.ClosingBehavior_UNSPECIFIED:
+	case pipepb.ClosingBehavior_EMIT_ALWAYS:
+		s.ClosingAlways = true
+	default:
+		return fail("closing behavior %v is not supported", ws.GetClosingBehavior())
 	}
 	return s, nil
 }
@@ -180,6 +200,12 @@ func (s Strategy) String() string {
 	out := fmt.Sprintf("%s windows, %s, %s, timestamp %s, allowed lateness %v", s.Kind, trig, acc, s.Combiner, time.Duration(s.AllowedLateness)*time.Millisecond)
 	if s.Kind == Sessions {
 		out += fmt.Sprintf(", gap %v", time.Duration(s.Gap)*time.Millisecond)
+	}
+	if s.OnTimeAlways {
+		out += ", empty on-time pane"
+	}
+	if s.ClosingAlways {
+		out += ", empty final pane"
 	}
 	return out
 }

@@ -46,6 +46,13 @@ func TestParseStrategy(t *testing.T) {
 		{name: "retracting", ws: ws(URNGlobalWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
 			w.AccumulationMode = pipepb.AccumulationMode_RETRACTING
 		}), err: "accumulation mode"},
+		{name: "java defaults: empty on-time pane", ws: ws(URNFixedWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
+			w.OnTimeBehavior = pipepb.OnTimeBehavior_FIRE_ALWAYS
+			w.ClosingBehavior = pipepb.ClosingBehavior_EMIT_IF_NONEMPTY
+		}), want: Strategy{Kind: FixedWindows, Combiner: EndOfWindow, OnTimeAlways: true}},
+		{name: "empty final pane", ws: ws(URNFixedWindows, nil, pipepb.MergeStatus_NON_MERGING, func(w *pipepb.WindowingStrategy) {
+			w.ClosingBehavior = pipepb.ClosingBehavior_EMIT_ALWAYS
+		}), want: Strategy{Kind: FixedWindows, Combiner: EndOfWindow, ClosingAlways: true}},
 		{name: "custom window fn", ws: ws("beam:window_fn:custom:v1", nil, pipepb.MergeStatus_NON_MERGING, nil), err: "window fn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,12 +97,14 @@ func (c *Core) evaluate(e *entry, ctx triggerCtx, prev mtime.Time, closing bool)
 	t.onFire(e.m.Trig, ctx)
 	finished := e.m.Trig[t.index].finished
 	var p Pane
-	ok := c.nonEmpty(e)
+	timing := c.paneTiming(e, ctx)
+	ok := c.nonEmpty(e) || c.emitsEmpty(e, timing, prev)
 	if ok {
 		var err error
-		if p, err = c.fireTiming(e, prev, finished || closing, c.timing(e, ctx)); err != nil {
+		if p, err = c.fireTiming(e, prev, finished || closing, timing); err != nil {
 			return Pane{}, false, err
 		}
+		e.m.LateIn = false
 	}
 	if finished {
 		e.m.Closed = true
@@ -113,10 +115,9 @@ func (c *Core) evaluate(e *entry, ctx triggerCtx, prev mtime.Time, closing bool)
 	return p, ok, nil
 }
 
-// nonEmpty says whether a firing of e emits a pane: a pane holds the
-// values since the last one (discarding) or every value (accumulating);
-// an empty pane is never emitted (FIRE_IF_NONEMPTY, also for the on-time
-// and the closing pane).
+// nonEmpty says whether a firing of e has values to emit: a pane holds
+// the values since the last one (discarding) or every value
+// (accumulating). A firing with none emits a pane only if emitsEmpty.
 func (c *Core) nonEmpty(e *entry) bool {
 	if c.strat.Accumulating {
 		return e.m.Total > 0
@@ -124,8 +125,24 @@ func (c *Core) nonEmpty(e *entry) bool {
 	return e.m.Pending > 0
 }
 
-func (c *Core) timing(e *entry, ctx triggerCtx) typex.PaneTiming {
-	defer func() { e.m.LateIn = false }()
+// emitsEmpty says whether a firing of e with no value (¬nonEmpty) still
+// emits its pane, of timing timing, prev being the input watermark before
+// the firing (Beam Java ReduceFnRunner.needToEmit):
+//
+//	emit ⇔ OnTimeAlways ∧ timing = ON_TIME ∧ prev ≤ w.MaxTimestamp()
+//
+// the on-time pane under OnTimeBehavior FIRE_ALWAYS, at the firing as
+// the watermark passes the end of the window (Java's end-of-window
+// timer: the garbage-collection firing of a window with allowed lateness
+// comes later and is LATE there). The entry exists, so the (key, window)
+// has state: a key with no value in the window gets no pane.
+func (c *Core) emitsEmpty(e *entry, timing typex.PaneTiming, prev mtime.Time) bool {
+	return c.strat.OnTimeAlways && timing == typex.PaneOnTime && prev <= e.win.MaxTimestamp()
+}
+
+// paneTiming is the timing of the pane e's trigger fires now; the caller
+// clears LateIn if the pane is emitted.
+func (c *Core) paneTiming(e *entry, ctx triggerCtx) typex.PaneTiming {
 	switch {
 	case e.m.LateIn || e.m.NonSpec > 0:
 		return typex.PaneLate
@@ -183,12 +200,16 @@ func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
 			if ok {
 				panes = append(panes, p)
 			}
-			if closing && !e.m.Closed && c.nonEmpty(e) {
-				p, err := c.fireTiming(e, prev, true, c.timing(e, ctx))
-				if err != nil {
-					return nil, err
+			if closing && !e.m.Closed {
+				timing := c.paneTiming(e, ctx)
+				if c.nonEmpty(e) || c.emitsEmpty(e, timing, prev) {
+					p, err := c.fireTiming(e, prev, true, timing)
+					if err != nil {
+						return nil, err
+					}
+					e.m.LateIn = false
+					panes = append(panes, p)
 				}
-				panes = append(panes, p)
 			}
 		}
 		if closing {
