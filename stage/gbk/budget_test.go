@@ -131,3 +131,40 @@ func TestFireBudgetHoldsOwedWindow(t *testing.T) {
 		t.Fatalf("second attempt: %d panes, err %v, owes %v, hold %d", len(ps), err, c.Owes(), c.Hold())
 	}
 }
+
+// TestFireBudgetHoldsOwedEmptyFinalPane: under ClosingAlways an empty
+// final pane owed past the budget keeps the hold at its window's expiry
+// (Beam Java's garbage-collection hold), so the output watermark does not
+// pass the expiry before the pane (stamped with the window's end) is out.
+func TestFireBudgetHoldsOwedEmptyFinalPane(t *testing.T) {
+	c := NewCore(Strategy{Kind: FixedWindows, Combiner: EndOfWindow, AllowedLateness: 5, ClosingAlways: true}, NewMemStore())
+	c.SetFireBudget(1)
+	w := Window{Start: 0, End: 10}
+	add := func(key string, ts mtime.Time) {
+		if _, err := c.Add(Element{Key: []byte(key), Window: w, Timestamp: ts, Value: []byte(key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("a", 1)
+	add("b", 2)
+	for first := true; first || c.Owes(); first = false {
+		c.NewAttempt()
+		if _, err := c.Advance(10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("a", 3) // late, within the allowed lateness
+	c.NewAttempt()
+	ps, err := c.Advance(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || string(ps[0].Key) != "a" || !c.Owes() || c.Hold() != 14 {
+		t.Fatalf("first attempt: %d panes, owes %v, hold %d; want a's pane, owing b's empty one, hold 14", len(ps), c.Owes(), c.Hold())
+	}
+	c.NewAttempt()
+	ps, err = c.Advance(20)
+	if err != nil || len(ps) != 1 || string(ps[0].Key) != "b" || len(ps[0].Values) != 0 || !ps[0].Info.IsLast || c.Owes() || c.Hold() != mtime.MaxTimestamp {
+		t.Fatalf("second attempt: %+v, err %v, owes %v, hold %d; want b's empty last pane, nothing owed", ps, err, c.Owes(), c.Hold())
+	}
+}

@@ -246,16 +246,23 @@ func (c *Core) Owes() bool { return c.owes }
 // whose firings the watermark alone does not decide. A core that owes
 // panes (Owes) has them due now whatever the watermark: the stage loop
 // asks Owes first.
+//
+// Under ClosingAlways a window with state and no pending value is due at
+// its expiry + 1 too (its empty final pane).
 func (c *Core) NextDue() (due mtime.Time, ok bool) {
 	if c.strat.Trigger != nil {
 		return 0, false
 	}
 	due = mtime.MaxTimestamp
 	for w, ws := range c.windows {
+		end := w.MaxTimestamp()
 		if ws.hold == mtime.MaxTimestamp {
-			continue // no pending values: nothing to fire
+			if !c.strat.ClosingAlways {
+				continue // no pending values: nothing to fire
+			}
+			end = c.strat.expiry(w)
 		}
-		if end := w.MaxTimestamp(); end < due {
+		if end < due {
 			due, ok = end, true
 		}
 	}
@@ -286,10 +293,23 @@ func (c *Core) Dropped() int64 { return c.dropped }
 // With EarliestInPane a value added later may lower a pane below an earlier
 // hold, but never below the input watermark it arrived under, and so never
 // below the output watermark.
+//
+// While an Advance owes panes (SetFireBudget) under ClosingAlways, a
+// window also holds at its expiry, Beam Java's garbage-collection hold
+// (WatermarkHold.addGarbageCollectionHold under
+// ClosingBehavior.FIRE_ALWAYS): an owed empty final pane, stamped with
+// the window's end, then reaches a downstream step with the same allowed
+// lateness before its watermark passes the window's expiry. Otherwise a
+// window still held is not expired (expiry ≥ input watermark), and that
+// hold could not lower the output watermark.
 func (c *Core) Hold() mtime.Time {
 	h := mtime.MaxTimestamp
-	for _, ws := range c.windows {
+	gcHold := c.owes && c.strat.ClosingAlways
+	for w, ws := range c.windows {
 		h = min(h, ws.hold)
+		if gcHold {
+			h = min(h, c.strat.expiry(w))
+		}
 	}
 	return h
 }
@@ -534,6 +554,14 @@ func (c *Core) values(e *entry) (keys, vals [][]byte, err error) {
 // earliest or latest timestamp of the values added since the previous
 // pane (paneTimestamp).
 //
+// Under ClosingBehavior EMIT_ALWAYS (Strategy.ClosingAlways; Beam Java
+// ReduceFnRunner.needToEmit) a (key, w) also fires at its last firing
+// with no pending value: an empty final pane (discarding), or its values
+// so far (accumulating), timestamped with the window's max timestamp.
+// OnTimeBehavior FIRE_ALWAYS changes nothing here: under the default
+// trigger no value of a window fires before its end, so the on-time
+// pane of a (key, w), which has state, is never empty.
+//
 // Garbage collection: once w.MaxTimestamp() + allowedLateness < wm, every
 // (key, w) is deleted after firing.
 //
@@ -602,7 +630,9 @@ func (c *Core) fireDue(prev, wm mtime.Time) (panes []Pane, stopped bool, err err
 		closing := c.strat.expiry(w) < wm
 		for _, k := range keys {
 			e := ws.entries[k]
-			fired := e.m.Pending > 0
+			// An empty final pane under ClosingAlways (EMIT_ALWAYS) is
+			// a pane like any other: within the budget, owed past it.
+			fired := e.m.Pending > 0 || closing && c.strat.ClosingAlways
 			if fired && c.budget > 0 && c.firedValues >= c.budget {
 				stopped = true
 				break

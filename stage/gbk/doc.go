@@ -5,7 +5,8 @@
 //   - core.go, window.go, strategy.go: the pure core. Core groups one task's
 //     values per (key, window) in a Store and fires panes under Beam's
 //     default trigger as the input watermark advances; sessions merge as
-//     values arrive; allowed lateness, accumulation, timestamp combiners and
+//     values arrive; allowed lateness, accumulation, timestamp combiners,
+//     empty on-time and final panes (OnTimeBehavior, ClosingBehavior) and
 //     garbage collection follow the Beam model (each rule is a formula on
 //     the function implementing it). No I/O but through Store, no
 //     goroutines, no clock. Scenario tests: testdata/core/*.txt. merge.go

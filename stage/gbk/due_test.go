@@ -40,3 +40,38 @@ func TestNextDueIsWhereAdvanceFires(t *testing.T) {
 		}
 	}
 }
+
+// TestNextDueEmptyFinalPane: under ClosingAlways (EMIT_ALWAYS) a window
+// whose values all fired is due again at its expiry + 1, where Advance
+// fires its empty final pane; without it, nothing is due.
+func TestNextDueEmptyFinalPane(t *testing.T) {
+	for _, always := range []bool{false, true} {
+		c := NewCore(Strategy{Kind: FixedWindows, Combiner: EndOfWindow, AllowedLateness: 5, ClosingAlways: always}, NewMemStore())
+		if _, err := c.Add(Element{Key: []byte("k"), Window: Window{Start: 0, End: 10}, Timestamp: 1, Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		if ps, err := c.Advance(10); err != nil || len(ps) != 1 {
+			t.Fatalf("closing always %v: Advance(10): %d panes, err %v; want 1", always, len(ps), err)
+		}
+		due, ok := c.NextDue()
+		if !always {
+			if ok {
+				t.Fatalf("EMIT_IF_NONEMPTY: NextDue = %d after the only value fired", due)
+			}
+			continue
+		}
+		if !ok || due != 15 {
+			t.Fatalf("EMIT_ALWAYS: NextDue = %d, %v; want 15 (expiry 9+5, + 1)", due, ok)
+		}
+		if ps, err := c.Advance(14); err != nil || len(ps) != 0 {
+			t.Fatalf("Advance(14): %d panes, err %v; want none", len(ps), err)
+		}
+		ps, err := c.Advance(15)
+		if err != nil || len(ps) != 1 || len(ps[0].Values) != 0 || !ps[0].Info.IsLast || ps[0].Timestamp != 9 {
+			t.Fatalf("Advance(15): %+v, err %v; want one empty last pane at 9", ps, err)
+		}
+		if due, ok := c.NextDue(); ok {
+			t.Fatalf("the window closed, NextDue = %d", due)
+		}
+	}
+}

@@ -90,6 +90,11 @@ var randomStrategies = []Strategy{
 	// storage window of the largest (meta.SW), which must reload.
 	{Kind: Sessions, Gap: 12, Combiner: LatestInPane, AllowedLateness: 9, Accumulating: true},
 	{Kind: GlobalWindows, Combiner: EndOfWindow},
+	// Empty on-time and final panes (OnTimeBehavior FIRE_ALWAYS,
+	// ClosingBehavior EMIT_ALWAYS): panes with no value, within the
+	// budget as any other.
+	{Kind: FixedWindows, Combiner: EarliestInPane, AllowedLateness: 5, OnTimeAlways: true, ClosingAlways: true},
+	{Kind: Sessions, Gap: 5, Combiner: EndOfWindow, AllowedLateness: 3, Accumulating: true, ClosingAlways: true},
 }
 
 // op is one step of a random core test: Add e, or Advance to wm.

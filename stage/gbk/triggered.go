@@ -98,7 +98,7 @@ func (c *Core) evaluate(e *entry, ctx triggerCtx, prev mtime.Time, closing bool)
 	finished := e.m.Trig[t.index].finished
 	var p Pane
 	timing := c.paneTiming(e, ctx)
-	ok := c.nonEmpty(e) || c.emitsEmpty(e, timing, prev)
+	ok := c.nonEmpty(e) || c.emitsEmpty(e, timing, prev, finished || closing)
 	if ok {
 		var err error
 		if p, err = c.fireTiming(e, prev, finished || closing, timing); err != nil {
@@ -127,17 +127,22 @@ func (c *Core) nonEmpty(e *entry) bool {
 
 // emitsEmpty says whether a firing of e with no value (¬nonEmpty) still
 // emits its pane, of timing timing, prev being the input watermark before
-// the firing (Beam Java ReduceFnRunner.needToEmit):
+// the firing and last saying the pane is the window's last (Beam Java
+// ReduceFnRunner.needToEmit):
 //
 //	emit ⇔ OnTimeAlways ∧ timing = ON_TIME ∧ prev ≤ w.MaxTimestamp()
+//	     ∨ ClosingAlways ∧ last
 //
 // the on-time pane under OnTimeBehavior FIRE_ALWAYS, at the firing as
 // the watermark passes the end of the window (Java's end-of-window
 // timer: the garbage-collection firing of a window with allowed lateness
-// comes later and is LATE there). The entry exists, so the (key, window)
-// has state: a key with no value in the window gets no pane.
-func (c *Core) emitsEmpty(e *entry, timing typex.PaneTiming, prev mtime.Time) bool {
-	return c.strat.OnTimeAlways && timing == typex.PaneOnTime && prev <= e.win.MaxTimestamp()
+// comes later and is LATE there), and the final pane under
+// ClosingBehavior EMIT_ALWAYS, when the trigger finishes or the window
+// expires. The entry exists, so the (key, window) has state: a key with
+// no value in the window gets no pane.
+func (c *Core) emitsEmpty(e *entry, timing typex.PaneTiming, prev mtime.Time, last bool) bool {
+	return c.strat.OnTimeAlways && timing == typex.PaneOnTime && prev <= e.win.MaxTimestamp() ||
+		c.strat.ClosingAlways && last
 }
 
 // paneTiming is the timing of the pane e's trigger fires now; the caller
@@ -171,11 +176,13 @@ func (c *Core) dropValues(e *entry) error {
 // processing time of SetProcessingTime:
 //
 //	fire  ⇔ ¬closed ∧ trigger.shouldFire (evaluate)
-//	final ⇔ w.MaxTimestamp() + allowedLateness < wm ∧ ¬closed ∧ pending > 0:
-//	        the window expires with values no firing took: one last pane
+//	final ⇔ w.MaxTimestamp() + allowedLateness < wm ∧ ¬closed ∧ ¬fire
+//	        ∧ (nonEmpty ∨ emitsEmpty): the window expires with values no
+//	        firing took, or with none under EMIT_ALWAYS: one last pane
 //	        (Beam's GC-time firing; ON_TIME if no non-EARLY pane fired and
 //	        the values were not late, else LATE), then the window is
-//	        deleted (closed or not).
+//	        deleted (closed or not). A firing at expiry is the last pane
+//	        itself: no final pane follows it.
 //
 // Another entry's trigger cannot fire at this Advance (trigIndex says
 // why), so visiting only the candidates gives the panes that visiting
@@ -200,9 +207,11 @@ func (c *Core) advanceTriggered(prev, wm mtime.Time) ([]Pane, error) {
 			if ok {
 				panes = append(panes, p)
 			}
-			if closing && !e.m.Closed {
+			// The trigger's pane, if emitted at expiry, was the last
+			// already (evaluate): no second final pane.
+			if closing && !e.m.Closed && !ok {
 				timing := c.paneTiming(e, ctx)
-				if c.nonEmpty(e) || c.emitsEmpty(e, timing, prev) {
+				if c.nonEmpty(e) || c.emitsEmpty(e, timing, prev, true) {
 					p, err := c.fireTiming(e, prev, true, timing)
 					if err != nil {
 						return nil, err
