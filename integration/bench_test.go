@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -250,17 +249,8 @@ func copyLoop(ctx context.Context, bs, group, in, out string, n int) (time.Durat
 			return 0, err
 		}
 		for _, m := range batch {
-			for {
-				err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: m.TopicPartition.Partition}, Value: m.Value}, nil)
-				var ke kafka.Error
-				if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-					p.Flush(100)
-					continue
-				}
-				if err != nil {
-					return 0, err
-				}
-				break
+			if err := kafkaclient.Produce(p, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: m.TopicPartition.Partition}, Value: m.Value}, nil, nil); err != nil {
+				return 0, err
 			}
 		}
 		var tps []kafka.TopicPartition

@@ -14,6 +14,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // TestTransactionalConsumeTransformProduce proves the broker is a real Kafka
@@ -168,7 +169,7 @@ func transact(t *testing.T, ctx context.Context, p *kafka.Producer, c *kafka.Con
 	} else {
 		// AbortTransaction purges what is still queued: flush first so the
 		// aborted records reach the log (read_uncommitted must see them).
-		if n := p.Flush(30000); n > 0 {
+		if n := kafkaclient.Drain(p, 30*time.Second); n > 0 {
 			t.Fatalf("%d records still queued after 30 s", n)
 		}
 		must(t, p.AbortTransaction(ctx))

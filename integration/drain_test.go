@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // TestDrainKafkaSource: an unbounded job reads a topic of two partitions
@@ -166,7 +167,7 @@ func TestDrainLeavesUnreadRecordsUncommitted(t *testing.T) {
 	}
 	close(quit)
 	<-stopped
-	if n := pr.Flush(30000); n > 0 {
+	if n := kafkaclient.Drain(pr, 30*time.Second); n > 0 {
 		t.Fatalf("%d records not delivered", n)
 	}
 

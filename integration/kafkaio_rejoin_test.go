@@ -22,6 +22,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -139,7 +140,7 @@ func heartbeats(t *testing.T, bs, topic string, p int32, ts *atomic.Int64, stop 
 		for {
 			m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: []byte(kioHeartbeatKey), Value: []byte("hb"), Timestamp: time.UnixMilli(ts.Load())}
 			_ = pr.Produce(m, nil)
-			pr.Flush(1000)
+			kafkaclient.Drain(pr, time.Second)
 			select {
 			case <-stop:
 				return

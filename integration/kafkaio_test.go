@@ -24,6 +24,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
@@ -57,7 +58,7 @@ func produceAt(t *testing.T, bs, topic string, p int32, recs ...kioRec) {
 			t.Fatal(err)
 		}
 	}
-	if n := pr.Flush(30000); n > 0 {
+	if n := kafkaclient.Drain(pr, 30*time.Second); n > 0 {
 		t.Fatalf("%d records not delivered", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // Issue 21, section 2: a partition that has records in its log the source
@@ -121,7 +122,7 @@ func TestKafkaSourceOpenTransactionNotIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := pr.Flush(30000); n > 0 {
+	if n := kafkaclient.Drain(pr, 30*time.Second); n > 0 {
 		t.Fatalf("%d transactional records not delivered", n)
 	}
 

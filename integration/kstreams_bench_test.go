@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
@@ -365,23 +365,15 @@ func (w *wsProducer) produce(key string, value, tsMs int64) error {
 		Value:          []byte(strconv.FormatInt(value, 10)),
 		Timestamp:      time.UnixMilli(tsMs),
 	}
-	for {
-		err := w.p.Produce(msg, nil)
-		var ke kafka.Error
-		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-			w.p.Flush(100)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("produce to %s: %w", w.topic, err)
-		}
-		return nil
+	if err := kafkaclient.Produce(w.p, msg, nil, nil); err != nil {
+		return fmt.Errorf("produce to %s: %w", w.topic, err)
 	}
+	return nil
 }
 
 // close flushes every record and returns the first delivery error.
 func (w *wsProducer) close() error {
-	for w.p.Flush(1000) > 0 {
+	for kafkaclient.Drain(w.p, time.Second) > 0 {
 	}
 	w.p.Close()
 	<-w.done

@@ -16,6 +16,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // This file is issue 24's restore baseline ("state that moves in
@@ -154,19 +155,11 @@ func fillChangelog(bs, topic string, n int64) error {
 	for i := int64(0); i < n; i++ {
 		key := []byte(fmt.Sprintf("k-%014d", i))
 		val := seed[i%256 : i%256+restoreValue]
-		for {
-			err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: key, Value: val}, nil)
-			if err == nil {
-				break
-			}
-			if kerr, ok := err.(kafka.Error); ok && kerr.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
+		if err := kafkaclient.Produce(p, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: key, Value: val}, nil, nil); err != nil {
 			return err
 		}
 	}
-	for p.Flush(1000) > 0 {
+	for kafkaclient.Drain(p, time.Second) > 0 {
 	}
 	return nil
 }

@@ -123,7 +123,7 @@ func TestReadToEndRightAfterCommit(t *testing.T) {
 	for part := int32(0); part < 2; part++ {
 		must(t, blocker.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part}, Key: []byte("blocked"), Value: []byte("aborted")}, nil))
 	}
-	if left := blocker.Flush(10000); left != 0 {
+	if left := kafkaclient.Drain(blocker, 10*time.Second); left != 0 {
 		t.Fatalf("the blocking transaction's records are not written: %d left", left)
 	}
 	commitRound()

@@ -478,7 +478,7 @@ func TestPurgeKeepsInternalTopicsFlat(t *testing.T) {
 				n++
 			}
 		}
-		pr.Flush(30000)
+		kafkaclient.Drain(pr, 30*time.Second)
 		produced <- n
 	}()
 	sum := func(m map[int32]int64) (s int64) {

@@ -23,6 +23,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -1404,7 +1405,7 @@ func (sp *scProducer) stop() {
 	}
 	close(sp.quit)
 	<-sp.done
-	if n := sp.p.Flush(30000); n > 0 {
+	if n := kafkaclient.Drain(sp.p, 30*time.Second); n > 0 {
 		sp.t.Errorf("producer: %d records not delivered", n)
 	}
 	// Flush returns when the deliveries are done; their reports may still
@@ -1444,7 +1445,7 @@ func (sp *scProducer) ticks() {
 			sp.t.Fatal(err)
 		}
 	}
-	if n := sp.p.Flush(30000); n > 0 {
+	if n := kafkaclient.Drain(sp.p, 30*time.Second); n > 0 {
 		sp.t.Fatalf("producer: %d ticks not delivered", n)
 	}
 	sp.p.Close()

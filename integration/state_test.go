@@ -52,14 +52,7 @@ func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.Pr
 		t.Fatal(err)
 	}
 	err = fn(func(topic string, partition int32, key, value []byte) error {
-		for {
-			err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value}, nil)
-			if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
-			return err
-		}
+		return kafkaclient.Produce(p, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value}, nil, nil)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/runner"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 	"github.com/kafkastreams/kafkastreams/stage"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // TestTopicDeletedStopsTheJob (issue 23, "the cluster changing under the
@@ -236,7 +237,7 @@ func streamInto(ctx context.Context, t *testing.T, bs, topic string, p int32) <-
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		pr.Flush(5000)
+		kafkaclient.Drain(pr, 5*time.Second)
 	}()
 	return done
 }

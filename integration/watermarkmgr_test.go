@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	pb "github.com/kafkastreams/kafkastreams/proto/kafkastreams/v1"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/watermarkmgr/service"
 )
 
@@ -69,7 +70,7 @@ func produceTxn(t *testing.T, ctx context.Context, bootstrap, topic, txnID strin
 	if commit {
 		err = p.CommitTransaction(ctx)
 	} else {
-		p.Flush(5000)
+		kafkaclient.Drain(p, 5*time.Second)
 		err = p.AbortTransaction(ctx)
 	}
 	if err != nil {

@@ -342,26 +342,21 @@ func (l *Loop) produceRecord(r *step.Record) error {
 	if err := l.checkSize(*topic, r.Key, r.Value); err != nil {
 		return err
 	}
-	for {
-		err := l.producer.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaclient.Headers(r.Headers)}, nil)
-		var ke kafka.Error
-		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-			// A queue held by records of a deleted topic never drains.
-			if err := l.checkTopics(); err != nil {
-				return err
-			}
-			l.producer.Flush(100)
-			continue
-		}
-		if err := produceTooLarge(err, *topic, r.Key, r.Value); err != nil {
-			var tl *tooLarge
-			if errors.As(err, &tl) {
-				return err
-			}
-			return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
-		}
-		return nil
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: r.Partition}, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: kafkaclient.Headers(r.Headers)}
+	// A queue held by records of a deleted topic never drains (checkTopics).
+	var gone error
+	err := kafkaclient.Produce(l.producer, m, nil, func() error { gone = l.checkTopics(); return gone })
+	if gone != nil {
+		return gone
 	}
+	if err := produceTooLarge(err, *topic, r.Key, r.Value); err != nil {
+		var tl *tooLarge
+		if errors.As(err, &tl) {
+			return err
+		}
+		return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
+	}
+	return nil
 }
 
 // classify turns a fatal producer error into ErrFenced.

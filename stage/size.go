@@ -171,7 +171,7 @@ func (l *Loop) isolated() {
 // in the background: when it lands while the offsets are being sent,
 // librdkafka fails that call with a state error (ERR__STATE, "Erroneous
 // state") that does not say why (TestRecordSizeSinkLimitLoweredFailsOnce
-// saw it). So it waits for the outstanding deliveries (Flush, bounded by
+// saw it). So it waits for the outstanding deliveries (kafkaclient.Drain, bounded by
 // ctx) and sends the offsets again: in a transaction a failed delivery
 // made abortable, librdkafka answers with that delivery's error
 // (MSG_SIZE_TOO_LARGE); otherwise the offsets are sent again into a
@@ -181,7 +181,7 @@ func (l *Loop) refusedForSize(ctx context.Context, offsets []kafka.TopicPartitio
 	if d, ok := ctx.Deadline(); ok {
 		// Not for records of a deleted topic: they never leave.
 		for l.producer.Len() > 0 && time.Now().Before(d) && l.checkTopics() == nil {
-			l.producer.Flush(100)
+			kafkaclient.Drain(l.producer, 100*time.Millisecond)
 		}
 	}
 	err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(ctx, offsets, gm) })

@@ -192,19 +192,9 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 			Timestamp:      r.Timestamp,
 			Headers:        r.Headers,
 		}
-		for {
-			err := p.Produce(msg, delivered)
-			var ke kafka.Error
-			if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-				// The local queue holds 100 000 records by default: wait
-				// for some to be delivered, then try again.
-				p.Flush(100)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("kafkaenv: produce to %s: %w", topic, err)
-			}
-			break
+		// The local queue holds 100 000 records by default: Produce waits for room.
+		if err := kafkaclient.Produce(p, msg, delivered, nil); err != nil {
+			return fmt.Errorf("kafkaenv: produce to %s: %w", topic, err)
 		}
 	}
 	for range records {

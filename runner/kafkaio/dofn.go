@@ -364,23 +364,16 @@ func (w *writer) produceHeaders(key, value []byte, headers []Header, ts mtime.Ti
 	// (recordtime.For; the topic's own limit is not read here: Kafka 4's
 	// default is taken).
 	m.Timestamp, _ = recordtime.For(ts, time.Now(), recordtime.DefaultTimestampAfterMax)
-	for {
-		err := w.p.Produce(m, nil)
-		if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
-			w.p.Flush(100)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("kafkaio.Write(%s): %w", w.topic, err)
-		}
-		return nil
+	if err := kafkaclient.Produce(w.p, m, nil, nil); err != nil {
+		return fmt.Errorf("kafkaio.Write(%s): %w", w.topic, err)
 	}
+	return nil
 }
 
 // flush waits until every record of the bundle is acknowledged and returns
 // the first delivery error.
 func (w *writer) flush() error {
-	for w.p.Flush(1000) > 0 {
+	for kafkaclient.Drain(w.p, time.Second) > 0 {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -3,7 +3,6 @@ package activity
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient/javapartition"
 )
 
@@ -179,17 +179,8 @@ func Load(ctx context.Context, bootstrap, path, topic string, partitions int, ou
 			Value:          []byte(line),
 			Timestamp:      time.UnixMilli(r.EventMillis),
 		}
-		for {
-			err := p.Produce(msg, nil)
-			var ke kafka.Error
-			if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
-			if err != nil {
-				return st, fmt.Errorf("commitactivity: load: produce to %s: %w", topic, err)
-			}
-			break
+		if err := kafkaclient.Produce(p, msg, nil, nil); err != nil {
+			return st, fmt.Errorf("commitactivity: load: produce to %s: %w", topic, err)
 		}
 		produced++
 		st.PerPartition[part]++
@@ -206,7 +197,7 @@ func Load(ctx context.Context, bootstrap, path, topic string, partitions int, ou
 	if err := sc.Err(); err != nil {
 		return st, fmt.Errorf("commitactivity: load: %s: %w", path, err)
 	}
-	for left := p.Flush(1000); left > 0; left = p.Flush(1000) {
+	for left := kafkaclient.Drain(p, time.Second); left > 0; left = kafkaclient.Drain(p, time.Second) {
 		if err := ctx.Err(); err != nil {
 			return st, fmt.Errorf("commitactivity: load: %d records not delivered: %w", left, err)
 		}
