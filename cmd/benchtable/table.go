@@ -238,7 +238,8 @@ func instancesRow(res Results) Row {
 // per task to every downstream partition and to the report topic would
 // cost if every task reported at every commit; as the ratio, each P's
 // source and job rates against the smallest P's in the same run (issue
-// 24: at least 0.7 at 128).
+// 24: at least 0.7 at 128). With several rounds (alternating order, each
+// count's medians), each P's cell gives the source rate's range.
 func partitionsRow(res Results) Row {
 	const what, goal = "partitions: throughput and report records per data record at 4, 32, 128, 512 (a backlog of 1 M records)", "O(P + Q) reports per interval; rate at 128 ≥ 0.7x that at 4 (issue 24)"
 	var ps []int
@@ -256,6 +257,9 @@ func partitionsRow(res Results) Row {
 	for _, p := range ps {
 		m := res[partsPrefix+strconv.Itoa(p)]
 		cell := fmt.Sprintf("P=%d: %s rec/s", p, num(m["source-records/s"]))
+		if m["rounds"] > 1 {
+			cell += fmt.Sprintf(" (median of %.0f rounds, %s-%s)", m["rounds"], num(m["min-source-records/s"]), num(m["max-source-records/s"]))
+		}
 		if m["job-records/s"] > 0 {
 			cell += fmt.Sprintf(" (job %s)", num(m["job-records/s"]))
 		}
