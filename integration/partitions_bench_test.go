@@ -129,7 +129,7 @@ func BenchmarkPartitions(b *testing.B) {
 		}
 		for _, parts := range order {
 			run := runPartitionsBench(b, parts, n)
-			b.Logf("round %d of %d, %d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f (its threads, CPU s: %s)",
+			run.line = fmt.Sprintf("round %d of %d, %d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f (its threads, CPU s: %s)",
 				r+1, rounds, parts, parts, n, run.rate, float64(n)/run.wall.Seconds(), run.wall.Seconds(), run.perRecord, run.perCommit, run.selfCPU, run.brokerCPU, run.brokerWhere)
 			got[parts] = append(got[parts], run)
 		}
@@ -137,6 +137,10 @@ func BenchmarkPartitions(b *testing.B) {
 	for _, parts := range counts {
 		runs := got[parts]
 		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			// Logged here: a parent benchmark's own log is not printed.
+			for _, r := range runs {
+				b.Log(r.line)
+			}
 			med := func(f func(partitionsRun) float64) float64 {
 				vs := make([]float64, len(runs))
 				for i, r := range runs {
@@ -175,6 +179,8 @@ type partitionsRun struct {
 	rate, perRecord, perCommit, selfCPU, brokerCPU float64
 	wall                                           time.Duration
 	brokerWhere                                    string
+	// line is the run's log line, with its round.
+	line string
 }
 
 func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
