@@ -139,7 +139,7 @@ func BenchmarkPartitions(b *testing.B) {
 		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
 			// Logged here: a parent benchmark's own log is not printed.
 			for _, r := range runs {
-				b.Log(r.line)
+				b.Log(r.line + "\n" + strings.Join(r.stages, "\n"))
 			}
 			med := func(f func(partitionsRun) float64) float64 {
 				vs := make([]float64, len(runs))
@@ -179,8 +179,10 @@ type partitionsRun struct {
 	rate, perRecord, perCommit, selfCPU, brokerCPU float64
 	wall                                           time.Duration
 	brokerWhere                                    string
-	// line is the run's log line, with its round.
-	line string
+	// line is the run's log line, with its round; stages has a line per
+	// stage (its Stats).
+	line   string
+	stages []string
 }
 
 func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
@@ -235,8 +237,8 @@ func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
 	}
 	var found bool
 	for name, st := range res.Stats {
-		b.Logf("stage %s: %d records in, %d elements out, %d report records out, %d commits, busy %v",
-			name, st.RecordsIn, st.ElementsOut, st.ReportsOut, st.Commits, st.LastCommit.Sub(st.FirstCommit).Round(time.Millisecond))
+		run.stages = append(run.stages, fmt.Sprintf("stage %s: %d records in, %d elements out, %d report records out, %d commits, busy %v",
+			name, st.RecordsIn, st.ElementsOut, st.ReportsOut, st.Commits, st.LastCommit.Sub(st.FirstCommit).Round(time.Millisecond)))
 		if !strings.Contains(name, "kafkaio.Read") {
 			continue
 		}
