@@ -2,7 +2,11 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,11 +73,11 @@ func stateTxn(t *testing.T, bs, id string, commit bool, fn func(produce state.Pr
 
 func newStateManager(t testing.TB, bs, topic string) *state.Manager {
 	t.Helper()
-	read := kafkaclient.ChangelogReader(bs, nil)
+	read := kafkaclient.NewChangelogReader(bs, nil)
 	changelog := func(ctx context.Context, topic string, p int32, from func(state.ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
-		return read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
+		return read.Read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
 	}
-	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, Changelog: changelog})
+	m, err := state.Open(state.Options{Dir: t.TempDir(), Name: "test", Topic: topic, Changelog: changelog, CloseChangelog: read.Close})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +214,72 @@ func TestStateStoreRestoreRate(t *testing.T) {
 	if count != n {
 		t.Errorf("restored %d keys, want %d (the aborted record must not be there)", count, n)
 	}
+}
+
+// TestChangelogReaderOneConsumerForManyReads: one ChangelogReader reads
+// partitions one after another through one consumer, as a stage restores
+// the tasks it was given: each read hands over exactly its partition's
+// committed records from the offset from chose, a partition read again
+// after more records sees the new ones, an aborted transaction's records
+// never; a read whose from fails leaves the reader usable; after Close a
+// read fails with net.ErrClosed.
+func TestChangelogReaderOneConsumerForManyReads(t *testing.T) {
+	bs := needBroker(t).BootstrapServers()
+	topic := fmt.Sprintf("changelog-reader-%d", time.Now().UnixNano())
+	createCompactedTopic(t, bs, topic, 4)
+	write := func(id string, commit bool, recs ...[3]string) {
+		stateTxn(t, bs, topic+"-"+id, commit, func(produce state.ProduceFunc) error {
+			for _, r := range recs {
+				p, _ := strconv.Atoi(r[0])
+				if err := produce(topic, int32(p), []byte(r[1]), []byte(r[2])); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	write("a", true, [3]string{"0", "k0", "v0"}, [3]string{"1", "k1", "v1"}, [3]string{"1", "k1b", "v1b"}, [3]string{"2", "k2", "v2"})
+	write("b", false, [3]string{"0", "x", "aborted"}, [3]string{"1", "x", "aborted"})
+	r := kafkaclient.NewChangelogReader(bs, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	read := func(p int32, from func(kafkaclient.PartitionInfo) (int64, error)) (string, error) {
+		var got []string
+		_, err := r.Read(ctx, topic, p, from, func(k, v []byte) error {
+			got = append(got, string(k)+"="+string(v))
+			return nil
+		})
+		return strings.Join(got, " "), err
+	}
+	fromStart := func(i kafkaclient.PartitionInfo) (int64, error) { return i.Start, nil }
+	for _, c := range []struct {
+		p    int32
+		want string
+	}{{1, "k1=v1 k1b=v1b"}, {0, "k0=v0"}, {3, ""}, {2, "k2=v2"}, {1, "k1=v1 k1b=v1b"}} {
+		got, err := read(c.p, fromStart)
+		if err != nil || got != c.want {
+			t.Fatalf("read of partition %d: %q, %v; want %q", c.p, got, err, c.want)
+		}
+	}
+	write("c", true, [3]string{"0", "k0", "v0b"})
+	if got, err := read(0, fromStart); err != nil || got != "k0=v0 k0=v0b" {
+		t.Fatalf("partition 0 read again: %q, %v; want both its records", got, err)
+	}
+	// A tail: from the offset after the first record (the aborted one and
+	// its marker are skipped).
+	if got, err := read(0, func(kafkaclient.PartitionInfo) (int64, error) { return 1, nil }); err != nil || got != "k0=v0b" {
+		t.Fatalf("tail of partition 0: %q, %v; want k0=v0b", got, err)
+	}
+	errFrom := errors.New("from refused")
+	if _, err := read(2, func(kafkaclient.PartitionInfo) (int64, error) { return 0, errFrom }); !errors.Is(err, errFrom) {
+		t.Fatalf("read whose from fails: %v, want its error", err)
+	}
+	if got, err := read(2, fromStart); err != nil || got != "k2=v2" {
+		t.Fatalf("read after a failed one: %q, %v; want k2=v2", got, err)
+	}
+	r.Close()
+	if _, err := read(1, fromStart); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
+	}
+	r.Close()
 }

@@ -212,23 +212,27 @@ func (e *buildEnv) sharedCollector(name string, newC func() prometheus.Collector
 // stageNeeds.changelog is set). The stores (state.Open) live under the
 // instance slot's directory (e.storeDir), named "<application id>-<stage>",
 // and restore a task from the stage's changelog topic
-// (kafkaclient.ChangelogTopic) through kafkaclient.ChangelogReader with the
-// Options' bootstrap servers and Kafka properties. Once newHead returns a
+// (kafkaclient.ChangelogTopic) through a kafkaclient.ChangelogReader with
+// the Options' bootstrap servers and Kafka properties (one consumer for
+// all the stage's restores, closed with the stores). Once newHead returns a
 // head, the stage's state.Manager is added to e.stores (the page and
 // /metrics read its stores' sizes) and the head owns it: its Close closes
 // it (builtHead.close). If newHead fails, the stores are closed and its
 // error returned as is.
 func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) (H, error)) (H, error) {
 	var none H
+	read := kafkaclient.NewChangelogReader(e.o.BootstrapServers, e.o.KafkaProperties)
 	stores, err := state.Open(state.Options{
-		Dir:       e.storeDir,
-		Name:      e.pl.ApplicationID + "-" + s.Name,
-		Topic:     kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
-		Changelog: changelogReader(e.o.BootstrapServers, e.o.KafkaProperties),
-		Logger:    e.log,
-		Budget:    e.budget,
+		Dir:            e.storeDir,
+		Name:           e.pl.ApplicationID + "-" + s.Name,
+		Topic:          kafkaclient.ChangelogTopic(e.pl.ApplicationID, s.Name),
+		Changelog:      changelog(read),
+		CloseChangelog: read.Close,
+		Logger:         e.log,
+		Budget:         e.budget,
 	})
 	if err != nil {
+		read.Close()
 		return none, err
 	}
 	h, err := newHead(stores)
@@ -240,13 +244,12 @@ func openStores[H any](e *buildEnv, s *plan.Stage, newHead func(*state.Manager) 
 	return h, nil
 }
 
-// changelogReader is kafkaclient.ChangelogReader as state.Options.Changelog
-// (state imports no Kafka client, kafkaclient no stage package: the
-// runner converts kafkaclient.PartitionInfo to state.ChangelogInfo).
-func changelogReader(bootstrap string, props map[string]string) func(context.Context, string, int32, func(state.ChangelogInfo) (int64, error), func(key, value []byte) error) (int, error) {
-	read := kafkaclient.ChangelogReader(bootstrap, props)
+// changelog is r's Read as state.Options.Changelog (state imports no
+// Kafka client, kafkaclient no stage package: the runner converts
+// kafkaclient.PartitionInfo to state.ChangelogInfo).
+func changelog(r *kafkaclient.ChangelogReader) func(context.Context, string, int32, func(state.ChangelogInfo) (int64, error), func(key, value []byte) error) (int, error) {
 	return func(ctx context.Context, topic string, p int32, from func(state.ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error) {
-		return read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
+		return r.Read(ctx, topic, p, func(i kafkaclient.PartitionInfo) (int64, error) { return from(state.ChangelogInfo(i)) }, apply)
 	}
 }
 

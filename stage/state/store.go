@@ -57,6 +57,10 @@ type Options struct {
 	// NoRestore. (A function, so that this package imports no Kafka
 	// client: the heads that use it stay pure.)
 	Changelog func(ctx context.Context, topic string, p int32, from func(ChangelogInfo) (int64, error), apply func(key, value []byte) error) (int, error)
+	// CloseChangelog, if set, is called once by Close, before the stores
+	// close: no Restore reads through Changelog after it (the runner's
+	// reader keeps one consumer for all of a stage's restores).
+	CloseChangelog func()
 	// NoRestore: Restore opens an empty store and reads no changelog
 	// (Prepare still writes the changelog records through its produce
 	// function). For tests of the heads without a broker; a store opened
@@ -324,8 +328,8 @@ type restored struct {
 
 // restore applies changelog partition t.p to t.db (a kept store with meta
 // meta if ok; existed: the directory was there before Open) and returns
-// what it did. It reads with Options.Changelog (the runner's: a fresh
-// consumer, Assign only, never joining a group), read_committed, from the
+// what it did. It reads with Options.Changelog (the runner's: one
+// consumer for the stage's restores, Assign only, never joining a group), read_committed, from the
 // offset decide chooses until a partition-EOF event at or past the
 // partition's log end offset when it began (kafkaclient.ReadToEnd): the EOF
 // alone comes at the last stable offset, which a transaction the previous
@@ -587,6 +591,9 @@ func (m *Manager) Close() {
 		return
 	}
 	m.closed = true
+	if m.opts.CloseChangelog != nil {
+		m.opts.CloseChangelog()
+	}
 	m.dir.mu.Lock()
 	wedged := m.dir.wedged
 	m.dir.mu.Unlock()
