@@ -311,7 +311,7 @@ func (l *Loop) countCommit(r *step.Ready, recordsIn int, dead bool, touched map[
 		for i, o := range r.Offsets {
 			ps[i] = o.Task
 		}
-		l.traceCommit(began, decided, end, recordsIn, r.ElementsOut, ps)
+		l.traceCommit(began, decided, end, recordsIn, r.ElementsOut, len(r.State), ps)
 	}
 }
 

@@ -42,9 +42,10 @@ func (l *Loop) traceRecord(v []byte) {
 	}
 }
 
-// traceCommit logs the committed attempt's line; offs are the tasks it
-// committed offsets of.
-func (l *Loop) traceCommit(began, decided, end time.Time, recordsIn int, elementsOut uint64, offs []int32) {
+// traceCommit logs the committed attempt's line; stateRecords is how many
+// changelog records it wrote (Ready.State), offs are the tasks it committed
+// offsets of.
+func (l *Loop) traceCommit(began, decided, end time.Time, recordsIn int, elementsOut uint64, stateRecords int, offs []int32) {
 	if !l.trace.on {
 		return
 	}
@@ -60,5 +61,5 @@ func (l *Loop) traceCommit(began, decided, end time.Time, recordsIn int, element
 		}
 		return t.UnixMilli()
 	}
-	l.log.Info("stage: commit trace", "poll_ms", ms(l.trace.poll), "report_ms", ms(l.trace.report), "began_ms", ms(began), "decided_ms", ms(decided), "committed_ms", ms(end), "records_in", recordsIn, "elements_out", elementsOut, "out_wm", int64(wm))
+	l.log.Info("stage: commit trace", "poll_ms", ms(l.trace.poll), "report_ms", ms(l.trace.report), "began_ms", ms(began), "decided_ms", ms(decided), "committed_ms", ms(end), "records_in", recordsIn, "elements_out", elementsOut, "state_records", stateRecords, "out_wm", int64(wm))
 }
