@@ -103,6 +103,7 @@ var (
 	_ step.JobClockReader = (*Head)(nil)
 	_ step.Owing          = (*Head)(nil)
 	_ step.Due            = (*Head)(nil)
+	_ step.StateSizer     = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -298,6 +299,9 @@ func (h *Head) Hold(p int32) mtime.Time {
 // Results implements step.Head: the bundles after a GroupByKey set no
 // timers.
 func (h *Head) Results(*step.Bundle) (step.Work, error) { return step.Work{}, nil }
+
+// PendingState is the stores' pending writes (step.StateSizer).
+func (h *Head) PendingState() int { return h.cfg.Stores.Pending() }
 
 // Prepare compacts the attempt's entries (HeadConfig.Compact), then writes
 // the attempt's state changes to the changelog.

@@ -87,8 +87,9 @@ type Head struct {
 }
 
 var (
-	_ step.Head    = (*Head)(nil)
-	_ step.Drainer = (*Head)(nil)
+	_ step.Head       = (*Head)(nil)
+	_ step.Drainer    = (*Head)(nil)
+	_ step.StateSizer = (*Head)(nil)
 )
 
 // Drain implements step.Drainer (Beam's drain of a splittable DoFn):
@@ -322,6 +323,9 @@ func (h *Head) Residuals(p int32) int {
 	}
 	return -1
 }
+
+// PendingState is the stores' pending writes (step.StateSizer).
+func (h *Head) PendingState() int { return h.cfg.Stores.Pending() }
 
 // Prepare writes the attempt's residual changes to the changelog.
 func (h *Head) Prepare(produce step.ProduceFunc) error {

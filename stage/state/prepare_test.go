@@ -16,6 +16,7 @@ import (
 // over random attempts (keys overwritten and deleted in any order; every
 // other attempt committed, the rest aborted); and the changelog records of
 // the committed attempts, replayed in order, give the committed store.
+// Pending, before Prepare, counts the attempt's writes.
 func TestPrepareLastWritePerKey(t *testing.T) {
 	m, err := Open(Options{Dir: t.TempDir(), Name: "s", Topic: "s-changelog", NoRestore: true})
 	if err != nil {
@@ -71,6 +72,12 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 			}
 			return fmt.Sprintf("%d:%s=%s", p, k, v)
 		}
+		// Pending counts every write of the attempt (200 a task): at
+		// least the records Prepare makes, a caller's capacity for them.
+		pending := m.Pending()
+		if pending != 400 {
+			t.Fatalf("attempt %d: Pending %d, want the attempt's 400 writes", attempt, pending)
+		}
 		must(t, m.Prepare(func(topic string, p int32, k, v []byte) error {
 			if topic != "s-changelog" {
 				t.Fatalf("topic %s", topic)
@@ -98,6 +105,9 @@ func TestPrepareLastWritePerKey(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(exp) {
 			t.Fatalf("attempt %d: changelog records\n%v\nwant\n%v", attempt, got, exp)
+		}
+		if len(got) > pending {
+			t.Fatalf("attempt %d: Prepare made %d records, Pending said %d", attempt, len(got), pending)
 		}
 		if attempt%2 == 1 {
 			m.Aborted(nil)

@@ -430,6 +430,20 @@ func (m *Manager) Drop(p int32) {
 	}
 }
 
+// Pending is how many writes the tasks' pending batches hold: at least
+// as many as the records the next Prepare produces (it keeps each key's
+// last write, and drops a deletion of a key set in the attempt), so a
+// capacity for what its caller collects them in.
+func (m *Manager) Pending() int {
+	n := 0
+	for _, t := range m.tasks {
+		if t.pending != nil {
+			n += int(t.pending.Count())
+		}
+	}
+	return n
+}
+
 // Prepare writes the pending writes of every task as changelog records into
 // the open transaction: for each key written in the attempt, its last value
 // (a nil value, a tombstone, if it was deleted), in key order per task,

@@ -27,6 +27,17 @@ type RecordPreparer interface {
 	PrepareRecords() []Record
 }
 
+// StateSizer is implemented by a head that can say, before Prepare, about
+// how many records Prepare will produce (a state store's pending writes,
+// state.Manager.Pending): the step sizes Ready.State for them at once.
+// Growing it record by record was 10% of a GroupByKey stage's CPU at 128
+// partitions, where a backlog's last commit carried 1.66 M changelog
+// records (a slice of 120-byte Records reallocated and copied at every
+// growth). A hint only: Prepare may produce more or fewer.
+type StateSizer interface {
+	PendingState() int
+}
+
 // Work is what a head hands the step to run through the stage's bundles.
 type Work struct {
 	// Elements for the bundle's data input, encoded with the head output's

@@ -431,6 +431,9 @@ func (s *Step) Decide(ctx context.Context, tasks map[int32]*Task, batch []In, wo
 // Committed: every pending change applied locally) never applies a change
 // whose changelog record the transaction did not carry.
 func (s *Step) prepare(rd *Ready) error {
+	if sz, ok := s.head.(StateSizer); ok {
+		rd.State = slices.Grow(rd.State, sz.PendingState())
+	}
 	if err := s.head.Prepare(func(topic string, partition int32, key, value []byte) error {
 		rd.State = append(rd.State, Record{Topic: topic, Partition: partition, Key: key, Value: value})
 		return nil

@@ -110,6 +110,7 @@ var (
 	_ fnapi.UserState = (*Head)(nil)
 	_ step.Due        = (*Head)(nil)
 	_ step.Owing      = (*Head)(nil)
+	_ step.StateSizer = (*Head)(nil)
 )
 
 // NewHead returns the head.
@@ -432,6 +433,14 @@ func (h *Head) Clear(k fnapi.UserStateKey) error {
 		return err
 	}
 	return t.Clear(k)
+}
+
+// PendingState is the stores' pending writes (step.StateSizer), before
+// Prepare's deletions of expired windows.
+func (h *Head) PendingState() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg.Stores.Pending()
 }
 
 // Prepare deletes the expired windows' state of the attempt's tasks and
