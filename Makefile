@@ -116,8 +116,10 @@ scenarios: kafka-jars
 ## against the stateless stage, a Kafka source stage against the copy loop,
 ## each pair on the same broker in the same run; BenchmarkInstances: one
 ## GroupByKey job as 1, 2 and 3 instances (values/s, CPU s per M values);
-## BenchmarkPartitions: a Kafka source stage into a GroupByKey at 4, 32 and
-## 128 partitions, its records/s and report records per data record; then
+## BenchmarkPartitions: a Kafka source stage into a GroupByKey at 4, 32,
+## 128 and 512 partitions, 2 rounds of alternating order (medians), its
+## records/s and report records per data record (env
+## KAFKASTREAMS_BENCH_PARTITIONS_COUNTS=4,128 and _ROUNDS=3 choose); then
 ## BenchmarkScale: the
 ## main job (cmd/commitactivity, the windows of `make run`) as a child
 ## process on this runner and on Prism, over git-commits.csv and over SCALE
@@ -125,7 +127,7 @@ scenarios: kafka-jars
 ## peak RSS (Prism is skipped where its projected memory does not fit the
 ## machine). Prints ONE table of issue 13's goals (cmd/benchtable; the full
 ## output in .cache/bench.log) and writes BENCH_PLOT, wall time against
-## input size for both runners. The default sizes took 11 minutes here;
+## input size for both runners. `make bench KS=1M,10M` took 26 minutes here;
 ## `make bench SCALE=100000,300000` is a quick run. BENCH=Scale runs only
 ## the benchmarks it names (a regexp of names without "Benchmark");
 ## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
