@@ -343,7 +343,24 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 		return restored{kind: KindFull}, nil
 	}
 	var b *pebble.Batch
+	// The batch committing while the next one fills (commitBatch, in the
+	// background): the read does not wait for each commit (Pebble's
+	// flushes and compactions run beside it), but a batch starts to
+	// commit only once the one before it has, so the store's writes keep
+	// the changelog's order and the meta record stays last.
+	var committing chan error
+	wait := func() error {
+		if committing == nil {
+			return nil
+		}
+		err := <-committing
+		committing = nil
+		return err
+	}
 	defer func() {
+		if werr := wait(); err == nil && werr != nil {
+			err = werr
+		}
 		if b != nil {
 			_ = b.Close()
 		}
@@ -352,12 +369,17 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 		if b == nil || b.Empty() {
 			return nil
 		}
+		if err := wait(); err != nil {
+			return err
+		}
 		if err := m.dirErr(); err != nil {
 			return err
 		}
-		err := m.commitBatch(b) // it closes b
+		done, next := make(chan error, 1), b
 		b = nil
-		return err
+		go func() { done <- m.commitBatch(next) }() // it closes next
+		committing = done
+		return nil
 	}
 	from := func(info ChangelogInfo) (int64, error) {
 		res.info = info
@@ -407,7 +429,10 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 			return res, err
 		}
 	}
-	return res, flush()
+	if err := flush(); err != nil {
+		return res, err
+	}
+	return res, wait()
 }
 
 // Drop closes task p's store (on revocation) and keeps it (keep.go) with
