@@ -133,6 +133,27 @@ func (r *Reading) QuietAt() (time.Time, bool) {
 	return r.end.Asked, true
 }
 
+// Unconfirmed says the consumer has not confirmed the partition's end
+// though the broker shows nothing past it: records were read and no
+// partition EOF has come since the latest (librdkafka raises it on the
+// fetch answered after them, which has not come back: a fetch not
+// answered yet, or one a quota throttles for seconds), and the latest
+// ListOffsets answer, asked at or after since, shows the high watermark at
+// the offset after the latest record:
+//
+//	Unconfirmed(since) ⇔ ¬CaughtUp ∧ hasNext ∧ hasEnd ∧ end.Asked ≥ since ∧ end.High ≤ next
+//
+// Such a partition is not Quiet (its EOF is what confirms the end; under
+// read_committed a transaction's marker takes an offset of its own, which
+// only the EOF skips), so it holds the watermark until the EOF comes;
+// Unconfirmed is for saying why. position is next, high the answer's.
+func (r *Reading) Unconfirmed(since time.Time) (position, high int64, ok bool) {
+	if r.CaughtUp() || !r.hasNext || !r.hasEnd || r.end.Asked.Before(since) || r.end.High > r.next {
+		return 0, 0, false
+	}
+	return r.next, r.end.High, true
+}
+
 // Unread is what Unread returns: the partition holds records its consumer
 // has not read, past Position up to High.
 type Unread struct {

@@ -117,6 +117,13 @@ type Source struct {
 	// P of topic T holds records it cannot read yet because …"): it is
 	// never idle until they are read (issue 21, section 2).
 	UnreadBecause string
+	// NotIdleBecause, when set, says why the partition, which has had no
+	// record for its idleness timeout, is not idle, for a cause other than
+	// unread records (the end of the sentence "partition P of topic T is
+	// not idle though it has had no record for its idleness of D, because
+	// …"): its leader cannot be fetched from, its consumer has not
+	// confirmed the end of the log.
+	NotIdleBecause string
 }
 
 // Local is what this instance knows of a task it is assigned.
@@ -162,6 +169,11 @@ const (
 	// read yet (a transaction open, a fetch not answered, paused or
 	// stopped): it is never idle until they are read.
 	CauseUnread Cause = "partition_holds_unread_records"
+	// CauseNotIdle: the partition has had no record for its idleness
+	// timeout and is not idle for another cause than unread records (its
+	// leader cannot be fetched from, its consumer has not confirmed the
+	// end of the log).
+	CauseNotIdle Cause = "partition_not_idle"
 	// CauseAlignment: the partition is paused by watermark alignment.
 	CauseAlignment Cause = "paused_by_alignment"
 	// CauseHold: the task's own state holds it (buffered windows, pending
@@ -351,6 +363,10 @@ func (e *explainer) task(s *Stage, p int32, part *Partition, c *chain, missing b
 		case src.UnreadBecause != "":
 			c.say("partition %d of topic %s holds records it cannot read yet because %s: it holds the watermark, never idle, until they are read", p, src.Topic, src.UnreadBecause)
 			c.end(CauseUnread, s.Name, &pp)
+			return
+		case src.NotIdleBecause != "":
+			c.say("partition %d of topic %s is not idle though it has had no record for its idleness of %s, because %s: it holds the watermark until that passes", p, src.Topic, dur(src.Idleness), src.NotIdleBecause)
+			c.end(CauseNotIdle, s.Name, &pp)
 			return
 		case !src.HasLastEventTime && src.Idleness == 0:
 			c.say("partition %d of topic %s has never received a record and the source has no idleness set, so it holds the watermark (kafkaio.WithIdleness lets a quiet partition stop holding it)", p, src.Topic)

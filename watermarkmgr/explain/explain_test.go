@@ -139,6 +139,22 @@ func TestExplain(t *testing.T) {
 			wantText: []string{"s1 task 0 (partition 0 of topic fast) is paused by watermark alignment group g: it is 40 s ahead of the group's minimum"},
 		},
 		{
+			name: "a partition with records it cannot read yet",
+			stages: []Stage{running("s1", nil, wm2, 0, at(20),
+				Partition{Partition: 0, Watermark: wm2, Reported: true, LastReport: fresh,
+					Source: &Source{Topic: "orders", HasLastEventTime: true, LastEventTime: wm2, Idleness: 2 * time.Second, UnreadBecause: "a transaction is open (last stable offset 4, high watermark 9)"}})},
+			wantStuck: true, wantCause: CauseUnread, wantRoot: "s1", wantPart: 0,
+			wantText: []string{"partition 0 of topic orders holds records it cannot read yet because a transaction is open (last stable offset 4, high watermark 9): it holds the watermark, never idle"},
+		},
+		{
+			name: "a quiet partition not idle for another cause",
+			stages: []Stage{running("s1", nil, wm2, 0, at(20),
+				Partition{Partition: 0, Watermark: wm2, Reported: true, LastReport: fresh,
+					Source: &Source{Topic: "orders", HasLastEventTime: true, LastEventTime: wm2, Idleness: 2 * time.Second, NotIdleBecause: "its leader cannot be fetched from (no leader, or its broker is down)"}})},
+			wantStuck: true, wantCause: CauseNotIdle, wantRoot: "s1", wantPart: 0,
+			wantText: []string{"partition 0 of topic orders is not idle though it has had no record for its idleness of 2 s, because its leader cannot be fetched from (no leader, or its broker is down): it holds the watermark until that passes"},
+		},
+		{
 			name: "its own state holds it while its input is ahead",
 			stages: []Stage{
 				running("s2", []string{"s1"}, wm1, 0, at(0), Partition{Partition: 0, Watermark: wm1, Reported: true, LastReport: fresh}),

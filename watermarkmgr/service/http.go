@@ -83,6 +83,11 @@ type PartitionJSON struct {
 	// open (last stable offset 40, high watermark 55)"); such a partition
 	// is never idle (issue 21, section 2). Absent otherwise.
 	UnreadBecause *string `json:"unreadBecause,omitempty"`
+	// NotIdleBecause, for a partition of a user's topic that has had no
+	// record for its idleness timeout and is not idle for another cause,
+	// says why ("its leader cannot be fetched from (no leader, or its
+	// broker is down)"). Absent otherwise.
+	NotIdleBecause *string `json:"notIdleBecause,omitempty"`
 }
 
 // ISO formats an mtime.Time (ms) as ISO-8601 UTC with milliseconds. The ends
@@ -136,6 +141,9 @@ func ToJSON(v StageView, now time.Time) StageJSON {
 			pj.DriftFromGroupMinMs = src.GetDriftFromGroupMinMillis()
 			if u := src.GetUnreadBecause(); u != "" {
 				pj.UnreadBecause = &u
+			}
+			if n := src.GetNotIdleBecause(); n != "" {
+				pj.NotIdleBecause = &n
 			}
 		}
 		if o, ok := v.Owner[p.Partition]; ok {

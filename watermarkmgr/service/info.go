@@ -160,6 +160,7 @@ func ExplainInput(views []StageView, info Info, local map[string]LocalStage, sin
 					AlignmentGroup: src.GetAlignmentGroup(), AlignmentHeld: src.GetAlignmentHeld(),
 					DriftFromGroupMin: time.Duration(src.GetDriftFromGroupMinMillis()) * time.Millisecond,
 					UnreadBecause:     src.GetUnreadBecause(),
+					NotIdleBecause:    src.GetNotIdleBecause(),
 				}
 			}
 			if t, ok := tasks[p.Partition]; ok {

@@ -178,8 +178,18 @@ type SourcePartition struct {
 	// ListOffsets answer showed the high watermark past the consumer's
 	// position. Such a partition is never idle (issue 21, section 2).
 	UnreadBecause string `protobuf:"bytes,8,opt,name=unread_because,json=unreadBecause,proto3" json:"unread_because,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// not_idle_because, when set, says why a partition that has had no
+	// record for its idleness timeout is not idle, for a cause other than
+	// unread records (unread_because): the end of the sentence "partition P
+	// of topic T is not idle though it has had no record for its idleness
+	// timeout, because …" (e.g. "its leader cannot be fetched from (no
+	// leader, or its broker is down)", or "its consumer has not confirmed the
+	// end of the log (…)": no partition EOF since its latest record, a fetch
+	// not answered yet or throttled by a quota). Such a partition holds the
+	// watermark until the cause goes (issue 21, section 2; seed 002).
+	NotIdleBecause string `protobuf:"bytes,9,opt,name=not_idle_because,json=notIdleBecause,proto3" json:"not_idle_because,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SourcePartition) Reset() {
@@ -264,6 +274,13 @@ func (x *SourcePartition) GetDriftFromGroupMinMillis() int64 {
 func (x *SourcePartition) GetUnreadBecause() string {
 	if x != nil {
 		return x.UnreadBecause
+	}
+	return ""
+}
+
+func (x *SourcePartition) GetNotIdleBecause() string {
+	if x != nil {
+		return x.NotIdleBecause
 	}
 	return ""
 }
@@ -1267,7 +1284,7 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x06source\x18\x06 \x01(\v2 .kafkastreams.v1.SourcePartitionR\x06source\x129\n" +
 	"\x16processing_time_millis\x18\a \x01(\x03H\x00R\x14processingTimeMillis\x88\x01\x01\x12\x1a\n" +
 	"\binstance\x18\b \x01(\tR\binstanceB\x19\n" +
-	"\x17_processing_time_millis\"\xf8\x02\n" +
+	"\x17_processing_time_millis\"\xa2\x03\n" +
 	"\x0fSourcePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12-\n" +
 	"\x13has_last_event_time\x18\x02 \x01(\bR\x10hasLastEventTime\x123\n" +
@@ -1276,7 +1293,8 @@ const file_kafkastreams_v1_watermark_proto_rawDesc = "" +
 	"\x0falignment_group\x18\x05 \x01(\tR\x0ealignmentGroup\x12%\n" +
 	"\x0ealignment_held\x18\x06 \x01(\bR\ralignmentHeld\x12<\n" +
 	"\x1bdrift_from_group_min_millis\x18\a \x01(\x03R\x17driftFromGroupMinMillis\x12%\n" +
-	"\x0eunread_because\x18\b \x01(\tR\runreadBecause\"\xac\x01\n" +
+	"\x0eunread_because\x18\b \x01(\tR\runreadBecause\x12(\n" +
+	"\x10not_idle_because\x18\t \x01(\tR\x0enotIdleBecause\"\xac\x01\n" +
 	"\bEnvelope\x12\x1a\n" +
 	"\aelement\x18\x01 \x01(\fH\x00R\aelement\x12:\n" +
 	"\x06report\x18\x02 \x01(\v2 .kafkastreams.v1.WatermarkReportH\x00R\x06report\x12=\n" +

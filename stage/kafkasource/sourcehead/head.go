@@ -146,6 +146,11 @@ type Head struct {
 		// unreadShown[p] is the reason p's reports give for its unread
 		// records (Source); "" none.
 		unreadShown map[int32]string
+		// notIdleShown[p] is the reason p's reports give for not being
+		// idle past its idleness deadline, other than unread records
+		// (notIdleLocked, Source); "" none. Wake asks for a report when
+		// the reason changes.
+		notIdleShown map[int32]string
 		// held are the partitions the last Pause held for alignment, with
 		// their drift from the group minimum (ms).
 		held  map[int32]bool
@@ -227,6 +232,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.reading = map[int32]*kafkasource.Reading{}
 	h.mu.unreadLogged = map[int32]bool{}
 	h.mu.unreadShown = map[int32]string{}
+	h.mu.notIdleShown = map[int32]string{}
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}
@@ -284,6 +290,7 @@ func (h *Head) forgetProgressLocked(p int32) {
 	}
 	delete(h.mu.unreadLogged, p)
 	delete(h.mu.unreadShown, p)
+	delete(h.mu.notIdleShown, p)
 	delete(h.mu.woke, p)
 }
 
@@ -320,7 +327,8 @@ func (h *Head) Element(p int32, r step.In) (step.Work, error) {
 		if rd := h.mu.reading[p]; rd != nil {
 			rd.Record(r.Offset) // idle only after an EOF past it
 		}
-		delete(h.mu.unreadShown, p) // reading again: this attempt's report drops the reason
+		delete(h.mu.unreadShown, p) // reading again: this attempt's report drops the reasons
+		delete(h.mu.notIdleShown, p)
 	}
 	h.mu.Unlock()
 	if part == nil {

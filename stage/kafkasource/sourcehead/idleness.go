@@ -1,6 +1,7 @@
 package sourcehead
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -43,7 +44,11 @@ func (h *Head) idleLocked(p int32, now time.Time) bool {
 // and the idle ones, so that records written to an idle partition that its
 // consumer is not handed (a transaction opened on it) end its idleness;
 // for a LimitedDelay source, every caught-up partition (its watermark
-// follows the wall clock from the answers: quietLocked). Sorted.
+// follows the wall clock from the answers: quietLocked). Also those past
+// their deadline that have had a record and no partition EOF since: they
+// are not idle whatever the answer, which only says why, for the
+// operator's page (records past the consumer's position: Unread, or none:
+// Reading.Unconfirmed, a fetch not answered or throttled). Sorted.
 func (h *Head) LogEndsWanted() []int32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -53,8 +58,14 @@ func (h *Head) LogEndsWanted() []int32 {
 	now := h.cfg.Clock()
 	var out []int32
 	for p, part := range h.mu.parts {
-		due := part.Idle(now) || h.cfg.Strategy.Kind == kafkasource.LimitedDelay // a limited delay follows the clock only on answers
-		if rd := h.mu.reading[p]; rd != nil && rd.CaughtUp() && due && !h.mu.done[p] && !h.mu.held[p] && !h.mu.unreachable[p] {
+		rd := h.mu.reading[p]
+		if rd == nil || h.mu.done[p] || h.mu.held[p] || h.mu.unreachable[p] {
+			continue
+		}
+		idleDue := part.Idle(now)
+		due := idleDue || h.cfg.Strategy.Kind == kafkasource.LimitedDelay // a limited delay follows the clock only on answers
+		_, read := rd.Position()
+		if rd.CaughtUp() && due || !rd.CaughtUp() && read && idleDue {
 			out = append(out, p)
 		}
 	}
@@ -177,7 +188,9 @@ func (h *Head) endOf(p int32) (int64, bool) {
 }
 
 // Wake returns the partitions that went idle and have not been reported
-// idle yet, those a bounded read finished and has not reported, and, of a
+// idle yet, those a bounded read finished and has not reported, those
+// whose reason for not being idle past their deadline changed
+// (notIdleLocked: their report says it), and, of a
 // LimitedDelay source, the quiet partitions whose watermark moved
 // LimitedDelayReport or more since Wake last returned them (or that it has
 // not returned since their assignment or an abort), sorted.
@@ -187,19 +200,30 @@ func (h *Head) Wake() []int32 {
 	now := h.cfg.Clock()
 	var out []int32
 	for p, part := range h.mu.parts {
+		// A new reason to show for not being idle (or none now) goes
+		// out in a report.
+		reason := false
+		if why := h.notIdleLocked(p, now); why != h.mu.notIdleShown[p] {
+			h.showNotIdleLocked(p, why)
+			reason = true
+		}
 		if h.mu.changed[p] {
 			delete(h.mu.changed, p)
 			out = append(out, p)
 			continue
 		}
 		if h.mu.done[p] || h.mu.drained {
-			if !h.mu.reported[p] {
+			if !h.mu.reported[p] || reason {
 				out = append(out, p)
 			}
 			continue
 		}
 		if !h.mu.announced[p] && h.idleLocked(p, now) {
 			h.log.Info("kafkasource: a partition is idle (no record for its idleness timeout, and the broker holds nothing past its consumer's position): it stops holding the watermark until its next record", "partition", p, "idleness", h.cfg.Strategy.Idleness)
+			out = append(out, p)
+			continue
+		}
+		if reason {
 			out = append(out, p)
 			continue
 		}
@@ -231,8 +255,51 @@ func (h *Head) Source(p int32) *pb.SourcePartition {
 	}
 	if rd := h.mu.reading[p]; rd != nil && !h.mu.done[p] && !h.mu.drained {
 		sp.UnreadBecause = h.mu.unreadShown[p]
+		sp.NotIdleBecause = h.mu.notIdleShown[p]
 	}
 	return sp
+}
+
+// Reasons of notIdleLocked, the ends of the page's sentence "partition P of
+// topic T is not idle though it has had no record for its idleness
+// timeout, because …".
+const (
+	notIdleUnreachable = "its leader cannot be fetched from (no leader, or its broker is down)"
+	notIdleUnconfirmed = "its consumer has not confirmed the end of the log (position %d, high watermark %d, no partition EOF since its latest record: a fetch not answered yet, or throttled by a quota)"
+)
+
+// notIdleLocked says why partition p, past its idleness deadline
+// (Partition.Idle), is not idle, when the cause is not records in its log
+// past its consumer's position (SetLogEnd's unreadShown): its leader
+// cannot be fetched from (SetReachable), or its consumer has not confirmed
+// the end of the log the broker shows at its position
+// (Reading.Unconfirmed). "" when p is not past its deadline, is idle, done,
+// held by alignment (the page shows that on its own), or for any other
+// cause. Must be called holding h.mu.
+func (h *Head) notIdleLocked(p int32, now time.Time) string {
+	part, rd := h.mu.parts[p], h.mu.reading[p]
+	if part == nil || rd == nil || h.mu.done[p] || h.mu.drained || h.mu.held[p] || !part.Idle(now) {
+		return ""
+	}
+	if h.mu.unreachable[p] {
+		return notIdleUnreachable
+	}
+	at, _ := part.IdleAt()
+	if pos, high, ok := rd.Unconfirmed(at); ok {
+		return fmt.Sprintf(notIdleUnconfirmed, pos, high)
+	}
+	return ""
+}
+
+// showNotIdleLocked makes why the reason p's reports give for not being
+// idle (Source), logging a new one. Must be called holding h.mu.
+func (h *Head) showNotIdleLocked(p int32, why string) {
+	if why == "" {
+		delete(h.mu.notIdleShown, p)
+		return
+	}
+	h.mu.notIdleShown[p] = why
+	h.log.Info("kafkasource: a partition is not idle though it has had no record for its idleness timeout: it holds the watermark", "partition", p, "because", why)
 }
 
 // quietLocked says partition p has nothing left to read that will become
