@@ -113,14 +113,10 @@ func TestReadyCarriesTheHeadsState(t *testing.T) {
 	}
 }
 
-// TestReadyCarriesStateWithoutOffsets: an attempt that touches no task (no
-// record, no task woken) still carries the head's pending state in its
-// Ready. Advance applies every pending change (Head.Committed), so a Ready
-// without the changelog records of a change would make the local store
-// hold what the changelog never saw. Decide's early way out for an
-// attempt without tasks skipped Prepare when it moved out of the Loop.
-func TestReadyCarriesStateWithoutOffsets(t *testing.T) {
-	h := &stateHead{pending: [][]byte{[]byte("left")}}
+// oneTaskStep is a one-task Step headed by h, reading "in" from the
+// upstream "up", its bundles empty.
+func oneTaskStep(t *testing.T, h Head) *Step {
+	t.Helper()
 	s, err := New(Config{
 		Spec: Spec{Name: "st", InputTopic: "in", Partitions: 1, Upstreams: []string{"up"}, HeadOutput: "main",
 			Outputs: []Output{{PCollection: "out", Topics: []OutputTopic{{Name: "down", Partitions: 1, Copies: 1}}}}},
@@ -131,6 +127,18 @@ func TestReadyCarriesStateWithoutOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestReadyCarriesStateWithoutOffsets: an attempt that touches no task (no
+// record, no task woken) still carries the head's pending state in its
+// Ready. Advance applies every pending change (Head.Committed), so a Ready
+// without the changelog records of a change would make the local store
+// hold what the changelog never saw. Decide's early way out for an
+// attempt without tasks skipped Prepare when it moved out of the Loop.
+func TestReadyCarriesStateWithoutOffsets(t *testing.T) {
+	h := &stateHead{pending: [][]byte{[]byte("left")}}
+	s := oneTaskStep(t, h)
 	rd, err := s.Decide(context.Background(), map[int32]*Task{0: NewTask(0, []string{"up"})}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,16 +163,7 @@ func (h *sizedHead) PendingState() int { return len(h.pending) }
 // stage's CPU).
 func TestReadyStateSizedOnce(t *testing.T) {
 	h := &sizedHead{}
-	s, err := New(Config{
-		Spec: Spec{Name: "st", InputTopic: "in", Partitions: 1, Upstreams: []string{"up"}, HeadOutput: "main",
-			Outputs: []Output{{PCollection: "out", Topics: []OutputTopic{{Name: "down", Partitions: 1, Copies: 1}}}}},
-		Head:        h,
-		Process:     func(context.Context, Work, Emit) (*Bundle, error) { return &Bundle{}, nil },
-		ReportTopic: "reports",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := oneTaskStep(t, h)
 	for i := 0; i < 5000; i++ {
 		h.pending = append(h.pending, []byte{byte(i)})
 	}
