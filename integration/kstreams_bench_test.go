@@ -922,21 +922,29 @@ func runKSBatch(b *testing.B, jar string, n int) {
 		o.wall.Seconds()/k.wall.Seconds(), o.cpu.Seconds()/k.cpu.Seconds())
 }
 
+// medianOf returns the median of f over runs (of an even count, the mean
+// of the middle two); 0 for none. The benchmarks' rounds (BenchmarkKafkaStreams,
+// BenchmarkPartitions) each report it per figure.
+func medianOf[R any, T int64 | float64](runs []R, f func(R) T) T {
+	if len(runs) == 0 {
+		return 0
+	}
+	v := make([]T, len(runs))
+	for i, r := range runs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
 // medianRun returns, each figure taken on its own, the median of runs'
 // figures (of an even count, the mean of the middle two: of wsRounds = 2,
 // the mean).
 func medianRun(runs []wsRun) wsRun {
-	pick := func(f func(wsRun) int64) int64 {
-		v := make([]int64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
-		}
-		slices.Sort(v)
-		if len(v)%2 == 0 {
-			return (v[len(v)/2-1] + v[len(v)/2]) / 2
-		}
-		return v[len(v)/2]
-	}
+	pick := func(f func(wsRun) int64) int64 { return medianOf(runs, f) }
 	return wsRun{
 		wall:      time.Duration(pick(func(r wsRun) int64 { return int64(r.wall) })),
 		cpu:       time.Duration(pick(func(r wsRun) int64 { return int64(r.cpu) })),

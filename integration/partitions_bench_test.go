@@ -141,17 +141,7 @@ func BenchmarkPartitions(b *testing.B) {
 			for _, r := range runs {
 				b.Log(r.line + "\n" + strings.Join(r.stages, "\n"))
 			}
-			med := func(f func(partitionsRun) float64) float64 {
-				vs := make([]float64, len(runs))
-				for i, r := range runs {
-					vs[i] = f(r)
-				}
-				slices.Sort(vs)
-				if len(vs)%2 == 1 {
-					return vs[len(vs)/2]
-				}
-				return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-			}
+			med := func(f func(partitionsRun) float64) float64 { return medianOf(runs, f) }
 			b.ReportMetric(med(func(r partitionsRun) float64 { return r.rate }), "source-records/s")
 			b.ReportMetric(med(func(r partitionsRun) float64 { return float64(n) / r.wall.Seconds() }), "job-records/s")
 			b.ReportMetric(med(func(r partitionsRun) float64 { return r.perRecord }), "reports/record")
