@@ -77,7 +77,8 @@ func (h *Head) LogEndsWanted() []int32 {
 // (high watermark and last stable offset, Kafka offsets) to a ListOffsets
 // request sent at wall-clock asked. An answer showing records past the
 // consumer's position (Reading.Unread) makes an idle partition non-idle at
-// once: its next report says so (Wake), and it is logged once per spell.
+// once: its next report says so (Wake), and, if librdkafka says its
+// consumer is at its end (CaughtUp), it is logged once per spell.
 func (h *Head) SetLogEnd(p int32, high, stable int64, asked time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -103,7 +104,12 @@ func (h *Head) SetLogEnd(p int32, high, stable int64, asked time.Time) {
 		delete(h.mu.announced, p)
 		h.mu.changed[p] = true // its next report says it is not idle
 	}
-	if !h.mu.unreadLogged[p] {
+	if !h.mu.unreadLogged[p] && rd.CaughtUp() {
+		// Logged when librdkafka says the consumer is at its end: a
+		// partition not caught up with records past its position is a
+		// backlog or a fetch not answered yet (at 128 partitions read
+		// from a backlog, most of them at some point), which its
+		// reports show without a line each.
 		h.mu.unreadLogged[p] = true
 		h.log.Warn("kafkasource: a partition holds records it cannot read yet: it holds the watermark, never idle, until they are read", "partition", p, "because", u.Because(false))
 	}
@@ -292,14 +298,15 @@ func (h *Head) notIdleLocked(p int32, now time.Time) string {
 }
 
 // showNotIdleLocked makes why the reason p's reports give for not being
-// idle (Source), logging a new one. Must be called holding h.mu.
+// idle (Source). Not logged: an unreachable partition is logged by
+// SetReachable, and one whose EOF is late is common in a backlog read
+// across many partitions (the page says it). Must be called holding h.mu.
 func (h *Head) showNotIdleLocked(p int32, why string) {
 	if why == "" {
 		delete(h.mu.notIdleShown, p)
 		return
 	}
 	h.mu.notIdleShown[p] = why
-	h.log.Info("kafkasource: a partition is not idle though it has had no record for its idleness timeout: it holds the watermark", "partition", p, "because", why)
 }
 
 // quietLocked says partition p has nothing left to read that will become
