@@ -148,9 +148,9 @@ type Head struct {
 		unreadShown map[int32]string
 		// notIdleShown[p] is the reason p's reports give for not being
 		// idle past its idleness deadline, other than unread records
-		// (notIdleLocked, Source); "" none. Wake asks for a report when
+		// (notIdleLocked, Source); absent: none. Wake asks for a report when
 		// the reason changes.
-		notIdleShown map[int32]string
+		notIdleShown map[int32]notIdle
 		// held are the partitions the last Pause held for alignment, with
 		// their drift from the group minimum (ms).
 		held  map[int32]bool
@@ -232,7 +232,7 @@ func NewHead(cfg HeadConfig) (*Head, error) {
 	h.mu.reading = map[int32]*kafkasource.Reading{}
 	h.mu.unreadLogged = map[int32]bool{}
 	h.mu.unreadShown = map[int32]string{}
-	h.mu.notIdleShown = map[int32]string{}
+	h.mu.notIdleShown = map[int32]notIdle{}
 	h.mu.held = map[int32]bool{}
 	h.mu.drift = map[int32]int64{}
 	h.mu.changed = map[int32]bool{}

@@ -184,7 +184,7 @@ func TestHeadNotIdleSaysWhy(t *testing.T) {
 		t.Fatalf("3 s after its record, no EOF since: LogEndsWanted %s, want [0] (the answer says why it is not idle)", got)
 	}
 	h.SetLogEnd(0, 1, 1, now)
-	unconfirmed := fmt.Sprintf(notIdleUnconfirmed, 1, 1)
+	unconfirmed := notIdle{unconfirmed: true, position: 1, high: 1}.String()
 	check("the broker shows nothing past it, no EOF", `wake=[0] idle=false unread="" notIdle="`+unconfirmed+`"`)
 	check("said once", `wake=[] idle=false unread="" notIdle="`+unconfirmed+`"`)
 	h.SetLogEnd(0, 3, 3, now.Add(time.Second))

@@ -261,48 +261,68 @@ func (h *Head) Source(p int32) *pb.SourcePartition {
 	}
 	if rd := h.mu.reading[p]; rd != nil && !h.mu.done[p] && !h.mu.drained {
 		sp.UnreadBecause = h.mu.unreadShown[p]
-		sp.NotIdleBecause = h.mu.notIdleShown[p]
+		sp.NotIdleBecause = h.mu.notIdleShown[p].String()
 	}
 	return sp
 }
 
-// Reasons of notIdleLocked, the ends of the page's sentence "partition P of
-// topic T is not idle though it has had no record for its idleness
-// timeout, because …".
-const (
-	notIdleUnreachable = "its leader cannot be fetched from (no leader, or its broker is down)"
-	notIdleUnconfirmed = "its consumer has not confirmed the end of the log (position %d, high watermark %d, no partition EOF since its latest record: a fetch not answered yet, or throttled by a quota)"
-)
+// notIdle is why a partition past its idleness deadline is not idle, for
+// a cause other than unread records (notIdleLocked); the zero value: none.
+// Compared at every Wake, formatted only for a report (String).
+type notIdle struct {
+	// unreachable: its leader cannot be fetched from (SetReachable).
+	unreachable bool
+	// unconfirmed: no partition EOF since its latest record, the broker
+	// showing high at position (Reading.Unconfirmed).
+	unconfirmed    bool
+	position, high int64
+}
+
+// String ends the page's sentence "partition P of topic T is not idle
+// though it has had no record for its idleness timeout, because …"; "" for
+// none.
+func (n notIdle) String() string {
+	switch {
+	case n.unreachable:
+		return notIdleUnreachable
+	case n.unconfirmed:
+		return fmt.Sprintf("its consumer has not confirmed the end of the log (position %d, high watermark %d, no partition EOF since its latest record: a fetch not answered yet, or throttled by a quota)", n.position, n.high)
+	}
+	return ""
+}
+
+// notIdleUnreachable is notIdle's reason for an unreachable partition.
+const notIdleUnreachable = "its leader cannot be fetched from (no leader, or its broker is down)"
 
 // notIdleLocked says why partition p, past its idleness deadline
 // (Partition.Idle), is not idle, when the cause is not records in its log
 // past its consumer's position (SetLogEnd's unreadShown): its leader
 // cannot be fetched from (SetReachable), or its consumer has not confirmed
 // the end of the log the broker shows at its position
-// (Reading.Unconfirmed). "" when p is not past its deadline, is idle, done,
-// held by alignment (the page shows that on its own), or for any other
-// cause. Must be called holding h.mu.
-func (h *Head) notIdleLocked(p int32, now time.Time) string {
+// (Reading.Unconfirmed). None when p is not past its deadline, is idle,
+// done, held by alignment (the page shows that on its own), or for any
+// other cause. Must be called holding h.mu.
+func (h *Head) notIdleLocked(p int32, now time.Time) notIdle {
 	part, rd := h.mu.parts[p], h.mu.reading[p]
 	if part == nil || rd == nil || h.mu.done[p] || h.mu.drained || h.mu.held[p] || !part.Idle(now) {
-		return ""
+		return notIdle{}
 	}
 	if h.mu.unreachable[p] {
-		return notIdleUnreachable
+		return notIdle{unreachable: true}
 	}
 	at, _ := part.IdleAt()
 	if pos, high, ok := rd.Unconfirmed(at); ok {
-		return fmt.Sprintf(notIdleUnconfirmed, pos, high)
+		return notIdle{unconfirmed: true, position: pos, high: high}
 	}
-	return ""
+	return notIdle{}
 }
 
 // showNotIdleLocked makes why the reason p's reports give for not being
 // idle (Source). Not logged: an unreachable partition is logged by
 // SetReachable, and one whose EOF is late is common in a backlog read
 // across many partitions (the page says it). Must be called holding h.mu.
-func (h *Head) showNotIdleLocked(p int32, why string) {
-	if why == "" {
+func (h *Head) showNotIdleLocked(p int32, why notIdle) {
+	if why == (notIdle{}) {
 		delete(h.mu.notIdleShown, p)
 		return
 	}
