@@ -110,8 +110,8 @@ func (ks *kafkaSourceStage) build(ctx context.Context, e *buildEnv) (builtHead, 
 		// The loop finds new partitions of the topic within
 		// stage.PartitionCheck and its reports carry the new count; the
 		// group assigns them once a member's consumer sees them (its
-		// metadata refresh, librdkafka's default 5 min; the loop's
-		// metadata requests go through the same consumer).
+		// metadata refresh, librdkafka's default 5 min; the loop asks
+		// through an admin client of its own).
 		"topic.metadata.refresh.interval.ms": "10000",
 	}}
 	for k, v := range c.Properties {

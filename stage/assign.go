@@ -73,7 +73,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 		if f := l.cfg.Observer.Rebalanced; f != nil {
 			f(partitionsOf(e.Partitions), nil)
 		}
-		if err := l.startAt(c, committed, e.Partitions); err != nil {
+		if err := l.startAt(committed, e.Partitions); err != nil {
 			return err
 		}
 		l.fromLogStart(committed, e.Partitions)
@@ -84,7 +84,7 @@ func (l *Loop) applyRebalance(c *kafka.Consumer, ev kafka.Event) error {
 				// A partition beyond the count: its task must not report
 				// before the count covers it (a report of partition p of
 				// total <= p is refused downstream). Ask now.
-				l.checkPartitions(c, tp.Partition+1)
+				l.checkPartitions(tp.Partition + 1)
 				break
 			}
 		}
@@ -123,36 +123,36 @@ func (l *Loop) setNext(tp kafka.TopicPartition) {
 
 // startAt sets, in assigned, the start offset of every partition that has
 // no committed offset (committed says) to Config.StartAt's, when it is set.
-func (l *Loop) startAt(c *kafka.Consumer, committed, assigned []kafka.TopicPartition) error {
+func (l *Loop) startAt(committed, assigned []kafka.TopicPartition) error {
 	if l.cfg.StartAt.IsZero() {
 		return nil
 	}
-	var ask []kafka.TopicPartition
+	var ask []int32
 	for _, tp := range committed {
 		if tp.Offset < 0 {
-			ask = append(ask, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(l.cfg.StartAt.UnixMilli())})
+			ask = append(ask, tp.Partition)
 		}
 	}
 	if len(ask) == 0 {
 		return nil
 	}
-	got, err := c.OffsetsForTimes(ask, int(committedTimeout.Milliseconds()))
+	// Through the loop's admin client, not c: on c's connection the
+	// request waits behind the fetch of the partitions already assigned
+	// (an incremental assignment).
+	admin, err := l.ownAdmin()
+	if err != nil {
+		return err
+	}
+	at, err := kafkaclient.OffsetsAtTime(context.Background(), admin, l.cfg.Spec.InputTopic, ask, l.cfg.StartAt.UnixMilli(), committedTimeout)
 	if err != nil {
 		return fmt.Errorf("stage %s: offsets for start time %s: %w", l.cfg.Spec.Name, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), err)
 	}
-	at := map[int32]kafka.Offset{}
-	for _, tp := range got {
-		if tp.Error != nil {
-			return fmt.Errorf("stage %s: task %d: offset for start time %s: %w", l.cfg.Spec.Name, tp.Partition, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), tp.Error)
-		}
-		at[tp.Partition] = tp.Offset // kafka.OffsetEnd when no record is that late
-	}
 	for i, tp := range assigned {
 		if o, ok := at[tp.Partition]; ok {
-			assigned[i].Offset = o
+			assigned[i].Offset = kafka.Offset(o) // kafka.OffsetEnd when no record is that late
 		}
 	}
-	l.log.Info("stage: tasks without committed offsets start at a time", "start_at", l.cfg.StartAt.UTC().Format(time.RFC3339Nano), "partitions", partitionsOf(ask))
+	l.log.Info("stage: tasks without committed offsets start at a time", "start_at", l.cfg.StartAt.UTC().Format(time.RFC3339Nano), "partitions", ask)
 	return nil
 }
 
@@ -335,16 +335,17 @@ const partitionCheckTimeout = 5 * time.Second
 // watchPartitions asks for the input topic's partition count every
 // PartitionCheck until ctx is done, and keeps the largest count read in
 // seenPartitions. A failed request is logged once per failure streak and
-// asked again at the next tick. It uses c (the loop's consumer: a
-// metadata response also refreshes that consumer's view of the topic);
-// the caller stops it before c is closed.
-func (l *Loop) watchPartitions(ctx context.Context, c *kafka.Consumer) {
+// asked again at the next tick. It asks through admin (the loop's,
+// ownAdmin: on the consumer's connection a request waits behind a fetch,
+// and timed out with fetch.wait.max.ms 9 s); the caller stops it before
+// admin is closed.
+func (l *Loop) watchPartitions(ctx context.Context, admin *kafka.AdminClient) {
 	topic := l.cfg.Spec.InputTopic
 	tick := time.NewTicker(PartitionCheck)
 	defer tick.Stop()
 	failing := false
 	for {
-		n, err := partitionCount(c, topic)
+		n, err := partitionCount(admin, topic)
 		switch {
 		case err != nil && !failing:
 			failing = true
@@ -366,8 +367,14 @@ func (l *Loop) watchPartitions(ctx context.Context, c *kafka.Consumer) {
 	}
 }
 
-// partitionCount asks the broker how many partitions topic has.
-func partitionCount(c *kafka.Consumer, topic string) (int32, error) {
+// metadataAsker is a client that asks for metadata: the loop's admin
+// client (or any librdkafka handle).
+type metadataAsker interface {
+	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
+}
+
+// partitionCount asks the broker, through c, how many partitions topic has.
+func partitionCount(c metadataAsker, topic string) (int32, error) {
 	md, err := c.GetMetadata(&topic, false, int(partitionCheckTimeout.Milliseconds()))
 	if err != nil {
 		return 0, err
@@ -386,8 +393,12 @@ func partitionCount(c *kafka.Consumer, topic string) (int32, error) {
 // loop's goroutine (an assignment of a partition beyond the count, from the
 // rebalance callback), and grows the count to it, or to at least atLeast
 // (the assigned partition exists) when the request fails.
-func (l *Loop) checkPartitions(c *kafka.Consumer, atLeast int32) {
-	n, err := partitionCount(c, l.cfg.Spec.InputTopic)
+func (l *Loop) checkPartitions(atLeast int32) {
+	admin, err := l.ownAdmin()
+	n := int32(0)
+	if err == nil {
+		n, err = partitionCount(admin, l.cfg.Spec.InputTopic)
+	}
 	if err != nil {
 		l.log.Warn("stage: asking the input topic's partition count failed; counting up to the assigned partition", "topic", l.cfg.Spec.InputTopic, "err", err)
 	}

@@ -57,7 +57,7 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 // Close leaves the group and closes the clients. Safe to call twice.
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
-		l.closeLogEnds()
+		l.closeAdmin()
 		l.closePurge()
 		l.closeConsumer()
 		if l.stable != nil {
@@ -113,7 +113,7 @@ func (l *Loop) reopen(ctx context.Context) error {
 	l.forgetAhead()
 	select {
 	case <-ctx.Done():
-		l.closeLogEnds()
+		l.closeAdmin()
 		l.closePurge()
 		l.closeOnce.Do(func() {}) // closed above: Close must not close them again
 		return ctx.Err()

@@ -46,7 +46,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 	}()
 	l.woken = nil
 	if len(wake) > 0 {
-		if l.woken, err = l.positions(wake); err != nil {
+		if l.woken, err = l.positions(ctx, wake); err != nil {
 			return nil, err
 		}
 		for p := range l.woken {

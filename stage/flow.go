@@ -3,11 +3,13 @@ package stage
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/stage/envelope"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/step"
 )
 
@@ -327,9 +329,10 @@ func (l *Loop) wakeTasks(batch []*kafka.Message) []int32 {
 // better: that counts the records the loop dropped unprocessed (a drain's,
 // a reassigned task's stale ones), and committing it skipped them for
 // good.
-func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
+func (l *Loop) positions(ctx context.Context, ps []int32) (map[int32]int64, error) {
 	out := map[int32]int64{}
 	topic := l.cfg.Spec.InputTopic
+	var fromStart []int32
 	for _, p := range ps {
 		if off, ok := l.next[p]; ok {
 			out[p] = off
@@ -354,11 +357,25 @@ func (l *Loop) positions(ps []int32) (map[int32]int64, error) {
 			}
 			continue
 		}
-		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, 10000)
-		if err != nil {
-			return nil, fmt.Errorf("stage %s: task %d: log start offset for due work: %w", l.cfg.Spec.Name, p, err)
-		}
-		out[p] = low
+		fromStart = append(fromStart, p)
 	}
+	if len(fromStart) == 0 {
+		return out, nil
+	}
+	// One request for them all, on connections of the loop's own, not the
+	// consumer's: there it waited behind the consumer's fetch, up to
+	// fetch.wait.max.ms (or a quota's throttle) per task.
+	admin, err := l.ownAdmin()
+	if err != nil {
+		return nil, err
+	}
+	starts, err := kafkaclient.LogStarts(ctx, admin, topic, fromStart, logStartTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s: tasks %v: log start offsets for due work: %w", l.cfg.Spec.Name, fromStart, err)
+	}
+	maps.Copy(out, starts)
 	return out, nil
 }
+
+// logStartTimeout bounds one ListOffsets of positions and outOfRange.
+const logStartTimeout = 10 * time.Second

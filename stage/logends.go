@@ -4,6 +4,7 @@ import (
 	"github.com/kafkastreams/kafkastreams/stage/step"
 
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -29,10 +30,9 @@ type logEndAnswer struct {
 // (LogEnds.LogEndsWanted): ListOffsets latest twice, read_uncommitted (the
 // high watermark) and read_committed (the last stable offset). Each
 // partition's answer goes to the head with the instant the requests were
-// sent. The requests run on a goroutine of their own with an admin client
-// of their own (its own connections: a broker answers one request at a
-// time per connection, and the consumer's may wait up to fetch.wait.max.ms
-// on a fetch); the answers are applied here, on the loop's goroutine. A
+// sent. The requests run on a goroutine of their own, through the loop's
+// admin client (ownAdmin: connections of its own, not the consumer's);
+// the answers are applied here, on the loop's goroutine. A
 // failed request is logged (at most every 30 s) and changes nothing: a
 // partition without a fresh answer is not idle.
 func (l *Loop) askLogEnds(ctx context.Context) {
@@ -55,25 +55,47 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 	if len(want) == 0 {
 		return
 	}
-	if l.logEnd.admin == nil {
-		cm := kafkaclient.Base(l.cfg.BootstrapServers, l.cfg.Properties)
-		a, err := kafka.NewAdminClient(&cm)
-		if err != nil {
-			l.applyLogEnds(le, logEndAnswer{err: err})
-			return
-		}
-		l.logEnd.admin = a
+	admin, err := l.ownAdmin()
+	if err != nil {
+		l.applyLogEnds(le, logEndAnswer{err: err})
+		return
+	}
+	if l.logEnd.answers == nil {
 		l.logEnd.answers = make(chan logEndAnswer, 1)
 	}
 	topic := l.cfg.Spec.InputTopic
 	asked := time.Now()
 	l.logEnd.asked, l.logEnd.busy = asked, true
-	admin, answers := l.logEnd.admin, l.logEnd.answers
+	answers := l.logEnd.answers
 	go func() {
 		a := logEndAnswer{asked: asked}
 		a.high, a.stable, a.err = kafkaclient.HighAndStable(ctx, admin, topic, want, logEndTimeout)
 		answers <- a
 	}()
+}
+
+// ownAdmin returns the loop's admin client, made on first use (on the
+// loop's goroutine) and closed by closeAdmin when the loop closes; it
+// outlives a restart of the consumer and producer (reopen). Its
+// connections are its own, not the consumer's: a broker answers one
+// request at a time per connection, and on the consumer's a request waits
+// behind the fetch in flight, up to fetch.wait.max.ms, and through a
+// quota's throttle. So every question the loop asks the broker goes
+// through it: askLogEnds' and positions' ListOffsets, outOfRange's,
+// watchTopics' DescribeTopics, the partition count (partitionCount). On
+// the consumer's connection a woken task's log start once waited 8.9 s
+// behind a fetch (fetch.wait.max.ms 9 s; TestKafkaSourceIdleDuringLongPoll)
+// and watchTopics' requests timed out.
+func (l *Loop) ownAdmin() (*kafka.AdminClient, error) {
+	if l.admin == nil {
+		cm := kafkaclient.Base(l.cfg.BootstrapServers, l.cfg.Properties)
+		a, err := kafka.NewAdminClient(&cm)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: admin client: %w", l.cfg.Spec.Name, err)
+		}
+		l.admin = a
+	}
+	return l.admin, nil
 }
 
 // applyLogEnds hands answer a to the head, for the partitions still
@@ -93,10 +115,12 @@ func (l *Loop) applyLogEnds(le step.LogEnds, a logEndAnswer) {
 	}
 }
 
-// closeLogEnds waits (at most logEndTimeout) for a request in flight and
-// closes the admin client of askLogEnds.
-func (l *Loop) closeLogEnds() {
-	if l.logEnd.admin == nil {
+// closeAdmin waits (at most logEndTimeout) for askLogEnds' request in
+// flight and closes the loop's admin client (ownAdmin). The loop's
+// goroutines that use it (watchTopics, watchPartitions) have returned:
+// run waits for them.
+func (l *Loop) closeAdmin() {
+	if l.admin == nil {
 		return
 	}
 	if l.logEnd.busy {
@@ -106,6 +130,6 @@ func (l *Loop) closeLogEnds() {
 			return // left to its goroutine: never closed under it
 		}
 	}
-	l.logEnd.admin.Close()
-	l.logEnd.admin, l.logEnd.busy = nil, false
+	l.admin.Close()
+	l.admin, l.logEnd.busy = nil, false
 }

@@ -309,12 +309,13 @@ type Loop struct {
 	watch topicWatch
 	// aligned are the partitions paused because the head asked (Pause).
 	aligned map[int32]bool
-	// logEnd is askLogEnds' state (logends.go): its admin client (nil
-	// until first needed), whether a request is in flight (busy; its
-	// answer comes on answers), when it last asked and last logged a
-	// failure.
+	// admin is the loop's admin client (ownAdmin: nil until first
+	// needed; closeAdmin closes it).
+	admin *kafka.AdminClient
+	// logEnd is askLogEnds' state (logends.go): whether a request is in
+	// flight (busy; its answer comes on answers), when it last asked and
+	// last logged a failure.
 	logEnd struct {
-		admin         *kafka.AdminClient
 		answers       chan logEndAnswer
 		busy          bool
 		asked, failed time.Time
@@ -565,6 +566,10 @@ func (l *Loop) run(ctx context.Context) error {
 	if err := l.consumer.SubscribeTopics([]string{l.cfg.Spec.InputTopic}, l.rebalance); err != nil {
 		return fmt.Errorf("stage %s: subscribe %s: %w", l.cfg.Spec.Name, l.cfg.Spec.InputTopic, err)
 	}
+	admin, err := l.ownAdmin()
+	if err != nil {
+		return err
+	}
 	wctx, stop := context.WithCancel(ctx)
 	// The topic watch outlives ctx until run returns: a transaction call
 	// under way when the job stops (another stage failed, a SIGTERM) may
@@ -575,20 +580,20 @@ func (l *Loop) run(ctx context.Context) error {
 	// ended the job 10.2 s after the delete, its upstream stage committing.
 	tctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	// Before the consumer is closed (reopen, Close): the watchers use it.
+	// Before the admin client is closed (Close): the watchers use it.
 	defer wg.Wait()
 	defer stop()
 	defer stopWatch()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		l.watchTopics(tctx, l.consumer)
+		l.watchTopics(tctx, admin)
 	}()
 	if l.cfg.Spec.GrowingInput {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.watchPartitions(wctx, l.consumer)
+			l.watchPartitions(wctx, admin)
 		}()
 	}
 	attempts := 0

@@ -235,14 +235,23 @@ func (l *Loop) outOfRange(cause error) error {
 	topic := l.cfg.Spec.InputTopic
 	var parts []rangeCheck
 	var tps []kafka.TopicPartition
+	var known []int32
 	for _, p := range slices.Sorted(maps.Keys(l.tasks)) {
-		next, ok := l.next[p]
-		if !ok {
-			continue
+		if _, ok := l.next[p]; ok {
+			known = append(known, p)
 		}
-		low, _, err := l.consumer.QueryWatermarkOffsets(topic, p, int(partitionCheckTimeout.Milliseconds()))
+	}
+	// One request, on the loop's own connections (positions' reason).
+	var starts map[int32]int64
+	admin, err := l.ownAdmin()
+	if err == nil && len(known) > 0 {
+		starts, err = kafkaclient.LogStarts(context.Background(), admin, topic, known, logStartTimeout)
+	}
+	for _, p := range known {
+		next := l.next[p]
+		low, ok := starts[p]
 		c := rangeCheck{Partition: p, Next: next, LogStart: low, Committed: -1}
-		if err != nil {
+		if !ok {
 			c.LogStart, c.Err = -1, err
 		} else if next >= low {
 			continue

@@ -104,19 +104,16 @@ func (l *Loop) watchedTopics() []string {
 // watchTopics asks for the ids of the loop's topics (watchedTopics) every
 // TopicCheck (topicRecheck after an answer with a topic missing or a
 // failed request) until ctx is done, judging them with l.watch, which
-// outlives a restart of the clients, through an admin client sharing c's
-// connections, and stores the first ErrTopicGone error in topicGone, which
-// the loop checks before each attempt, and closes gone, which ends a
-// transaction call waiting meanwhile (callWithin). A failed request (a broker away) is
-// asked again at the next tick; a topic an answer has another error for
-// (authorization) is not judged. The caller stops it before c is closed.
-func (l *Loop) watchTopics(ctx context.Context, c *kafka.Consumer) {
-	admin, err := kafka.NewAdminClientFromConsumer(c)
-	if err != nil {
-		l.log.Warn("stage: no admin client to watch the stage's topics: a deleted topic is not noticed", "err", err)
-		return
-	}
-	defer admin.Close()
+// outlives a restart of the clients, through admin (the loop's, ownAdmin:
+// on the consumer's connections each request waited behind a fetch, and
+// with fetch.wait.max.ms 9 s timed out), and stores the first
+// ErrTopicGone error in topicGone, which the loop checks before each
+// attempt, and closes gone, which ends a transaction call waiting
+// meanwhile (callWithin). A failed request (a broker away) is asked again
+// at the next tick; a topic an answer has another error for
+// (authorization) is not judged. The caller stops it before admin is
+// closed.
+func (l *Loop) watchTopics(ctx context.Context, admin *kafka.AdminClient) {
 	topics := l.watchedTopics()
 	w := &l.watch
 	var failed int

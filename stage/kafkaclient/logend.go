@@ -283,6 +283,66 @@ func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, 
 	return high, stable, nil
 }
 
+// LogStarts asks the broker, through admin, for the log start offset of
+// each of partitions of topic (ListOffsets earliest: the offset of its
+// first record not deleted; 0 for a partition never purged), in one
+// request bounded by ctx and timeout. A partition whose answer carries an
+// error is left out of the map and named in the error, joined with the
+// others'; a failed request returns only its error.
+//
+// It is asked on admin's own connections, not a consumer's: a broker
+// answers one request at a time per connection, so a ListOffsets queued
+// behind a consumer's fetch waits out fetch.wait.max.ms, and a quota's
+// throttle, first (the loop's positions once did, on its consumer).
+func LogStarts(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (map[int32]int64, error) {
+	return listOffsets(ctx, admin, topic, partitions, kafka.EarliestOffsetSpec, "log start offset", timeout)
+}
+
+// OffsetsAtTime asks the broker, through admin, for the offset of the
+// first record of each of partitions of topic stamped at or after ms
+// (Unix milliseconds; Kafka's offsetsForTimes, ListOffsets by timestamp),
+// -1 (kafka.OffsetEnd) for a partition with no record that late, in one
+// request bounded by ctx and timeout; errors as LogStarts', whose
+// reason to use an admin client's connections it shares.
+func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, ms int64, timeout time.Duration) (map[int32]int64, error) {
+	return listOffsets(ctx, admin, topic, partitions, kafka.NewOffsetSpecForTimestamp(ms), fmt.Sprintf("offset for time %d ms", ms), timeout)
+}
+
+// listOffsets is LogStarts and OffsetsAtTime: one ListOffsets of spec for
+// partitions of topic; what names the offset in errors.
+func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration) (map[int32]int64, error) {
+	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
+	for _, p := range partitions {
+		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := admin.ListOffsets(rctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, partitions, err)
+	}
+	// ResultInfos' keys hold topic pointers of their own: looked up by
+	// partition, not by key.
+	answers := make(map[int32]kafka.ListOffsetsResultInfo, len(res.ResultInfos))
+	for tp, info := range res.ResultInfos {
+		answers[tp.Partition] = info
+	}
+	starts := make(map[int32]int64, len(partitions))
+	var errs []error
+	for _, p := range partitions {
+		info, ok := answers[p]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("kafkaclient: no %s for %s[%d] in the broker's answer", what, topic, p))
+		case info.Error.Code() != kafka.ErrNoError:
+			errs = append(errs, fmt.Errorf("kafkaclient: %s of %s[%d]: %w", what, topic, p, info.Error))
+		default:
+			starts[p] = int64(info.Offset)
+		}
+	}
+	return starts, errors.Join(errs...)
+}
+
 // PartitionInfo is what ChangelogReader learns of a changelog partition
 // before reading it (state.ChangelogInfo, field for field).
 type PartitionInfo struct {
