@@ -135,15 +135,6 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage, err)
 	}
-	var tps []kafka.TopicPartition
-	for _, si := range cfg.Inputs {
-		topic := si.Topic
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning})
-	}
-	if err := c.Assign(tps); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("stage %s: assign side input topics: %w", cfg.Stage, err)
-	}
 	s.consumer = c
 	ctx, s.cancel = context.WithCancel(ctx)
 	go s.run(ctx)
@@ -151,12 +142,26 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 }
 
 // run feeds the Stores until ctx is done; it owns the consumer. It first
-// checks that no side input topic has lost records (deleted).
+// checks that no side input topic has lost records (deleted), then
+// assigns the topics from their start: in that order, so that the
+// checks' requests do not wait behind the consumer's first fetch on its
+// connection (a broker answers one request at a time per connection; a
+// fetch of a side input topic not written yet waits fetch.wait.max.ms,
+// and each topic's check did, one after another, before the reading
+// began).
 func (s *Set) run(ctx context.Context) {
 	defer close(s.done)
 	defer s.consumer.Close()
 	if err := s.checkLogStarts(); err != nil {
 		s.fail(err)
+		return
+	}
+	var tps []kafka.TopicPartition
+	for _, topic := range slices.Sorted(maps.Keys(s.byTopic)) {
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning})
+	}
+	if err := s.consumer.Assign(tps); err != nil {
+		s.fail(fmt.Errorf("stage %s: assign side input topics: %w", s.cfg.Stage, err))
 		return
 	}
 	for ctx.Err() == nil {
