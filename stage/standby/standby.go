@@ -195,7 +195,11 @@ func (f *follower) run(ctx context.Context) error {
 		return err
 	}
 	f.c = c
-	if f.admin, err = kafka.NewAdminClientFromConsumer(c); err != nil {
+	// An admin client with connections of its own: on c's, a request
+	// waits behind c's fetch of the changelogs (fetch.wait.max.ms), as the
+	// stage loop's did (stage.Loop's ownAdmin).
+	ac := kafkaclient.Base(f.cfg.BootstrapServers, f.cfg.Properties)
+	if f.admin, err = kafka.NewAdminClient(&ac); err != nil {
 		return err
 	}
 	f.copies, f.buf, f.next = map[int32]*state.Copy{}, map[int32][]state.Record{}, map[int32]int64{}
