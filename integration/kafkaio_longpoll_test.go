@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
-
-	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
 )
 
@@ -34,25 +29,11 @@ const longPollWait = 9 * time.Second
 func TestKafkaSourceIdleDuringLongPoll(t *testing.T) {
 	b := needBroker(t)
 	bs := b.BootstrapServers()
-	in, out := uniqueName(t, "in"), uniqueName(t, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 2), userTopic(out, 1)); err != nil {
-		t.Fatal(err)
-	}
-	const base = 1_700_000_040_000 // a minute boundary
-	var recs []kioRec
-	for s := int64(0); s <= 180; s += 10 {
-		recs = append(recs, kioRec{key: []byte(fmt.Sprint("k", s)), value: []byte("v"), ts: base + s*1000})
-	}
-	produceAt(t, bs, in, 0, recs...)
-
 	const idleness = time.Second
-	p, s := beam.NewPipelineWithRoot()
-	kvs := kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(idleness),
+	_, out, p := idlenessJob(t, ctx, bs, 2, kafkaio.WithIdleness(idleness),
 		kafkaio.WithProperty("fetch.wait.max.ms", fmt.Sprint(longPollWait.Milliseconds())))
-	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
-	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
 
 	jctx, jcancel := context.WithCancel(ctx)
 	sctx, addrOf := serving(t, jctx)
@@ -61,7 +42,7 @@ func TestKafkaSourceIdleDuringLongPoll(t *testing.T) {
 	url := "http://" + servingAddr(t, addrOf) + "/watermarks"
 
 	// R: partition 0's records are read (seen on the page).
-	last := fmt.Sprintf("lastEventTimeMs=%d", base+180000)
+	last := fmt.Sprintf("lastEventTimeMs=%d", idlenessBase+180000)
 	var read time.Time
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		rows := sourcePartitionRows(t, url)
@@ -80,10 +61,7 @@ func TestKafkaSourceIdleDuringLongPoll(t *testing.T) {
 	if limit := idleness + 3*time.Second; idled > limit {
 		t.Fatalf("partition 1 reported idle %v after partition 0's records were read, want within %v: its idle report waited on the consumer's fetch (fetch.wait.max.ms %v)", idled.Round(time.Millisecond), limit, longPollWait)
 	}
-	var want []string
-	for m := int64(0); m < 3; m++ {
-		want = append(want, fmt.Sprintf("[%d,%d) 6", base+m*60000, base+(m+1)*60000))
-	}
+	want := idlenessWindows()
 	if got := readValues(t, bs, out, 3, 30*time.Second); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("output %q, want %q", got, want)
 	}

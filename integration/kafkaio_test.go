@@ -161,27 +161,13 @@ func TestKafkaSourceIdleness(t *testing.T) {
 	bs := b.BootstrapServers()
 	for _, idle := range []bool{true, false} {
 		t.Run(fmt.Sprintf("idleness=%v", idle), func(t *testing.T) {
-			in, out := uniqueName(t, "in"), uniqueName(t, "out")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, 3), userTopic(out, 1)); err != nil {
-				t.Fatal(err)
-			}
-			const base = 1_700_000_040_000 // a minute boundary
-			var recs []kioRec
-			for s := int64(0); s <= 180; s += 10 {
-				recs = append(recs, kioRec{key: []byte(fmt.Sprint("k", s)), value: []byte("v"), ts: base + s*1000})
-			}
-			produceAt(t, bs, in, 0, recs...)
-
 			idleness := 5 * time.Second
 			if !idle {
 				idleness = -1
 			}
-			p, s := beam.NewPipelineWithRoot()
-			kvs := kafkaio.Read(s, in, kafkaio.WithBoundedOutOfOrderness(0), kafkaio.WithIdleness(idleness))
-			counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
-			kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
+			in, out, p := idlenessJob(t, ctx, bs, 3, kafkaio.WithIdleness(idleness))
 
 			jctx, jcancel := context.WithCancel(ctx)
 			sctx, addrOf := serving(t, jctx)
@@ -189,10 +175,7 @@ func TestKafkaSourceIdleness(t *testing.T) {
 			defer func() { jcancel(); <-done }()
 			addr := servingAddr(t, addrOf)
 
-			var want []string
-			for m := int64(0); m < 3; m++ {
-				want = append(want, fmt.Sprintf("[%d,%d) 6", base+m*60000, base+(m+1)*60000))
-			}
+			want := idlenessWindows()
 			if idle {
 				got := readValues(t, bs, out, 3, 60*time.Second)
 				if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -201,7 +184,7 @@ func TestKafkaSourceIdleness(t *testing.T) {
 				// Seed 002's view of the source partitions (the embedded
 				// WatermarkManager reads the report topic a moment behind).
 				wantRows := []string{
-					fmt.Sprintf("0 topic=%s idle=* lastEventTimeMs=%d idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in, base+180000),
+					fmt.Sprintf("0 topic=%s idle=* lastEventTimeMs=%d idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in, idlenessBase+180000),
 					fmt.Sprintf("1 topic=%s idle=true lastEventTimeMs=<nil> idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in),
 					fmt.Sprintf("2 topic=%s idle=true lastEventTimeMs=<nil> idlenessTimeoutMs=5000 alignmentGroup=<nil> alignmentHeld=false drift=0", in),
 				}
@@ -230,6 +213,45 @@ func TestKafkaSourceIdleness(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idlenessBase is idlenessJob's B: a minute boundary in 2023, not 0 (a
+// producer's CreateTime of 0 means "now" to librdkafka).
+const idlenessBase = 1_700_000_040_000
+
+// idlenessJob makes the idleness tests' topics and job: an input topic of
+// parts partitions whose records (event times B + 0, 10, …, 180 s,
+// B = idlenessBase) are all in partition 0, and an output topic; the job
+// reads the input with kafkaio.WithBoundedOutOfOrderness(0) and opts,
+// counts the records of each 1-minute window and writes "[start,end) n"
+// rows (idlenessWindows: the three the watermark B + 180 s passes).
+func idlenessJob(t *testing.T, ctx context.Context, bs string, parts int, opts ...kafkaio.Option) (in, out string, p *beam.Pipeline) {
+	t.Helper()
+	in, out = uniqueName(t, "in"), uniqueName(t, "out")
+	if err := kafkaenv.CreateTopics(ctx, bs, userTopic(in, parts), userTopic(out, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var recs []kioRec
+	for s := int64(0); s <= 180; s += 10 {
+		recs = append(recs, kioRec{key: []byte(fmt.Sprint("k", s)), value: []byte("v"), ts: idlenessBase + s*1000})
+	}
+	produceAt(t, bs, in, 0, recs...)
+	p, s := beam.NewPipelineWithRoot()
+	kvs := kafkaio.Read(s, in, append([]kafkaio.Option{kafkaio.WithBoundedOutOfOrderness(0)}, opts...)...)
+	counted := stats.SumPerKey(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), beam.ParDo(s, kioConst, kvs)))
+	kafkaio.Write(s, out, beam.ParDo(s, kioToBytes, beam.ParDo(s, kioWindowCount, counted)))
+	return in, out, p
+}
+
+// idlenessWindows are the rows idlenessJob's job writes once partition
+// 0's watermark holds alone: [B, B+60 s), [B+60, B+120 s) and
+// [B+120, B+180 s), six records each.
+func idlenessWindows() []string {
+	var want []string
+	for m := int64(0); m < 3; m++ {
+		want = append(want, fmt.Sprintf("[%d,%d) 6", idlenessBase+m*60000, idlenessBase+(m+1)*60000))
+	}
+	return want
 }
 
 // heldSourcePartitions returns the missing partitions GET /watermarks shows
