@@ -117,7 +117,8 @@ func BenchmarkPartitions(b *testing.B) {
 		}
 	}
 	// Rounds alternate the order (4, 32, 128, 512, then 512, 128, 32,
-	// 4, ...), and every run deletes its topics, so each count meets a
+	// 4, ...), and every run deletes its topics and waits for the broker
+	// to remove their logs (waitLogsDeleted), so each count meets a
 	// broker like the others' on average: measured one after another on
 	// one broker, 128 partitions gave 0.30x the rate at 4 in one run and
 	// 0.7-0.9x in five of six runs on fresh brokers (2026-12-05).
@@ -129,8 +130,8 @@ func BenchmarkPartitions(b *testing.B) {
 		}
 		for _, parts := range order {
 			run := runPartitionsBench(b, parts, n)
-			run.line = fmt.Sprintf("round %d of %d, %d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f (its threads, CPU s: %s)",
-				r+1, rounds, parts, parts, n, run.rate, float64(n)/run.wall.Seconds(), run.wall.Seconds(), run.perRecord, run.perCommit, run.selfCPU, run.brokerCPU, run.brokerWhere)
+			run.line = fmt.Sprintf("round %d of %d, %d partitions (P = Q = %d), %d records: source stage %.0f records/s, job %.0f records/s (%.1fs), %.3f report records per data record, %.0f per commit; CPU s per M records: runner %.1f, broker %.1f (its threads, CPU s: %s); %s",
+				r+1, rounds, parts, parts, n, run.rate, float64(n)/run.wall.Seconds(), run.wall.Seconds(), run.perRecord, run.perCommit, run.selfCPU, run.brokerCPU, run.brokerWhere, run.deleted)
 			got[parts] = append(got[parts], run)
 		}
 	}
@@ -173,9 +174,36 @@ type partitionsRun struct {
 	// stage (its Stats).
 	line   string
 	stages []string
+	// deleted says how long the broker took to remove the run's deleted
+	// topics' logs (waitLogsDeleted).
+	deleted string
 }
 
-func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
+// waitLogsDeleted waits (at most 2 minutes) until the broker has removed
+// the logs of every deleted topic (kafkaenv.Broker.PendingLogDeletes), so
+// that the next run does not pay for this one's: 128 partitions run right
+// after another run of 128 measured 28-40 k records/s against 52-90 k
+// after a run of 4 or a 75 s pause (the broker's request threads busy
+// 18-20 CPU s against 5-9). It returns what it waited for, for the run's
+// line; a broker whose directories cannot be read (ModeExternal) is not
+// waited for.
+func waitLogsDeleted() string {
+	start := time.Now()
+	for {
+		n, err := broker.PendingLogDeletes()
+		switch {
+		case err != nil:
+			return fmt.Sprintf("its deleted topics' logs not waited for (%v)", err)
+		case n == 0:
+			return fmt.Sprintf("its deleted topics' logs removed in %v", time.Since(start).Round(10*time.Millisecond))
+		case time.Since(start) > 2*time.Minute:
+			return fmt.Sprintf("%d of its deleted partition logs still there after %v", n, time.Since(start).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func runPartitionsBench(b *testing.B, parts, n int) (run partitionsRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bs := broker.BootstrapServers()
@@ -187,6 +215,7 @@ func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
 		if _, err := kafkaenv.DeleteTopicsWithPrefix(context.Background(), bs, app); err != nil {
 			b.Logf("deleting the topics of %s: %v", app, err)
 		}
+		run.deleted = waitLogsDeleted()
 	}()
 	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: parts}); err != nil {
 		b.Fatal(err)
@@ -216,7 +245,7 @@ func runPartitionsBench(b *testing.B, parts, n int) partitionsRun {
 	wall := time.Since(start)
 	selfEnd, _ := procTimes(os.Getpid())
 	brokerEnd, _ := procTimes(broker.PID())
-	run := partitionsRun{wall: wall, brokerWhere: formatThreadCPU(threadCPUSince(broker.PID(), brokerThreads), 6)}
+	run = partitionsRun{wall: wall, brokerWhere: formatThreadCPU(threadCPUSince(broker.PID(), brokerThreads), 6)}
 	// CPU seconds per million records, of this process (the runner runs
 	// in it) and of the broker (0 when its process is not readable): where
 	// the time goes as P grows.
