@@ -80,9 +80,12 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 // connections are its own, not the consumer's: a broker answers one
 // request at a time per connection, and on the consumer's a request waits
 // behind the fetch in flight, up to fetch.wait.max.ms, and through a
-// quota's throttle. So every question the loop asks the broker goes
-// through it: askLogEnds' and positions' ListOffsets, outOfRange's,
-// watchTopics' DescribeTopics, the partition count (partitionCount). On
+// quota's throttle. So every question the loop asks a leader or any
+// broker goes through it: askLogEnds' and positions' ListOffsets,
+// outOfRange's, startAt's, watchTopics' DescribeTopics, the partition
+// count (partitionCount); the committed offsets (OffsetFetch) go to the
+// group coordinator, on the consumer's coordinator connection, which no
+// fetch uses. On
 // the consumer's connection a woken task's log start once waited 8.9 s
 // behind a fetch (fetch.wait.max.ms 9 s; TestKafkaSourceIdleDuringLongPoll)
 // and watchTopics' requests timed out.
