@@ -98,7 +98,7 @@ func runKSRestore(b *testing.B, jar string, size int64) {
 			b.Logf("deleting the benchmark's topics: %v", err)
 		}
 		// The next benchmark does not pay for this one's gigabyte.
-		b.Logf("restore benchmark: %s", waitLogsDeleted())
+		b.Logf("restore benchmark: %s", waitLogsDeleted(app))
 	}()
 	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: 1}); err != nil {
 		b.Fatal(err)

@@ -180,17 +180,18 @@ type partitionsRun struct {
 }
 
 // waitLogsDeleted waits (at most 2 minutes) until the broker has removed
-// the logs of every deleted topic (kafkaenv.Broker.PendingLogDeletes), so
+// the logs of every topic named with prefix, deleted before the call
+// (kafkaenv.Broker.LogDirs), so
 // that the next run does not pay for this one's: 128 partitions run right
 // after another run of 128 measured 28-40 k records/s against 52-90 k
 // after a run of 4 or a 75 s pause (the broker's request threads busy
 // 18-20 CPU s against 5-9). It returns what it waited for, for the run's
 // line; a broker whose directories cannot be read (ModeExternal) is not
 // waited for.
-func waitLogsDeleted() string {
+func waitLogsDeleted(prefix string) string {
 	start := time.Now()
 	for {
-		n, err := broker.PendingLogDeletes()
+		n, err := broker.LogDirs(prefix)
 		switch {
 		case err != nil:
 			return fmt.Sprintf("its deleted topics' logs not waited for (%v)", err)
@@ -215,7 +216,7 @@ func runPartitionsBench(b *testing.B, parts, n int) (run partitionsRun) {
 		if _, err := kafkaenv.DeleteTopicsWithPrefix(context.Background(), bs, app); err != nil {
 			b.Logf("deleting the topics of %s: %v", app, err)
 		}
-		run.deleted = waitLogsDeleted()
+		run.deleted = waitLogsDeleted(app)
 	}()
 	if err := kafkaenv.CreateTopics(ctx, bs, kafkaenv.TopicSpec{Name: in, Partitions: parts}); err != nil {
 		b.Fatal(err)

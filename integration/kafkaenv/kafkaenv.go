@@ -234,21 +234,23 @@ func (b *Broker) Describe() string { return b.describe }
 // it and names it in the error (ModeContainer) or quotes its tail.
 func (b *Broker) LogPath() string { return b.logPath }
 
-// PendingLogDeletes counts the partition logs of deleted topics the
-// broker has not removed from its log directories yet (directories named
-// "<topic>-<partition>.<id>-delete": the broker renames a deleted
-// partition's log so and removes it file.delete.delay.ms later, 1 s on
-// brokers kafkaenv starts). It reads the directories through the
-// broker's /proc entry (its root, its command line's server.properties,
-// the log.dirs there), so it needs the broker's PID: an error for
+// LogDirs counts the partition logs in the broker's log directories
+// whose directory name starts with prefix: the logs of live partitions of
+// topics so named ("<topic>-<partition>") and those of deleted ones the
+// broker has not removed yet ("<topic>-<partition>.<id>-delete"; removed
+// log.segment.delete.delay.ms after the delete, 1 s on brokers kafkaenv
+// starts, after the broker has renamed them, which comes a moment after
+// DeleteTopics returns). It reads the directories through the broker's
+// /proc entry (its root, its command line's server.properties, the
+// log.dirs there), so it needs the broker's PID: an error for
 // ModeExternal or an unknown PID, or when they cannot be read.
 //
-// A benchmark that deletes its topics waits for none to be pending
+// A benchmark that deletes its topics waits for none of them to be left
 // before its next run: a run of 128 partitions that began while the
-// previous one's 512 partition logs were being removed ran at 0.35-0.55x
-// the rate of one that began after (the broker's request threads used
-// 3-4x the CPU for the same records; BenchmarkPartitions, 2026-12-05).
-func (b *Broker) PendingLogDeletes() (int, error) {
+// previous one's partition logs were being removed ran at 0.35-0.55x the
+// rate of one that began after (the broker's request threads used 3-4x
+// the CPU for the same records; BenchmarkPartitions, 2026-12-05).
+func (b *Broker) LogDirs(prefix string) (int, error) {
 	if b.pid <= 0 {
 		return 0, fmt.Errorf("kafkaenv: the broker's process is unknown (mode %s)", b.mode)
 	}
@@ -282,7 +284,7 @@ func (b *Broker) PendingLogDeletes() (int, error) {
 			return 0, fmt.Errorf("kafkaenv: the broker's log directory: %w", err)
 		}
 		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), "-delete") {
+			if strings.HasPrefix(e.Name(), prefix) {
 				n++
 			}
 		}

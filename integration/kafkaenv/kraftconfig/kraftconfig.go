@@ -135,12 +135,13 @@ func (c Config) Properties() map[string]string {
 		"transaction.state.log.segment.bytes":  strconv.Itoa(16 << 20),
 		"log.retention.check.interval.ms":      "60000",
 		// A deleted topic's logs are removed 1 s after the delete, not
-		// 60 s (Kafka's default): a benchmark waits for them to be gone
-		// before its next run (kafkaenv.Broker.PendingLogDeletes).
-		"file.delete.delay.ms": "1000",
+		// 60 s (Kafka's default; the topic-level file.delete.delay.ms):
+		// a benchmark waits for them to be gone before its next run
+		// (kafkaenv.Broker.LogDirs).
+		"log.segment.delete.delay.ms":                                "1000",
 		"transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
-		"num.network.threads": "2",
-		"num.io.threads":      "4",
+		"num.network.threads":                                        "2",
+		"num.io.threads":                                             "4",
 	}
 	for k, v := range c.Overrides {
 		p[k] = v
