@@ -143,7 +143,11 @@ func (l *Loop) startAt(committed, assigned []kafka.TopicPartition) error {
 	if err != nil {
 		return err
 	}
-	at, err := kafkaclient.OffsetsAtTime(context.Background(), admin, l.cfg.Spec.InputTopic, ask, l.cfg.StartAt.UnixMilli(), committedTimeout)
+	iso := kafka.IsolationLevelReadCommitted
+	if l.cfg.Consumer["isolation.level"] == "read_uncommitted" {
+		iso = kafka.IsolationLevelReadUncommitted
+	}
+	at, err := kafkaclient.OffsetsAtTime(context.Background(), admin, l.cfg.Spec.InputTopic, ask, l.cfg.StartAt.UnixMilli(), iso, committedTimeout)
 	if err != nil {
 		return fmt.Errorf("stage %s: offsets for start time %s: %w", l.cfg.Spec.Name, l.cfg.StartAt.UTC().Format(time.RFC3339Nano), err)
 	}

@@ -120,6 +120,14 @@ func (l *Loop) reopen(ctx context.Context) error {
 	case <-time.After(time.Second):
 	}
 	if err := l.openClients(ctx, nil); err != nil {
+		// Close must not close the consumer and producer that failed to
+		// open; what outlives them is closed here.
+		l.closeAdmin()
+		l.closePurge()
+		if l.stable != nil {
+			_ = l.stable.Close()
+			l.stable = nil
+		}
 		l.closeOnce.Do(func() {})
 		return err
 	}

@@ -74,9 +74,10 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 	}()
 }
 
-// ownAdmin returns the loop's admin client, made on first use (on the
-// loop's goroutine) and closed by closeAdmin when the loop closes; it
-// outlives a restart of the consumer and producer (reopen). Its
+// ownAdmin returns the loop's admin client, made by run before it starts
+// its watchers (so the commit goroutine of PollDuringCommit never makes
+// it) and closed by closeAdmin when the loop closes; it outlives a
+// restart of the consumer and producer (reopen). Its
 // connections are its own, not the consumer's: a broker answers one
 // request at a time per connection, and on the consumer's a request waits
 // behind the fetch in flight, up to fetch.wait.max.ms, and through a
@@ -85,7 +86,8 @@ func (l *Loop) askLogEnds(ctx context.Context) {
 // outOfRange's, startAt's, watchTopics' DescribeTopics, the partition
 // count (partitionCount); the committed offsets (OffsetFetch) go to the
 // group coordinator, on the consumer's coordinator connection, which no
-// fetch uses. On
+// fetch uses, and the purge's DeleteRecords has an admin client of its
+// own (purge.go: its requests run off the loop's path). On
 // the consumer's connection a woken task's log start once waited 8.9 s
 // behind a fetch (fetch.wait.max.ms 9 s; TestKafkaSourceIdleDuringLongPoll)
 // and watchTopics' requests timed out.

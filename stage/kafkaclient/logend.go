@@ -302,23 +302,33 @@ func LogStarts(ctx context.Context, admin *kafka.AdminClient, topic string, part
 // first record of each of partitions of topic stamped at or after ms
 // (Unix milliseconds; Kafka's offsetsForTimes, ListOffsets by timestamp),
 // -1 (kafka.OffsetEnd) for a partition with no record that late, in one
-// request bounded by ctx and timeout; errors as LogStarts', whose
-// reason to use an admin client's connections it shares.
-func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, ms int64, timeout time.Duration) (map[int32]int64, error) {
-	return listOffsets(ctx, admin, topic, partitions, kafka.NewOffsetSpecForTimestamp(ms), fmt.Sprintf("offset for time %d ms", ms), timeout)
+// request bounded by ctx and timeout, at isolation level iso (a reader's
+// own: read_committed looks no further than the last stable offset, as
+// the reader's consumer did); errors as LogStarts', whose reason to use
+// an admin client's connections it shares.
+func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, ms int64, iso kafka.IsolationLevel, timeout time.Duration) (map[int32]int64, error) {
+	return listOffsets(ctx, admin, topic, partitions, kafka.NewOffsetSpecForTimestamp(ms), fmt.Sprintf("offset for time %d ms", ms), timeout, kafka.SetAdminIsolationLevel(iso))
 }
 
 // listOffsets is LogStarts and OffsetsAtTime: one ListOffsets of spec for
-// partitions of topic; what names the offset in errors.
-func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration) (map[int32]int64, error) {
+// partitions of topic with opts; what names the offset in errors. A
+// request that outlives timeout (ctx still live) fails with a kafka.Error
+// of code ErrTimedOut, as a consumer's QueryWatermarkOffsets does, not
+// with the bare context.DeadlineExceeded confluent-kafka-go returns: a
+// stage loop restarts its clients after a Kafka error (stage's
+// restartable) and ends on any other.
+func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration, opts ...kafka.ListOffsetsAdminOption) (map[int32]int64, error) {
 	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
 	for _, p := range partitions {
 		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := admin.ListOffsets(rctx, req)
+	res, err := admin.ListOffsets(rctx, req, opts...)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("no answer within %v", timeout), false)
+		}
 		return nil, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, partitions, err)
 	}
 	// ResultInfos' keys hold topic pointers of their own: looked up by

@@ -1,7 +1,10 @@
 package kafkaclient
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -36,5 +39,31 @@ func TestReachedEnd(t *testing.T) {
 	}
 	if !ReachedEnd(eof(6), 6) || !ReachedEnd(eof(7), 6) {
 		t.Error("an EOF at or past the end did not reach it")
+	}
+}
+
+// TestLogStartsTimeoutIsAKafkaError: a ListOffsets no broker answers
+// (127.0.0.1:1 refuses connections) fails at LogStarts' timeout with a
+// kafka.Error of code ErrTimedOut, so a stage loop restarts its clients
+// (stage's restartable wants a Kafka error), as it did when the question
+// went through the consumer's QueryWatermarkOffsets; confluent-kafka-go
+// itself returns the bare context.DeadlineExceeded, on which the stage
+// ended for good. The caller's own cancellation stays a context error.
+func TestLogStartsTimeoutIsAKafkaError(t *testing.T) {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	_, err = LogStarts(context.Background(), admin, "t", []int32{0, 1}, 200*time.Millisecond)
+	var ke kafka.Error
+	if !errors.As(err, &ke) || ke.Code() != kafka.ErrTimedOut {
+		t.Fatalf("LogStarts with no broker: %v, want a kafka.Error with code ErrTimedOut", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = OffsetsAtTime(ctx, admin, "t", []int32{0}, 1, kafka.IsolationLevelReadCommitted, time.Minute)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ke) {
+		t.Fatalf("OffsetsAtTime with the caller's context ended: %v, want its context.DeadlineExceeded, no kafka.Error", err)
 	}
 }
