@@ -120,10 +120,10 @@ func (l *Loop) applyLogEnds(le step.LogEnds, a logEndAnswer) {
 	}
 }
 
-// closeAdmin waits (at most logEndTimeout) for askLogEnds' request in
-// flight and closes the loop's admin client (ownAdmin). The loop's
-// goroutines that use it (watchTopics, watchPartitions) have returned:
-// run waits for them.
+// closeAdmin waits (at most 2 logEndTimeout: HighAndStable's two
+// requests) for askLogEnds' requests in flight and closes the loop's
+// admin client (ownAdmin). The loop's goroutines that use it
+// (watchTopics, watchPartitions) have returned: run waits for them.
 func (l *Loop) closeAdmin() {
 	if l.admin == nil {
 		return
@@ -131,8 +131,11 @@ func (l *Loop) closeAdmin() {
 	if l.logEnd.busy {
 		select {
 		case <-l.logEnd.answers:
-		case <-time.After(logEndTimeout):
-			return // left to its goroutine: never closed under it
+		case <-time.After(2 * logEndTimeout):
+			// Never closed under a call: left open (its handle and
+			// threads leak), which each request's own timeout makes
+			// unlikely.
+			return
 		}
 	}
 	l.admin.Close()
