@@ -549,7 +549,7 @@ func TestSIGKILLGroupByKeyGivesTheSamePanes(t *testing.T) {
 	// Kill once GroupByKey state is committed (a fixed delay was too short
 	// on a loaded machine, where the instances start slowly), and a second
 	// more of buffering: mid-stream, with state a restore must bring back.
-	changelog, err := waitForChangelogRecords(b.BootstrapServers(), app, 3*time.Minute, func() error {
+	changelog, err := waitForChangelogRecords(b.BootstrapServers(), app, 3*time.Minute, 1, func() error {
 		for i, c := range cs {
 			if _, err := os.Stat(c.out); err == nil {
 				return fmt.Errorf("instance %d finished before the kill (its result is in %s)", i, c.out)

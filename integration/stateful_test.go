@@ -129,7 +129,7 @@ func TestStatefulRecovery(t *testing.T) {
 	app := uniqueName(t, "app")
 	bs := b.BootstrapServers()
 
-	stopOnceStateCommitted(t, bs, app, stCountPipeline(n, slow))
+	stopOnceStateCommitted(t, bs, app, stCountPipeline(n, slow), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
