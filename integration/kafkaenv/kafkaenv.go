@@ -238,9 +238,12 @@ func (b *Broker) LogPath() string { return b.logPath }
 // whose directory name starts with prefix: the logs of live partitions of
 // topics so named ("<topic>-<partition>") and those of deleted ones the
 // broker has not removed yet ("<topic>-<partition>.<id>-delete"; removed
-// log.segment.delete.delay.ms after the delete, 1 s on brokers kafkaenv
-// starts, after the broker has renamed them, which comes a moment after
-// DeleteTopics returns). It reads the directories through the broker's
+// log.segment.delete.delay.ms after the delete, Kafka's 60 s by default,
+// after the broker has renamed them, which comes a moment after
+// DeleteTopics returns). (A delay of 1 s on the test brokers was tried and
+// taken out: the CI run with it failed both multi-node tests, a partition
+// left without a leader after its leader's SIGKILL and a soak's running
+// totals restarted from zero; whether it was the cause is not known.) It reads the directories through the broker's
 // /proc entry (its root, its command line's server.properties, the
 // log.dirs there), so it needs the broker's PID: an error for
 // ModeExternal or an unknown PID, or when they cannot be read.

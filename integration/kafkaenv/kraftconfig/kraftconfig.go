@@ -125,20 +125,15 @@ func (c Config) Properties() map[string]string {
 		"share.coordinator.state.topic.min.isr":            "1",
 
 		// Fewer internal partitions: faster creation on first use.
-		"offsets.topic.num.partitions":         "8",
-		"transaction.state.log.num.partitions": "8",
-		"num.partitions":                       "1",
-		"group.initial.rebalance.delay.ms":     "0",
-		"auto.create.topics.enable":            "false",
-		"log.segment.bytes":                    strconv.Itoa(16 << 20),
-		"offsets.topic.segment.bytes":          strconv.Itoa(16 << 20),
-		"transaction.state.log.segment.bytes":  strconv.Itoa(16 << 20),
-		"log.retention.check.interval.ms":      "60000",
-		// A deleted topic's logs are removed 1 s after the delete, not
-		// 60 s (Kafka's default; the topic-level file.delete.delay.ms):
-		// a benchmark waits for them to be gone before its next run
-		// (kafkaenv.Broker.LogDirs).
-		"log.segment.delete.delay.ms":                                "1000",
+		"offsets.topic.num.partitions":                               "8",
+		"transaction.state.log.num.partitions":                       "8",
+		"num.partitions":                                             "1",
+		"group.initial.rebalance.delay.ms":                           "0",
+		"auto.create.topics.enable":                                  "false",
+		"log.segment.bytes":                                          strconv.Itoa(16 << 20),
+		"offsets.topic.segment.bytes":                                strconv.Itoa(16 << 20),
+		"transaction.state.log.segment.bytes":                        strconv.Itoa(16 << 20),
+		"log.retention.check.interval.ms":                            "60000",
 		"transaction.remove.expired.transaction.cleanup.interval.ms": "60000",
 		"num.network.threads":                                        "2",
 		"num.io.threads":                                             "4",
