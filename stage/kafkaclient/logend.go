@@ -93,10 +93,11 @@ func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions
 	}
 	ends := make(map[int32]int64, len(partitions))
 	for tp, info := range res.ResultInfos {
-		if info.Error.Code() != kafka.ErrNoError {
-			return nil, fmt.Errorf("kafkaclient: log end offset of %s[%d]: %w", topic, tp.Partition, info.Error)
+		off, err := AnsweredOffset(info, false)
+		if err != nil {
+			return nil, fmt.Errorf("kafkaclient: log end offset of %s[%d]: %w", topic, tp.Partition, err)
 		}
-		ends[tp.Partition] = int64(info.Offset)
+		ends[tp.Partition] = off
 	}
 	for _, p := range partitions {
 		if _, ok := ends[p]; !ok {
@@ -104,6 +105,27 @@ func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions
 		}
 	}
 	return ends, nil
+}
+
+// AnsweredOffset is the offset of a ListOffsets answer for one partition
+// (every reader of such answers takes it through here),
+// or its error: the answer's own, or, for an answer with no error and no
+// offset (below 0, such as kafka.OffsetInvalid, -1001), a kafka.Error
+// ErrTimedOut (retriable: asked again), never the negative number as an
+// offset. endAllowed accepts -1 (kafka.OffsetEnd), a timestamp spec's "no
+// record that late". A restore once took an end of -1001 from such an
+// answer (a ListOffsets to a leader SIGKILLed a moment before, answered
+// after 60 s with no error) and read nothing: the task's store came back
+// empty, its running totals restarted from zero (TestSoak, CI,
+// 2026-12-05).
+func AnsweredOffset(info kafka.ListOffsetsResultInfo, endAllowed bool) (int64, error) {
+	switch {
+	case info.Error.Code() != kafka.ErrNoError:
+		return 0, info.Error
+	case info.Offset >= 0, endAllowed && info.Offset == kafka.OffsetEnd:
+		return int64(info.Offset), nil
+	}
+	return 0, kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("the broker's answer holds no offset (%d)", info.Offset), false)
 }
 
 // ReachedEnd reports whether a partition EOF event (whose Offset is the
@@ -318,6 +340,7 @@ func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, 
 // stage loop restarts its clients after a Kafka error (stage's
 // restartable) and ends on any other.
 func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration, opts ...kafka.ListOffsetsAdminOption) (map[int32]int64, error) {
+	endAllowed := spec != kafka.EarliestOffsetSpec && spec != kafka.LatestOffsetSpec
 	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
 	for _, p := range partitions {
 		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
@@ -341,14 +364,16 @@ func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, pa
 	var errs []error
 	for _, p := range partitions {
 		info, ok := answers[p]
-		switch {
-		case !ok:
+		if !ok {
 			errs = append(errs, fmt.Errorf("kafkaclient: no %s for %s[%d] in the broker's answer", what, topic, p))
-		case info.Error.Code() != kafka.ErrNoError:
-			errs = append(errs, fmt.Errorf("kafkaclient: %s of %s[%d]: %w", what, topic, p, info.Error))
-		default:
-			starts[p] = int64(info.Offset)
+			continue
 		}
+		off, err := AnsweredOffset(info, endAllowed)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kafkaclient: %s of %s[%d]: %w", what, topic, p, err))
+			continue
+		}
+		starts[p] = off
 	}
 	return starts, errors.Join(errs...)
 }
@@ -383,11 +408,16 @@ func PartitionInfoOf(ctx context.Context, c *kafka.Consumer, topic string, p int
 	if err != nil {
 		return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, err)
 	}
+	found := false
 	for _, ri := range res.ResultInfos {
-		if ri.Error.Code() != kafka.ErrNoError {
-			return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, ri.Error)
+		start, err := AnsweredOffset(ri, false)
+		if err != nil {
+			return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, err)
 		}
-		info.Start = int64(ri.Offset)
+		info.Start, found = start, true
+	}
+	if !found {
+		return PartitionInfo{}, fmt.Errorf("kafkaclient: no log start offset for %s[%d] in the broker's answer", topic, p)
 	}
 	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic})); err == nil {
 		for _, td := range d.TopicDescriptions {

@@ -67,3 +67,35 @@ func TestLogStartsTimeoutIsAKafkaError(t *testing.T) {
 		t.Fatalf("OffsetsAtTime with the caller's context ended: %v, want its context.DeadlineExceeded, no kafka.Error", err)
 	}
 }
+
+// TestAnsweredOffset: an answer with no error and no offset (-1001, what
+// a ListOffsets to a SIGKILLed leader gave a restore in TestSoak) is a
+// retriable kafka.Error, never an offset; -1 is an offset only where a
+// timestamp spec allows "no record that late".
+func TestAnsweredOffset(t *testing.T) {
+	for _, tc := range []struct {
+		off        kafka.Offset
+		code       kafka.ErrorCode
+		endAllowed bool
+		want       int64
+		wantErr    kafka.ErrorCode
+	}{
+		{off: 0, want: 0},
+		{off: 42, want: 42},
+		{off: kafka.OffsetInvalid, wantErr: kafka.ErrTimedOut},
+		{off: kafka.OffsetEnd, wantErr: kafka.ErrTimedOut},
+		{off: kafka.OffsetEnd, endAllowed: true, want: -1},
+		{off: kafka.OffsetInvalid, endAllowed: true, wantErr: kafka.ErrTimedOut},
+		{off: 7, code: kafka.ErrNotLeaderForPartition, wantErr: kafka.ErrNotLeaderForPartition},
+	} {
+		info := kafka.ListOffsetsResultInfo{Offset: tc.off, Error: kafka.NewError(tc.code, "", false)}
+		got, err := AnsweredOffset(info, tc.endAllowed)
+		var ke kafka.Error
+		switch {
+		case tc.wantErr != kafka.ErrNoError && (!errors.As(err, &ke) || ke.Code() != tc.wantErr):
+			t.Errorf("AnsweredOffset(%d, %v, endAllowed %v) = %d, %v; want a kafka.Error %v", tc.off, tc.code, tc.endAllowed, got, err, tc.wantErr)
+		case tc.wantErr == kafka.ErrNoError && (err != nil || got != tc.want):
+			t.Errorf("AnsweredOffset(%d, %v, endAllowed %v) = %d, %v; want %d", tc.off, tc.code, tc.endAllowed, got, err, tc.want)
+		}
+	}
+}

@@ -67,8 +67,8 @@ func WaitServed(ctx context.Context, admin *kafka.AdminClient, topics []kafka.To
 			}
 		} else {
 			for tp, info := range res.ResultInfos {
-				if info.Error.Code() != kafka.ErrNoError {
-					last = fmt.Errorf("%s [%d]: %w", *tp.Topic, tp.Partition, info.Error)
+				if _, err := AnsweredOffset(info, false); err != nil {
+					last = fmt.Errorf("%s [%d]: %w", *tp.Topic, tp.Partition, err)
 					continue
 				}
 				delete(pending, part{*tp.Topic, tp.Partition})

@@ -454,15 +454,16 @@ func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.Chang
 			return nil, fmt.Errorf("offsets of %s: %w", topic, err)
 		}
 		for tp, ri := range res.ResultInfos {
-			if ri.Error.Code() != kafka.ErrNoError {
-				return nil, fmt.Errorf("offsets of %s[%d]: %w", topic, tp.Partition, ri.Error)
+			off, err := kafkaclient.AnsweredOffset(ri, false)
+			if err != nil {
+				return nil, fmt.Errorf("offsets of %s[%d]: %w", topic, tp.Partition, err)
 			}
 			in := out[tp.Partition]
 			in.TopicID = id
 			if i == 0 {
-				in.Start = int64(ri.Offset)
+				in.Start = off
 			} else {
-				in.End = int64(ri.Offset)
+				in.End = off
 			}
 			out[tp.Partition] = in
 		}
