@@ -82,30 +82,20 @@ func retriable(e kafka.Error) bool {
 	return true
 }
 
+// ask is one LogEnds request: ListOffsets latest, read_uncommitted, for
+// every partition (listOffsets; requestTimeout bounds it, as librdkafka's
+// own request timeout did).
 func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32) (map[int32]int64, error) {
-	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
-	for _, p := range partitions {
-		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
-	}
-	res, err := admin.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	ends, err := listOffsets(ctx, admin, topic, partitions, kafka.LatestOffsetSpec, "log end offset", requestTimeout, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
 	if err != nil {
-		return nil, fmt.Errorf("kafkaclient: log end offsets of %s: %w", topic, err)
-	}
-	ends := make(map[int32]int64, len(partitions))
-	for tp, info := range res.ResultInfos {
-		off, err := AnsweredOffset(info, false)
-		if err != nil {
-			return nil, fmt.Errorf("kafkaclient: log end offset of %s[%d]: %w", topic, tp.Partition, err)
-		}
-		ends[tp.Partition] = off
-	}
-	for _, p := range partitions {
-		if _, ok := ends[p]; !ok {
-			return nil, fmt.Errorf("kafkaclient: no log end offset for %s[%d] in the broker's answer", topic, p)
-		}
+		return nil, err
 	}
 	return ends, nil
 }
+
+// requestTimeout bounds one ListOffsets of LogEnds and PartitionInfoOf:
+// librdkafka's default socket.timeout.ms, which bounded them before.
+const requestTimeout = 60 * time.Second
 
 // AnsweredOffset is the offset of a ListOffsets answer for one partition
 // (every reader of such answers takes it through here),
@@ -404,21 +394,11 @@ func PartitionInfoOf(ctx context.Context, c *kafka.Consumer, topic string, p int
 		return PartitionInfo{}, fmt.Errorf("kafkaclient: admin client for %s: %w", topic, err)
 	}
 	defer admin.Close()
-	res, err := admin.ListOffsets(ctx, map[kafka.TopicPartition]kafka.OffsetSpec{{Topic: &topic, Partition: p}: kafka.EarliestOffsetSpec}, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	starts, err := LogStarts(ctx, admin, topic, []int32{p}, requestTimeout)
 	if err != nil {
-		return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, err)
+		return PartitionInfo{}, err
 	}
-	found := false
-	for _, ri := range res.ResultInfos {
-		start, err := AnsweredOffset(ri, false)
-		if err != nil {
-			return PartitionInfo{}, fmt.Errorf("kafkaclient: log start offset of %s[%d]: %w", topic, p, err)
-		}
-		info.Start, found = start, true
-	}
-	if !found {
-		return PartitionInfo{}, fmt.Errorf("kafkaclient: no log start offset for %s[%d] in the broker's answer", topic, p)
-	}
+	info.Start = starts[p]
 	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic})); err == nil {
 		for _, td := range d.TopicDescriptions {
 			if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
