@@ -265,17 +265,24 @@ func ReadLast(ctx context.Context, c *kafka.Consumer, topic string) ([]byte, err
 // partitions of topic: ListOffsets latest twice, with isolation level
 // read_uncommitted (high: the high watermark) and then read_committed
 // (stable: the last stable offset), each bounded by ctx and timeout. A
-// partition whose answer carries an error or no offset is left out of the
-// maps. The first failed request ends the asking: its error is returned
-// with what was answered before it (high only when the second failed).
+// partition whose answer carries an error or no offset, or whose leader
+// refuses connections (RefusingLeaders: not asked; an error only when no
+// partition is left to ask), is left out of the maps. The first failed
+// request ends the asking: its error is returned with what was answered
+// before it (high only when the second failed).
 func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (high, stable map[int32]int64, err error) {
-	spec := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
-	for _, p := range partitions {
+	refused := RefusingLeaders(admin, topic, partitions, timeout)
+	asked := askable(partitions, refused)
+	if len(asked) == 0 {
+		return nil, nil, refusedErrors(partitions, refused)
+	}
+	spec := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(asked))
+	for _, p := range asked {
 		spec[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
 	}
 	for i, iso := range []kafka.IsolationLevel{kafka.IsolationLevelReadUncommitted, kafka.IsolationLevelReadCommitted} {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := admin.ListOffsets(rctx, spec, kafka.SetAdminIsolationLevel(iso))
+		res, err := admin.ListOffsets(rctx, spec, kafka.SetAdminIsolationLevel(iso), kafka.SetAdminRequestTimeout(timeout))
 		cancel()
 		if err != nil {
 			return high, stable, err
@@ -331,18 +338,27 @@ func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, 
 // restartable) and ends on any other.
 func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration, opts ...kafka.ListOffsetsAdminOption) (map[int32]int64, error) {
 	endAllowed := spec != kafka.EarliestOffsetSpec && spec != kafka.LatestOffsetSpec
-	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(partitions))
-	for _, p := range partitions {
+	refused := RefusingLeaders(admin, topic, partitions, timeout)
+	asked := askable(partitions, refused)
+	if len(asked) == 0 {
+		return map[int32]int64{}, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, partitions, refusedErrors(partitions, refused))
+	}
+	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(asked))
+	for _, p := range asked {
 		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The request ends in librdkafka when the caller stops waiting, not
+	// 60 s later (RefusingLeaders: a request waiting on a dead leader
+	// busy-loops while it lives).
+	opts = append(opts[:len(opts):len(opts)], kafka.SetAdminRequestTimeout(timeout))
 	res, err := admin.ListOffsets(rctx, req, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("no answer within %v", timeout), false)
 		}
-		return nil, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, partitions, err)
+		return nil, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, asked, errors.Join(err, refusedErrors(partitions, refused)))
 	}
 	// ResultInfos' keys hold topic pointers of their own: looked up by
 	// partition, not by key.
@@ -350,9 +366,9 @@ func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, pa
 	for tp, info := range res.ResultInfos {
 		answers[tp.Partition] = info
 	}
-	starts := make(map[int32]int64, len(partitions))
-	var errs []error
-	for _, p := range partitions {
+	starts := make(map[int32]int64, len(asked))
+	errs := []error{refusedErrors(partitions, refused)}
+	for _, p := range asked {
 		info, ok := answers[p]
 		if !ok {
 			errs = append(errs, fmt.Errorf("kafkaclient: no %s for %s[%d] in the broker's answer", what, topic, p))

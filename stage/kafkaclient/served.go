@@ -30,7 +30,8 @@ import (
 // created). Call it after CreateTopics and before the first produce to
 // the topics it created.
 //
-// A ListOffsets that fails as a whole ("No leaders found": the client's
+// A partition whose leader refuses connections is not asked that round
+// (RefusingLeaders). A ListOffsets that fails as a whole ("No leaders found": the client's
 // metadata of a new topic has no leaders yet) refreshes each pending
 // topic's metadata with a request of its own before the next try.
 func WaitServed(ctx context.Context, admin *kafka.AdminClient, topics []kafka.TopicSpecification, attempt time.Duration) error {
@@ -49,13 +50,27 @@ func WaitServed(ctx context.Context, admin *kafka.AdminClient, topics []kafka.To
 	}
 	var last error
 	for len(pending) > 0 {
-		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(pending))
+		byTopic := map[string][]int32{}
 		for k := range pending {
-			req[kafka.TopicPartition{Topic: &k.topic, Partition: k.p}] = kafka.LatestOffsetSpec
+			byTopic[k.topic] = append(byTopic[k.topic], k.p)
 		}
-		actx, cancel := context.WithTimeout(ctx, attempt)
-		res, err := admin.ListOffsets(actx, req, kafka.SetAdminRequestTimeout(attempt))
-		cancel()
+		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(pending))
+		for topic, ps := range byTopic {
+			refused := RefusingLeaders(admin, topic, ps, attempt)
+			if len(refused) > 0 {
+				last = refusedErrors(ps, refused)
+			}
+			for _, p := range askable(ps, refused) {
+				req[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
+			}
+		}
+		var res kafka.ListOffsetsResult
+		var err error
+		if len(req) > 0 {
+			actx, cancel := context.WithTimeout(ctx, attempt)
+			res, err = admin.ListOffsets(actx, req, kafka.SetAdminRequestTimeout(attempt))
+			cancel()
+		}
 		if err != nil {
 			last = err
 			refreshed := map[string]bool{}

@@ -427,7 +427,11 @@ func (f *follower) place(ctx context.Context) error {
 }
 
 // infos asks the changelog's topic id and the log start and end offsets
-// of partitions ps.
+// of partitions ps, each ListOffsets bounded by infosTimeout.
+// infosTimeout bounds each of infos' ListOffsets requests, in librdkafka
+// too (its own default is 60 s).
+const infosTimeout = 30 * time.Second
+
 func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.ChangelogInfo, error) {
 	topic := f.cfg.Topic
 	d, err := f.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
@@ -443,13 +447,25 @@ func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.Chang
 	if id == "" {
 		return nil, fmt.Errorf("no topic id of %s", topic)
 	}
+	// A leader that refuses connections is not asked: librdkafka
+	// busy-loops while an admin request waits for it
+	// (kafkaclient.RefusingLeaders); the follower asks again later.
+	if refused := kafkaclient.RefusingLeaders(f.admin, topic, ps, infosTimeout); len(refused) > 0 {
+		var errs []error
+		for _, err := range refused {
+			errs = append(errs, err)
+		}
+		return nil, fmt.Errorf("offsets of %s: %w", topic, errors.Join(errs...))
+	}
 	out := map[int32]state.ChangelogInfo{}
 	for i, spec := range []kafka.OffsetSpec{kafka.EarliestOffsetSpec, kafka.LatestOffsetSpec} {
 		req := map[kafka.TopicPartition]kafka.OffsetSpec{}
 		for _, p := range ps {
 			req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
 		}
-		res, err := f.admin.ListOffsets(ctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+		rctx, cancel := context.WithTimeout(ctx, infosTimeout)
+		res, err := f.admin.ListOffsets(rctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted), kafka.SetAdminRequestTimeout(infosTimeout))
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("offsets of %s: %w", topic, err)
 		}

@@ -1,0 +1,127 @@
+package kafkaclient
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// RefusingLeaders returns, for each of partitions of topic whose leader
+// refuses TCP connections at this moment (a broker process killed a
+// moment ago whose host is up: its port answers with a reset), a
+// retriable kafka.Error (ErrTransport) naming the leader and its address.
+// Every admin request that goes to partition leaders (ListOffsets,
+// DeleteRecords) leaves those partitions out: the caller treats them as
+// not answered and asks again later, by when the controller has fenced
+// the dead broker and elected another leader.
+//
+// Why: librdkafka (2.11.1, and its master of 2026-12) busy-loops while an
+// admin request waits for a leader that refuses connections. The request
+// waits in rd_kafka_admin_common_get_broker, which is run again on every
+// broker state change and each time asks for a connection to the leader
+// (rd_kafka_broker_find_by_nodeid0 with do_connect; its CONNECT op clears
+// the reconnect backoff); the connect is refused at once, which is a state
+// change, which runs the wait again. One such request kept a core busy
+// until its request timeout (60 s by default, whatever the caller's
+// context): in TestScenarioBrokerFailover the stage loops' requests to
+// the killed leader took both cores for the minute after the kill, the
+// surviving brokers' controller starved, fenced a live broker and left
+// the input partition without a new leader (CI of 14813bb). A dial of our
+// own answers "refused" in microseconds and starts no loop.
+//
+// The leaders come from a Metadata request through admin, bounded by
+// timeout (a Metadata request goes to any broker that is up: it does not
+// loop). If that request fails, or a dial neither connects nor is refused
+// within dialTimeout (a hung host: librdkafka's connect then waits too,
+// it does not loop), nothing is returned for those partitions and the
+// caller's request goes ahead as before. The dials to distinct leaders
+// run concurrently; each connection is closed at once, before any Kafka
+// request.
+func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) map[int32]error {
+	ms := int(min(timeout, metadataTimeout).Milliseconds())
+	if ms <= 0 {
+		ms = 1
+	}
+	md, err := admin.GetMetadata(&topic, false, ms)
+	if err != nil {
+		return nil
+	}
+	addr := make(map[int32]string, len(md.Brokers))
+	for _, b := range md.Brokers {
+		addr[b.ID] = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+	}
+	want := make(map[int32]bool, len(partitions))
+	for _, p := range partitions {
+		want[p] = true
+	}
+	leaderOf := map[int32]int32{}
+	dial := map[int32]error{}
+	for _, pm := range md.Topics[topic].Partitions {
+		if want[pm.ID] && pm.Leader >= 0 && addr[pm.Leader] != "" {
+			leaderOf[pm.ID] = pm.Leader
+			dial[pm.Leader] = nil
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id := range dial {
+		wg.Go(func() {
+			c, err := net.DialTimeout("tcp", addr[id], dialTimeout)
+			if err == nil {
+				c.Close()
+			}
+			mu.Lock()
+			dial[id] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	var refused map[int32]error
+	for p, id := range leaderOf {
+		if err := dial[id]; err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+			if refused == nil {
+				refused = map[int32]error{}
+			}
+			refused[p] = kafka.NewError(kafka.ErrTransport, fmt.Sprintf("leader %d of %s[%d] at %s refuses connections: not asked", id, topic, p, addr[id]), false)
+		}
+	}
+	return refused
+}
+
+// askable returns partitions without those in refused, in their order.
+func askable(partitions []int32, refused map[int32]error) []int32 {
+	if len(refused) == 0 {
+		return partitions
+	}
+	out := make([]int32, 0, len(partitions))
+	for _, p := range partitions {
+		if refused[p] == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// refusedErrors joins refused's errors in partitions' order.
+func refusedErrors(partitions []int32, refused map[int32]error) error {
+	var errs []error
+	for _, p := range partitions {
+		if err := refused[p]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dialTimeout bounds RefusingLeaders' dial of one leader; metadataTimeout
+// its Metadata request.
+const (
+	dialTimeout     = 500 * time.Millisecond
+	metadataTimeout = 5 * time.Second
+)
