@@ -21,12 +21,15 @@ func processCPU() time.Duration {
 
 // TestAdminQuestionsToAKilledLeaderDoNotSpin asks, through one admin
 // client, the questions a stage loop asks partition leaders (log starts,
-// log ends at both isolation levels, offsets at a time) every 200 ms for
-// 8 s after a partition's leader is SIGKILLed, and checks that the
+// log ends at both isolation levels, offsets at a time) and its
+// controller (the topic watch's DescribeTopics) every 200 ms for 8 s
+// after the SIGKILL of a node that is both (the admin client's controller
+// if it leads a partition, else partition 0's leader), and checks that the
 // process used well under a core meanwhile and for 3 s after, and that
 // the partitions of live leaders were answered all along. librdkafka's
 // admin request waiting for a leader that refuses connections busy-loops
-// (kafkaclient.RefusingLeaders): without the check of the leaders first,
+// (kafkaclient.RefusingLeaders, ControllerRefuses): without the check of
+// the leaders first,
 // the same asking used a whole core from the kill on (12.98 s of CPU in
 // 15 s, 9.3 s in the 10 s after the last question, an experiment
 // 2026-12-05) and in TestScenarioBrokerFailover starved the surviving
@@ -62,15 +65,38 @@ func TestAdminQuestionsToAKilledLeaderDoNotSpin(t *testing.T) {
 		}
 		leaderOf[p] = l
 	}
-	killed := leaderOf[0]
+	// The node killed is the admin client's controller (the controller id
+	// of its last Metadata answer: the broker its DescribeTopics goes to)
+	// and leads some of the topic's partitions.
+	if _, err := admin.GetMetadata(nil, false, 10000); err != nil {
+		t.Fatal(err)
+	}
+	cid, err := admin.ControllerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := int(cid)
+	if len(leadersPartitions(leaderOf, killed)) == 0 {
+		killed = leaderOf[0]
+	}
 	if err := c.Kill(killed); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed node %d, the leader of %s partitions %v", killed, topic, leadersPartitions(leaderOf, killed))
+	t.Logf("killed node %d (the admin client's controller: node %d), the leader of %s partitions %v", killed, cid, topic, leadersPartitions(leaderOf, killed))
 
 	cpu0, wall0 := processCPU(), time.Now()
-	asked, answeredLive, named := 0, 0, 0
+	asked, answeredLive, named, described, controllerNamed := 0, 0, 0, 0, 0
 	for time.Since(wall0) < 8*time.Second {
+		// As the stage loop's topic watch asks (watchTopics).
+		if err := kafkaclient.ControllerRefuses(admin, 2*time.Second); err != nil {
+			controllerNamed++
+		} else {
+			dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+			if _, err := admin.DescribeTopics(dctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}), kafka.SetAdminRequestTimeout(2*time.Second)); err == nil {
+				described++
+			}
+			dcancel()
+		}
 		starts, err := kafkaclient.LogStarts(ctx, admin, topic, all, 2*time.Second)
 		high, stable, herr := kafkaclient.HighAndStable(ctx, admin, topic, all, 2*time.Second)
 		_, _ = kafkaclient.OffsetsAtTime(ctx, admin, topic, all, time.Now().UnixMilli(), kafka.IsolationLevelReadCommitted, 2*time.Second)
@@ -95,7 +121,7 @@ func TestAdminQuestionsToAKilledLeaderDoNotSpin(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	cpu, wall := processCPU()-cpu0, time.Since(wall0)
-	t.Logf("%d rounds of questions in %v after the kill (3 s of them idle at the end): %v of CPU; the live leaders' partitions answered in %d rounds; the refusing leader named in %d", asked, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), answeredLive, named)
+	t.Logf("%d rounds of questions in %v after the kill (3 s of them idle at the end): %v of CPU; the live leaders' partitions answered in %d rounds; the refusing leader named in %d; the topic described in %d, the refusing controller named in %d", asked, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), answeredLive, named, described, controllerNamed)
 	if cpu > wall/4 {
 		t.Errorf("the process used %v of CPU in %v after the leader's kill: an admin request busy-loops on the dead leader", cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
 	}

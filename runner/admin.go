@@ -61,9 +61,15 @@ func (s *startAdmin) close() { closeLater(s.a.Close) }
 // SET of the same values).
 func (s *startAdmin) do(ctx context.Context, what string, call func(ctx context.Context, a *kafka.AdminClient) error) error {
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		err := call(actx, s.a)
-		cancel()
+		// A controller that refuses connections is not asked: librdkafka
+		// busy-loops while a request waits for it
+		// (kafkaclient.ControllerRefuses); the attempt fails retriably.
+		err := kafkaclient.ControllerRefuses(s.a, attemptTimeout)
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			err = call(actx, s.a)
+			cancel()
+		}
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !retriableErr(err) {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
 
 // ErrTopicGone: a topic the stage reads or writes was deleted while the
@@ -121,9 +122,17 @@ func (l *Loop) watchTopics(ctx context.Context, admin *kafka.AdminClient) {
 	for {
 		next := TopicCheck
 		asked := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, topicAskTimeout)
-		res, err := admin.DescribeTopics(rctx, kafka.NewTopicCollectionOfTopicNames(topics))
-		cancel()
+		// A controller that refuses connections is not asked: librdkafka
+		// busy-loops while a request waits for it
+		// (kafkaclient.ControllerRefuses). The request ends in librdkafka
+		// at topicAskTimeout too, not 60 s later.
+		var res kafka.DescribeTopicsResult
+		err := kafkaclient.ControllerRefuses(admin, topicAskTimeout)
+		if err == nil {
+			rctx, cancel := context.WithTimeout(ctx, topicAskTimeout)
+			res, err = admin.DescribeTopics(rctx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(topicAskTimeout))
+			cancel()
+		}
 		if err != nil {
 			// Said (at most every 10 s): a watch that cannot ask does
 			// not notice a deleted topic.

@@ -1,6 +1,7 @@
 package kafkaclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -92,6 +93,60 @@ func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32,
 		}
 	}
 	return refused
+}
+
+// ControllerRefuses returns a retriable kafka.Error (ErrTransport) naming
+// the broker when the one admin's controller-bound requests go to
+// refuses TCP connections at this moment, nil otherwise. librdkafka sends
+// DescribeTopics, DescribeCluster, DescribeConfigs, CreateTopics,
+// CreatePartitions, DeleteTopics and IncrementalAlterConfigs to the
+// controller id of its last Metadata answer (in KRaft any live broker the
+// answering broker knows; a SIGKILLed one until the controller fences
+// it), and a request waiting for that broker busy-loops as a leader-bound
+// one does (RefusingLeaders): the topic watch's DescribeTopics every
+// second kept both cores of a runner busy for the minute after a broker's
+// kill in TestScenarioBrokerFailover (the debug log: 5.7 million
+// "DESCRIBETOPICS worker called in state waiting for controller" lines in
+// one client). Callers skip the request when it returns an error and ask
+// again later.
+//
+// It first refreshes admin's metadata (a Metadata request for no topics,
+// to any broker that is up, bounded by timeout and 5 s), which also
+// updates the controller id, then dials the controller. A controller not
+// among the brokers the answer lists is an error too (librdkafka would
+// wait for it). When the Metadata request fails, or the dial neither
+// connects nor is refused within 500 ms, it returns nil: the request goes
+// ahead as before.
+func ControllerRefuses(admin *kafka.AdminClient, timeout time.Duration) error {
+	wait := min(timeout, metadataTimeout)
+	md, err := admin.GetMetadata(nil, false, max(int(wait.Milliseconds()), 1))
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	id, err := admin.ControllerID(ctx)
+	if err != nil || id < 0 {
+		return nil
+	}
+	addr := ""
+	for _, b := range md.Brokers {
+		if b.ID == id {
+			addr = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+		}
+	}
+	if addr == "" {
+		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d is not among the brokers the cluster lists: not asked", id), false)
+	}
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err == nil {
+		c.Close()
+		return nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d at %s refuses connections: not asked", id, addr), false)
+	}
+	return nil
 }
 
 // askable returns partitions without those in refused, in their order.

@@ -415,7 +415,12 @@ func PartitionInfoOf(ctx context.Context, c *kafka.Consumer, topic string, p int
 		return PartitionInfo{}, err
 	}
 	info.Start = starts[p]
-	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic})); err == nil {
+	// Not asked of a controller that refuses connections
+	// (ControllerRefuses): the id stays "", as when the request fails.
+	if ControllerRefuses(admin, requestTimeout) != nil {
+		return info, nil
+	}
+	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}), kafka.SetAdminRequestTimeout(requestTimeout)); err == nil {
 		for _, td := range d.TopicDescriptions {
 			if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
 				info.TopicID = td.TopicID.String()

@@ -434,7 +434,12 @@ const infosTimeout = 30 * time.Second
 
 func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.ChangelogInfo, error) {
 	topic := f.cfg.Topic
-	d, err := f.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
+	if err := kafkaclient.ControllerRefuses(f.admin, infosTimeout); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", topic, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, infosTimeout)
+	d, err := f.admin.DescribeTopics(dctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}), kafka.SetAdminRequestTimeout(infosTimeout))
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", topic, err)
 	}
