@@ -42,8 +42,8 @@ import (
 // within dialTimeout (a hung host: librdkafka's connect then waits too,
 // it does not loop), nothing is returned for those partitions and the
 // caller's request goes ahead as before. The dials to distinct leaders
-// run concurrently; each connection is closed at once, before any Kafka
-// request.
+// run concurrently (refuses: a leader that accepted one in the last
+// second is not dialled again).
 func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) map[int32]error {
 	ms := int(min(timeout, metadataTimeout).Milliseconds())
 	if ms <= 0 {
@@ -73,10 +73,7 @@ func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32,
 	var wg sync.WaitGroup
 	for id := range dial {
 		wg.Go(func() {
-			c, err := net.DialTimeout("tcp", addr[id], dialTimeout)
-			if err == nil {
-				c.Close()
-			}
+			err := refuses(addr[id])
 			mu.Lock()
 			dial[id] = err
 			mu.Unlock()
@@ -85,7 +82,7 @@ func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32,
 	wg.Wait()
 	var refused map[int32]error
 	for p, id := range leaderOf {
-		if err := dial[id]; err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		if dial[id] != nil {
 			if refused == nil {
 				refused = map[int32]error{}
 			}
@@ -138,16 +135,56 @@ func ControllerRefuses(admin *kafka.AdminClient, timeout time.Duration) error {
 	if addr == "" {
 		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d is not among the brokers the cluster lists: not asked", id), false)
 	}
-	c, err := net.DialTimeout("tcp", addr, dialTimeout)
-	if err == nil {
-		c.Close()
-		return nil
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	if refuses(addr) != nil {
 		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d at %s refuses connections: not asked", id, addr), false)
 	}
 	return nil
 }
+
+// refuses dials addr and returns the error if the connection is refused
+// (syscall.ECONNREFUSED), nil if it connects (the connection is closed at
+// once, before any Kafka request), fails otherwise or takes longer than
+// dialTimeout. An address that accepted a connection less than
+// acceptedFor ago is not dialled again (accepted, shared by every client
+// of the process): the stage loops ask every 500 ms, and each dial is a
+// connection the broker accepts and sees closed (on a TLS listener, a
+// failed handshake it may log).
+func refuses(addr string) error {
+	accepted.Lock()
+	at, ok := accepted.at[addr]
+	accepted.Unlock()
+	if ok && time.Since(at) < acceptedFor {
+		return nil
+	}
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	accepted.Lock()
+	defer accepted.Unlock()
+	if err == nil {
+		c.Close()
+		if accepted.at == nil {
+			accepted.at = map[string]time.Time{}
+		}
+		accepted.at[addr] = time.Now()
+		return nil
+	}
+	delete(accepted.at, addr)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return nil
+}
+
+// accepted holds when each address last accepted refuses' dial.
+var accepted struct {
+	sync.Mutex
+	at map[string]time.Time
+}
+
+// acceptedFor is how long an address that accepted a dial is taken to
+// accept without another: a leader killed within it can still be sent a
+// request, which then busy-loops in librdkafka until the request's own
+// timeout (every caller sets one: kafka.SetAdminRequestTimeout).
+const acceptedFor = time.Second
 
 // askable returns partitions without those in refused, in their order.
 func askable(partitions []int32, refused map[int32]error) []int32 {
