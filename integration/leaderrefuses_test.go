@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -11,13 +10,6 @@ import (
 	"github.com/kafkastreams/kafkastreams/integration/kafkaenv"
 	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 )
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestAdminQuestionsToAKilledLeaderDoNotSpin asks, through one admin
 // client, the questions a stage loop asks partition leaders (log starts,
@@ -84,7 +76,7 @@ func TestAdminQuestionsToAKilledLeaderDoNotSpin(t *testing.T) {
 	}
 	t.Logf("killed node %d (the admin client's controller: node %d), the leader of %s partitions %v", killed, cid, topic, leadersPartitions(leaderOf, killed))
 
-	cpu0, wall0 := processCPU(), time.Now()
+	cpu0, wall0 := selfCPU(), time.Now()
 	asked, answeredLive, named, described, controllerNamed := 0, 0, 0, 0, 0
 	for time.Since(wall0) < 8*time.Second {
 		// As the stage loop's topic watch asks (watchTopics).
@@ -120,7 +112,7 @@ func TestAdminQuestionsToAKilledLeaderDoNotSpin(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second)
-	cpu, wall := processCPU()-cpu0, time.Since(wall0)
+	cpu, wall := selfCPU()-cpu0, time.Since(wall0)
 	t.Logf("%d rounds of questions in %v after the kill (3 s of them idle at the end): %v of CPU; the live leaders' partitions answered in %d rounds; the refusing leader named in %d; the topic described in %d, the refusing controller named in %d", asked, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), answeredLive, named, described, controllerNamed)
 	if cpu > wall/4 {
 		t.Errorf("the process used %v of CPU in %v after the leader's kill: an admin request busy-loops on the dead leader", cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
