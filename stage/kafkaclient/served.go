@@ -31,9 +31,10 @@ import (
 // the topics it created.
 //
 // A partition whose leader refuses connections is not asked that round
-// (RefusingLeaders). A ListOffsets that fails as a whole ("No leaders found": the client's
-// metadata of a new topic has no leaders yet) refreshes each pending
-// topic's metadata with a request of its own before the next try.
+// (RefusingLeaders). A ListOffsets that fails as a whole ("No leaders
+// found": the client's metadata of a new topic has no leaders yet)
+// refreshes each pending topic's metadata with a request of its own
+// before the next try.
 func WaitServed(ctx context.Context, admin *kafka.AdminClient, topics []kafka.TopicSpecification, attempt time.Duration) error {
 	if attempt <= 0 {
 		attempt = 10 * time.Second

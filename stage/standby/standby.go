@@ -426,12 +426,14 @@ func (f *follower) place(ctx context.Context) error {
 	return nil
 }
 
-// infos asks the changelog's topic id and the log start and end offsets
-// of partitions ps, each ListOffsets bounded by infosTimeout.
-// infosTimeout bounds each of infos' ListOffsets requests, in librdkafka
-// too (its own default is 60 s).
+// infosTimeout bounds each of infos' requests, in librdkafka too (its
+// own default is 60 s).
 const infosTimeout = 30 * time.Second
 
+// infos asks the changelog's topic id and the log start and end offsets
+// of partitions ps, each request bounded by infosTimeout; a controller or
+// leader that refuses connections is not asked (kafkaclient.
+// ControllerRefuses, RefusingLeaders) and fails the call.
 func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.ChangelogInfo, error) {
 	topic := f.cfg.Topic
 	if err := kafkaclient.ControllerRefuses(f.admin, infosTimeout); err != nil {
