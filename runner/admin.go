@@ -58,7 +58,10 @@ func (s *startAdmin) close() { closeLater(s.a.Close) }
 // warning each retry logs and in the error. call must be safe to run
 // again: every request it is used for is idempotent (a describe, a
 // create answered TOPIC_ALREADY_EXISTS the second time, an incremental
-// SET of the same values).
+// SET of the same values), and its request carries
+// kafka.SetAdminRequestTimeout(attemptTimeout) where the request takes
+// one (IncrementalAlterConfigs does not), so that it ends in librdkafka
+// with its attempt.
 func (s *startAdmin) do(ctx context.Context, what string, call func(ctx context.Context, a *kafka.AdminClient) error) error {
 	for attempt := 1; ; attempt++ {
 		// A controller that refuses connections is not asked: librdkafka
@@ -97,7 +100,7 @@ func (s *startAdmin) createTopics(ctx context.Context, specs []kafka.TopicSpecif
 	var done []kafka.TopicResult
 	pending := specs
 	err := s.do(ctx, "creating the topics", func(actx context.Context, a *kafka.AdminClient) error {
-		res, err := a.CreateTopics(actx, pending)
+		res, err := a.CreateTopics(actx, pending, kafka.SetAdminRequestTimeout(attemptTimeout))
 		if err != nil {
 			return err
 		}
@@ -129,7 +132,7 @@ func (s *startAdmin) describeTopics(ctx context.Context, what string, topics []s
 	var res kafka.DescribeTopicsResult
 	err := s.do(ctx, what, func(actx context.Context, a *kafka.AdminClient) error {
 		var err error
-		res, err = a.DescribeTopics(actx, kafka.NewTopicCollectionOfTopicNames(topics))
+		res, err = a.DescribeTopics(actx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(attemptTimeout))
 		return err
 	})
 	return res, err

@@ -57,7 +57,7 @@ func topicConfigs(ctx context.Context, admin *startAdmin, topics []string) (map[
 		var res []kafka.ConfigResourceResult
 		err := admin.do(ctx, "describing the topics' configs", func(actx context.Context, a *kafka.AdminClient) error {
 			var err error
-			res, err = a.DescribeConfigs(actx, rs)
+			res, err = a.DescribeConfigs(actx, rs, kafka.SetAdminRequestTimeout(attemptTimeout))
 			return err
 		})
 		if err != nil {

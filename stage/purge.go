@@ -139,51 +139,12 @@ func (l *Loop) purgeCommitted(ctx context.Context) {
 	}()
 }
 
-// deleteRecords deletes the records of each partition of want (all of
-// one topic) below its offset (DeleteRecords, bounded by purgeTimeout) and
-// returns the log starts the broker answered, and the errors, each naming
-// its partition. A partition whose leader refuses connections is not
-// asked (kafkaclient.RefusingLeaders): the next purge asks again.
+// deleteRecords is kafkaclient.DeleteRecords of want, bounded by
+// purgeTimeout: a partition whose leader refuses connections is not
+// asked, and the next purge asks again.
 func deleteRecords(ctx context.Context, admin *kafka.AdminClient, want []kafka.TopicPartition) purgeAnswer {
-	var errs []error
-	if len(want) > 0 {
-		ps := make([]int32, len(want))
-		for i, tp := range want {
-			ps[i] = tp.Partition
-		}
-		refused := kafkaclient.RefusingLeaders(admin, *want[0].Topic, ps, purgeTimeout)
-		left := want[:0:0]
-		for _, tp := range want {
-			if err := refused[tp.Partition]; err != nil {
-				errs = append(errs, fmt.Errorf("partition %d up to offset %d: %w", tp.Partition, tp.Offset, err))
-				continue
-			}
-			left = append(left, tp)
-		}
-		want = left
-	}
-	if len(want) == 0 {
-		return purgeAnswer{err: errors.Join(errs...)}
-	}
-	dctx, cancel := context.WithTimeout(ctx, purgeTimeout)
-	defer cancel()
-	res, err := admin.DeleteRecords(dctx, want, kafka.SetAdminRequestTimeout(purgeTimeout))
-	if err != nil {
-		return purgeAnswer{err: errors.Join(append(errs, err)...)}
-	}
-	a := purgeAnswer{low: map[int32]int64{}}
-	for _, r := range res.DeleteRecordsResults {
-		tp := r.TopicPartition
-		if tp.Error != nil {
-			errs = append(errs, fmt.Errorf("partition %d up to offset %d: %w", tp.Partition, tp.Offset, tp.Error))
-			continue
-		}
-		if r.DeletedRecords != nil {
-			a.low[tp.Partition] = int64(r.DeletedRecords.LowWatermark)
-		}
-	}
-	a.err = errors.Join(errs...)
-	return a
+	low, err := kafkaclient.DeleteRecords(ctx, admin, want, purgeTimeout)
+	return purgeAnswer{low: low, err: err}
 }
 
 // applyPurge keeps a purge's answer (the log starts it reached) and logs

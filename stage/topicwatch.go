@@ -122,17 +122,9 @@ func (l *Loop) watchTopics(ctx context.Context, admin *kafka.AdminClient) {
 	for {
 		next := TopicCheck
 		asked := time.Now()
-		// A controller that refuses connections is not asked: librdkafka
-		// busy-loops while a request waits for it
-		// (kafkaclient.ControllerRefuses). The request ends in librdkafka
-		// at topicAskTimeout too, not 60 s later.
-		var res kafka.DescribeTopicsResult
-		err := kafkaclient.ControllerRefuses(admin, topicAskTimeout)
-		if err == nil {
-			rctx, cancel := context.WithTimeout(ctx, topicAskTimeout)
-			res, err = admin.DescribeTopics(rctx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(topicAskTimeout))
-			cancel()
-		}
+		// Not asked of a controller that refuses connections
+		// (kafkaclient.DescribeTopics).
+		res, err := kafkaclient.DescribeTopics(ctx, admin, topics, topicAskTimeout)
 		if err != nil {
 			// Said (at most every 10 s): a watch that cannot ask does
 			// not notice a deleted topic.

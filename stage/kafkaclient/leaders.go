@@ -53,10 +53,7 @@ func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32,
 	if err != nil {
 		return nil
 	}
-	addr := make(map[int32]string, len(md.Brokers))
-	for _, b := range md.Brokers {
-		addr[b.ID] = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
-	}
+	addr := brokerAddrs(md)
 	want := make(map[int32]bool, len(partitions))
 	for _, p := range partitions {
 		want[p] = true
@@ -126,12 +123,7 @@ func ControllerRefuses(admin *kafka.AdminClient, timeout time.Duration) error {
 	if err != nil || id < 0 {
 		return nil
 	}
-	addr := ""
-	for _, b := range md.Brokers {
-		if b.ID == id {
-			addr = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
-		}
-	}
+	addr := brokerAddrs(md)[id]
 	if addr == "" {
 		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d is not among the brokers the cluster lists: not asked", id), false)
 	}
@@ -139,6 +131,110 @@ func ControllerRefuses(admin *kafka.AdminClient, timeout time.Duration) error {
 		return kafka.NewError(kafka.ErrTransport, fmt.Sprintf("controller %d at %s refuses connections: not asked", id, addr), false)
 	}
 	return nil
+}
+
+// within returns timeout, or less if ctx ends sooner (at least 1 ms):
+// the bound of a check that takes no context (RefusingLeaders,
+// ControllerRefuses).
+func within(ctx context.Context, timeout time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	return max(timeout, time.Millisecond)
+}
+
+// brokerAddrs maps each broker md lists to its host:port.
+func brokerAddrs(md *kafka.Metadata) map[int32]string {
+	addr := make(map[int32]string, len(md.Brokers))
+	for _, b := range md.Brokers {
+		addr[b.ID] = net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+	}
+	return addr
+}
+
+// DescribeTopics is admin's DescribeTopics of topics, bounded by ctx and
+// timeout, in librdkafka too (SetAdminRequestTimeout), unless admin's
+// controller refuses connections (ControllerRefuses): then nothing is
+// asked and that retriable error is returned. Every DescribeTopics of
+// the module goes through here (the runner's start-up requests, in
+// startAdmin.do, check the controller themselves).
+func DescribeTopics(ctx context.Context, admin *kafka.AdminClient, topics []string, timeout time.Duration) (kafka.DescribeTopicsResult, error) {
+	if err := ControllerRefuses(admin, within(ctx, timeout)); err != nil {
+		return kafka.DescribeTopicsResult{}, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return admin.DescribeTopics(rctx, kafka.NewTopicCollectionOfTopicNames(topics), kafka.SetAdminRequestTimeout(timeout))
+}
+
+// TopicID returns topic's id (KIP-516) as DescribeTopics (ctx, timeout)
+// answers it, or an error: the request's, the topic's in the answer, or
+// one saying the answer holds no id.
+func TopicID(ctx context.Context, admin *kafka.AdminClient, topic string, timeout time.Duration) (string, error) {
+	d, err := DescribeTopics(ctx, admin, []string{topic}, timeout)
+	if err != nil {
+		return "", fmt.Errorf("kafkaclient: describe %s: %w", topic, err)
+	}
+	for _, td := range d.TopicDescriptions {
+		if td.Name != topic {
+			continue
+		}
+		if td.Error.Code() != kafka.ErrNoError {
+			return "", fmt.Errorf("kafkaclient: describe %s: %w", topic, td.Error)
+		}
+		if id := td.TopicID.String(); id != "" {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("kafkaclient: no topic id of %s in the broker's answer", topic)
+}
+
+// DeleteRecords deletes, through admin, the records of each partition of
+// want (all of one topic) below its offset (DeleteRecords, bounded by ctx
+// and timeout, in librdkafka too) and returns the log start the broker
+// answered for each partition it deleted in (nil if the request failed),
+// and the errors, each naming its partition and offset: a partition whose
+// leader refuses connections is not asked (RefusingLeaders), its error
+// retriable.
+func DeleteRecords(ctx context.Context, admin *kafka.AdminClient, want []kafka.TopicPartition, timeout time.Duration) (map[int32]int64, error) {
+	var errs []error
+	if len(want) > 0 {
+		ps := make([]int32, len(want))
+		for i, tp := range want {
+			ps[i] = tp.Partition
+		}
+		refused := RefusingLeaders(admin, *want[0].Topic, ps, within(ctx, timeout))
+		left := want[:0:0]
+		for _, tp := range want {
+			if err := refused[tp.Partition]; err != nil {
+				errs = append(errs, fmt.Errorf("partition %d up to offset %d: %w", tp.Partition, tp.Offset, err))
+				continue
+			}
+			left = append(left, tp)
+		}
+		want = left
+	}
+	if len(want) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := admin.DeleteRecords(dctx, want, kafka.SetAdminRequestTimeout(timeout))
+	if err != nil {
+		return nil, errors.Join(append(errs, err)...)
+	}
+	low := map[int32]int64{}
+	for _, r := range res.DeleteRecordsResults {
+		tp := r.TopicPartition
+		if tp.Error != nil {
+			errs = append(errs, fmt.Errorf("partition %d up to offset %d: %w", tp.Partition, tp.Offset, tp.Error))
+			continue
+		}
+		if r.DeletedRecords != nil {
+			low[tp.Partition] = int64(r.DeletedRecords.LowWatermark)
+		}
+	}
+	return low, errors.Join(errs...)
 }
 
 // refuses dials addr and returns the error if the connection is refused

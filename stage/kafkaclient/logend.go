@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +30,33 @@ func LogEnds(ctx context.Context, c *kafka.Consumer, topic string, partitions []
 	}
 	defer admin.Close()
 	warm(ctx, c, topic)
+	var ends map[int32]int64
+	err = askAgain(ctx, func() error {
+		out, err := offsets(ctx, admin, topic, partitions, []offsetAsk{logEnd}, requestTimeout)
+		ends = out[0]
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ends, nil
+}
+
+// askAgain calls ask until it returns nil or an error that is not a
+// retriable kafka.Error (retriable; a joined error counts if any of its
+// errors is one), every 100 ms for up to retryFor, or until ctx ends; it
+// returns ask's last error (with ctx's, if ctx ended it).
+func askAgain(ctx context.Context, ask func() error) error {
 	deadline := time.Now().Add(retryFor)
 	for {
-		ends, err := ask(ctx, admin, topic, partitions)
+		err := ask()
 		var ke kafka.Error
 		if err == nil || !errors.As(err, &ke) || !retriable(ke) || time.Now().After(deadline) {
-			return ends, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -80,17 +98,6 @@ func retriable(e kafka.Error) bool {
 		return false
 	}
 	return true
-}
-
-// ask is one LogEnds request: ListOffsets latest, read_uncommitted, for
-// every partition (listOffsets; requestTimeout bounds it, as librdkafka's
-// own request timeout did).
-func ask(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32) (map[int32]int64, error) {
-	ends, err := listOffsets(ctx, admin, topic, partitions, kafka.LatestOffsetSpec, "log end offset", requestTimeout, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
-	if err != nil {
-		return nil, err
-	}
-	return ends, nil
 }
 
 // requestTimeout bounds one ListOffsets of LogEnds and PartitionInfoOf:
@@ -271,50 +278,46 @@ func ReadLast(ctx context.Context, c *kafka.Consumer, topic string) ([]byte, err
 // request ends the asking: its error is returned with what was answered
 // before it (high only when the second failed).
 func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (high, stable map[int32]int64, err error) {
-	refused := RefusingLeaders(admin, topic, partitions, timeout)
-	asked := askable(partitions, refused)
+	answers, asked, refused, err := askOffsets(ctx, admin, topic, partitions, []offsetAsk{
+		{spec: kafka.LatestOffsetSpec, iso: kafka.IsolationLevelReadUncommitted},
+		{spec: kafka.LatestOffsetSpec, iso: kafka.IsolationLevelReadCommitted},
+	}, timeout)
 	if len(asked) == 0 {
 		return nil, nil, refusedErrors(partitions, refused)
 	}
-	spec := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(asked))
-	for _, p := range asked {
-		spec[kafka.TopicPartition{Topic: &topic, Partition: p}] = kafka.LatestOffsetSpec
-	}
-	for i, iso := range []kafka.IsolationLevel{kafka.IsolationLevelReadUncommitted, kafka.IsolationLevelReadCommitted} {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := admin.ListOffsets(rctx, spec, kafka.SetAdminIsolationLevel(iso), kafka.SetAdminRequestTimeout(timeout))
-		cancel()
-		if err != nil {
-			return high, stable, err
-		}
-		m := map[int32]int64{}
-		for tp, info := range res.ResultInfos {
-			if info.Error.Code() == kafka.ErrNoError && info.Offset >= 0 {
-				m[tp.Partition] = int64(info.Offset)
+	out := make([]map[int32]int64, len(answers))
+	for i, a := range answers {
+		out[i] = map[int32]int64{}
+		for p, info := range a {
+			if off, err := AnsweredOffset(info, false); err == nil {
+				out[i][p] = off
 			}
 		}
-		if i == 0 {
-			high = m
-		} else {
-			stable = m
-		}
 	}
-	return high, stable, nil
+	if len(out) > 0 {
+		high = out[0]
+	}
+	if len(out) > 1 {
+		stable = out[1]
+	}
+	return high, stable, err
 }
 
 // LogStarts asks the broker, through admin, for the log start offset of
 // each of partitions of topic (ListOffsets earliest: the offset of its
 // first record not deleted; 0 for a partition never purged), in one
 // request bounded by ctx and timeout. A partition whose answer carries an
-// error is left out of the map and named in the error, joined with the
-// others'; a failed request returns only its error.
+// error, or whose leader refuses connections (RefusingLeaders: not asked),
+// is left out of the map and named in the error, joined with the others';
+// a failed request returns only its error.
 //
 // It is asked on admin's own connections, not a consumer's: a broker
 // answers one request at a time per connection, so a ListOffsets queued
 // behind a consumer's fetch waits out fetch.wait.max.ms, and a quota's
 // throttle, first (the loop's positions once did, on its consumer).
 func LogStarts(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (map[int32]int64, error) {
-	return listOffsets(ctx, admin, topic, partitions, kafka.EarliestOffsetSpec, "log start offset", timeout)
+	out, err := offsets(ctx, admin, topic, partitions, []offsetAsk{logStart}, timeout)
+	return out[0], err
 }
 
 // OffsetsAtTime asks the broker, through admin, for the offset of the
@@ -326,62 +329,143 @@ func LogStarts(ctx context.Context, admin *kafka.AdminClient, topic string, part
 // the reader's consumer did); errors as LogStarts', whose reason to use
 // an admin client's connections it shares.
 func OffsetsAtTime(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, ms int64, iso kafka.IsolationLevel, timeout time.Duration) (map[int32]int64, error) {
-	return listOffsets(ctx, admin, topic, partitions, kafka.NewOffsetSpecForTimestamp(ms), fmt.Sprintf("offset for time %d ms", ms), timeout, kafka.SetAdminIsolationLevel(iso))
+	out, err := offsets(ctx, admin, topic, partitions, []offsetAsk{{spec: kafka.NewOffsetSpecForTimestamp(ms), iso: iso, what: fmt.Sprintf("offset for time %d ms", ms)}}, timeout)
+	return out[0], err
 }
 
-// listOffsets is LogStarts and OffsetsAtTime: one ListOffsets of spec for
-// partitions of topic with opts; what names the offset in errors. A
-// request that outlives timeout (ctx still live) fails with a kafka.Error
-// of code ErrTimedOut, as a consumer's QueryWatermarkOffsets does, not
-// with the bare context.DeadlineExceeded confluent-kafka-go returns: a
-// stage loop restarts its clients after a Kafka error (stage's
-// restartable) and ends on any other.
-func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, spec kafka.OffsetSpec, what string, timeout time.Duration, opts ...kafka.ListOffsetsAdminOption) (map[int32]int64, error) {
-	endAllowed := spec != kafka.EarliestOffsetSpec && spec != kafka.LatestOffsetSpec
-	refused := RefusingLeaders(admin, topic, partitions, timeout)
-	asked := askable(partitions, refused)
+// StartsAndEnds asks the broker, through admin, for the log start and log
+// end offsets (read_uncommitted: the high watermark) of each of
+// partitions of topic: two ListOffsets (earliest, then latest), each
+// bounded by ctx and timeout, after one check of the partitions' leaders
+// for both (RefusingLeaders). Errors as LogStarts': a partition left out
+// of either map is named in the error.
+func StartsAndEnds(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) (starts, ends map[int32]int64, err error) {
+	out, err := offsets(ctx, admin, topic, partitions, []offsetAsk{logStart, logEnd}, timeout)
+	return out[0], out[1], err
+}
+
+// offsetAsk is one ListOffsets of askOffsets: the spec every partition is
+// asked with, the isolation level (read_uncommitted, the zero value,
+// unless said) and what the offset is called in errors.
+type offsetAsk struct {
+	spec kafka.OffsetSpec
+	iso  kafka.IsolationLevel
+	what string
+}
+
+// The two asks of a partition's bounds.
+var (
+	logStart = offsetAsk{spec: kafka.EarliestOffsetSpec, what: "log start offset"}
+	logEnd   = offsetAsk{spec: kafka.LatestOffsetSpec, what: "log end offset"}
+)
+
+// askOffsets is every ListOffsets this package sends to partition
+// leaders (WaitServed's, which spans topics, aside): one request per ask
+// for partitions of topic, in order, through admin. The leaders are
+// checked once for all the asks (RefusingLeaders): partitions whose
+// leader refuses connections are not asked (asked holds the others, in
+// partitions' order; refused their errors), and with none left no
+// request is sent. Each request is bounded by ctx and timeout, in
+// librdkafka too (SetAdminRequestTimeout: a request waiting on a dead
+// leader busy-loops while it lives, RefusingLeaders; librdkafka's own
+// timeout is 60 s). answers[i] holds ask i's answer per partition as the
+// broker gave it (AnsweredOffset reads one). The first failed request
+// ends the asking: answers holds the asks answered before it and err its
+// error, a kafka.Error ErrTimedOut for a request that outlived timeout
+// with ctx live, as a consumer's QueryWatermarkOffsets fails, not the
+// bare context.DeadlineExceeded confluent-kafka-go returns (a stage loop
+// restarts its clients after a Kafka error, stage's restartable, and
+// ends on any other).
+func askOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, asks []offsetAsk, timeout time.Duration) (answers []map[int32]kafka.ListOffsetsResultInfo, asked []int32, refused map[int32]error, err error) {
+	refused = RefusingLeaders(admin, topic, partitions, within(ctx, timeout))
+	asked = askable(partitions, refused)
 	if len(asked) == 0 {
-		return map[int32]int64{}, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, partitions, refusedErrors(partitions, refused))
+		return nil, nil, refused, nil
 	}
-	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(asked))
-	for _, p := range asked {
-		req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	// The request ends in librdkafka when the caller stops waiting, not
-	// 60 s later (RefusingLeaders: a request waiting on a dead leader
-	// busy-loops while it lives).
-	opts = append(opts[:len(opts):len(opts)], kafka.SetAdminRequestTimeout(timeout))
-	res, err := admin.ListOffsets(rctx, req, opts...)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("no answer within %v", timeout), false)
+	for _, a := range asks {
+		req := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(asked))
+		for _, p := range asked {
+			req[kafka.TopicPartition{Topic: &topic, Partition: p}] = a.spec
 		}
-		return nil, fmt.Errorf("kafkaclient: %s of %s %v: %w", what, topic, asked, errors.Join(err, refusedErrors(partitions, refused)))
-	}
-	// ResultInfos' keys hold topic pointers of their own: looked up by
-	// partition, not by key.
-	answers := make(map[int32]kafka.ListOffsetsResultInfo, len(res.ResultInfos))
-	for tp, info := range res.ResultInfos {
-		answers[tp.Partition] = info
-	}
-	starts := make(map[int32]int64, len(asked))
-	errs := []error{refusedErrors(partitions, refused)}
-	for _, p := range asked {
-		info, ok := answers[p]
-		if !ok {
-			errs = append(errs, fmt.Errorf("kafkaclient: no %s for %s[%d] in the broker's answer", what, topic, p))
-			continue
-		}
-		off, err := AnsweredOffset(info, endAllowed)
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err := admin.ListOffsets(rctx, req, kafka.SetAdminIsolationLevel(a.iso), kafka.SetAdminRequestTimeout(timeout))
+		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("kafkaclient: %s of %s[%d]: %w", what, topic, p, err))
-			continue
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("no answer within %v", timeout), false)
+			}
+			return answers, asked, refused, err
 		}
-		starts[p] = off
+		// ResultInfos' keys hold topic pointers of their own: looked up
+		// by partition, not by key.
+		m := make(map[int32]kafka.ListOffsetsResultInfo, len(res.ResultInfos))
+		for tp, info := range res.ResultInfos {
+			m[tp.Partition] = info
+		}
+		answers = append(answers, m)
 	}
-	return starts, errors.Join(errs...)
+	return answers, asked, refused, nil
+}
+
+// offsets is LogStarts, OffsetsAtTime, StartsAndEnds and LogEnds' ask:
+// askOffsets, its answers read by readOffsets. A failed request's error
+// names what it asked, and the maps are empty.
+func offsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, asks []offsetAsk, timeout time.Duration) ([]map[int32]int64, error) {
+	answers, asked, refused, err := askOffsets(ctx, admin, topic, partitions, asks, timeout)
+	if err != nil {
+		return emptyOffsets(len(asks)), fmt.Errorf("kafkaclient: %s of %s %v: %w", whatOf(asks), topic, asked, errors.Join(err, refusedErrors(partitions, refused)))
+	}
+	return readOffsets(topic, partitions, asked, refused, asks, answers)
+}
+
+// readOffsets reads askOffsets' answers to asks for partitions of topic,
+// each by AnsweredOffset: out[i] (never nil, one per ask) holds ask i's
+// offset of each partition answered with one; every partition left out
+// (its leader refused, absent from the answer, the answer's error or
+// missing offset) is named in err, the refusals first, then each ask's,
+// in partitions' order. With no partition asked, err names the topic,
+// the partitions and the refusals.
+func readOffsets(topic string, partitions, asked []int32, refused map[int32]error, asks []offsetAsk, answers []map[int32]kafka.ListOffsetsResultInfo) (out []map[int32]int64, err error) {
+	out = emptyOffsets(len(asks))
+	if len(asked) == 0 {
+		return out, fmt.Errorf("kafkaclient: %s of %s %v: %w", whatOf(asks), topic, partitions, refusedErrors(partitions, refused))
+	}
+	errs := []error{refusedErrors(partitions, refused)}
+	for i, a := range asks {
+		endAllowed := a.spec != kafka.EarliestOffsetSpec && a.spec != kafka.LatestOffsetSpec
+		for _, p := range asked {
+			info, ok := answers[i][p]
+			if !ok {
+				errs = append(errs, fmt.Errorf("kafkaclient: no %s for %s[%d] in the broker's answer", a.what, topic, p))
+				continue
+			}
+			off, err := AnsweredOffset(info, endAllowed)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kafkaclient: %s of %s[%d]: %w", a.what, topic, p, err))
+				continue
+			}
+			out[i][p] = off
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// emptyOffsets returns n empty maps.
+func emptyOffsets(n int) []map[int32]int64 {
+	out := make([]map[int32]int64, n)
+	for i := range out {
+		out[i] = map[int32]int64{}
+	}
+	return out
+}
+
+// whatOf names what asks ask for: "log start offset and log end offset".
+func whatOf(asks []offsetAsk) string {
+	whats := make([]string, len(asks))
+	for i, a := range asks {
+		whats[i] = a.what
+	}
+	return strings.Join(whats, " and ")
 }
 
 // PartitionInfo is what ChangelogReader learns of a changelog partition
@@ -396,37 +480,27 @@ type PartitionInfo struct {
 }
 
 // PartitionInfoOf asks the broker, through c's connection, for topic's id
-// (DescribeTopics; "" and no error if it fails: the caller then treats
-// the topic as unknown) and partition p's log start and end offsets
-// (ListOffsets earliest, LogEnds), bounded by ctx.
+// (TopicID; "" and no error if it fails: the caller then treats the topic
+// as unknown) and partition p's log start and end offsets
+// (StartsAndEnds: one check of the leader for both; asked again as
+// LogEnds asks), bounded by ctx and requestTimeout per request.
 func PartitionInfoOf(ctx context.Context, c *kafka.Consumer, topic string, p int32) (PartitionInfo, error) {
-	ends, err := LogEnds(ctx, c, topic, []int32{p})
-	if err != nil {
-		return PartitionInfo{}, err
-	}
-	info := PartitionInfo{End: ends[p]}
 	admin, err := kafka.NewAdminClientFromConsumer(c)
 	if err != nil {
 		return PartitionInfo{}, fmt.Errorf("kafkaclient: admin client for %s: %w", topic, err)
 	}
 	defer admin.Close()
-	starts, err := LogStarts(ctx, admin, topic, []int32{p}, requestTimeout)
+	warm(ctx, c, topic)
+	var info PartitionInfo
+	err = askAgain(ctx, func() error {
+		starts, ends, err := StartsAndEnds(ctx, admin, topic, []int32{p}, requestTimeout)
+		info.Start, info.End = starts[p], ends[p]
+		return err
+	})
 	if err != nil {
 		return PartitionInfo{}, err
 	}
-	info.Start = starts[p]
-	// Not asked of a controller that refuses connections
-	// (ControllerRefuses): the id stays "", as when the request fails.
-	if ControllerRefuses(admin, requestTimeout) != nil {
-		return info, nil
-	}
-	if d, err := admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}), kafka.SetAdminRequestTimeout(requestTimeout)); err == nil {
-		for _, td := range d.TopicDescriptions {
-			if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
-				info.TopicID = td.TopicID.String()
-			}
-		}
-	}
+	info.TopicID, _ = TopicID(ctx, admin, topic, requestTimeout)
 	return info, nil
 }
 

@@ -3,6 +3,8 @@ package kafkaclient
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,45 @@ func TestAnsweredOffset(t *testing.T) {
 		case tc.wantErr == kafka.ErrNoError && (err != nil || got != tc.want):
 			t.Errorf("AnsweredOffset(%d, %v, endAllowed %v) = %d, %v; want %d", tc.off, tc.code, tc.endAllowed, got, err, tc.want)
 		}
+	}
+}
+
+// TestReadOffsets: each ask's offsets in a map of its own; a partition
+// refused, missing from an answer, answered with an error or with no
+// offset is left out and named, the refusals first, then ask by ask in
+// the partitions' order (not the answers' map order); -1 is kept only
+// for a timestamp ask.
+func TestReadOffsets(t *testing.T) {
+	ok := func(off kafka.Offset) kafka.ListOffsetsResultInfo {
+		return kafka.ListOffsetsResultInfo{Offset: off, Error: kafka.NewError(kafka.ErrNoError, "", false)}
+	}
+	refused := map[int32]error{2: errors.New("leader 9 refuses")}
+	answers := []map[int32]kafka.ListOffsetsResultInfo{
+		{0: ok(5), 1: {Offset: 3, Error: kafka.NewError(kafka.ErrNotLeaderForPartition, "moved", false)}, 3: ok(kafka.OffsetInvalid)},
+		{3: ok(12), 0: ok(10), 1: ok(11)},
+		{0: ok(kafka.OffsetEnd), 1: ok(4), 3: ok(kafka.OffsetEnd)},
+	}
+	asks := []offsetAsk{logStart, logEnd, {spec: kafka.NewOffsetSpecForTimestamp(7), what: "offset for time 7 ms"}}
+	out, err := readOffsets("t", []int32{0, 1, 2, 3}, []int32{0, 1, 3}, refused, asks, answers)
+	want := []map[int32]int64{{0: 5}, {0: 10, 1: 11, 3: 12}, {0: -1, 1: 4, 3: -1}}
+	if fmt.Sprint(out) != fmt.Sprint(want) {
+		t.Errorf("offsets = %v, want %v", out, want)
+	}
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	wantLines := []string{
+		"leader 9 refuses",
+		"kafkaclient: log start offset of t[1]: moved",
+		"kafkaclient: log start offset of t[3]: the broker's answer holds no offset (-1001)",
+	}
+	if fmt.Sprint(lines) != fmt.Sprint(wantLines) {
+		t.Errorf("error lines = %q, want %q", lines, wantLines)
+	}
+	delete(answers[1], 3)
+	if _, err := readOffsets("t", []int32{3}, []int32{3}, nil, asks[1:2], answers[1:2]); err == nil || err.Error() != "kafkaclient: no log end offset for t[3] in the broker's answer" {
+		t.Errorf("a partition missing from the answer: %v", err)
+	}
+	out, err = readOffsets("t", []int32{2}, nil, refused, asks[:2], nil)
+	if len(out) != 2 || len(out[0])+len(out[1]) != 0 || err == nil || err.Error() != "kafkaclient: log start offset and log end offset of t [2]: leader 9 refuses" {
+		t.Errorf("every partition refused: %v, %v", out, err)
 	}
 }

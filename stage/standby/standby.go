@@ -430,66 +430,24 @@ func (f *follower) place(ctx context.Context) error {
 // own default is 60 s).
 const infosTimeout = 30 * time.Second
 
-// infos asks the changelog's topic id and the log start and end offsets
-// of partitions ps, each request bounded by infosTimeout; a controller or
-// leader that refuses connections is not asked (kafkaclient.
-// ControllerRefuses, RefusingLeaders) and fails the call.
+// infos asks the changelog's topic id (kafkaclient.TopicID) and the log
+// start and end offsets of partitions ps (kafkaclient.StartsAndEnds),
+// each request bounded by infosTimeout. A controller or leader that
+// refuses connections is not asked and fails the call (retriable): the
+// follower asks again later.
 func (f *follower) infos(ctx context.Context, ps []int32) (map[int32]state.ChangelogInfo, error) {
 	topic := f.cfg.Topic
-	if err := kafkaclient.ControllerRefuses(f.admin, infosTimeout); err != nil {
-		return nil, fmt.Errorf("describe %s: %w", topic, err)
-	}
-	dctx, cancel := context.WithTimeout(ctx, infosTimeout)
-	d, err := f.admin.DescribeTopics(dctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}), kafka.SetAdminRequestTimeout(infosTimeout))
-	cancel()
+	id, err := kafkaclient.TopicID(ctx, f.admin, topic, infosTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("describe %s: %w", topic, err)
+		return nil, err
 	}
-	id := ""
-	for _, td := range d.TopicDescriptions {
-		if td.Name == topic && td.Error.Code() == kafka.ErrNoError {
-			id = td.TopicID.String()
-		}
+	starts, ends, err := kafkaclient.StartsAndEnds(ctx, f.admin, topic, ps, infosTimeout)
+	if err != nil {
+		return nil, err
 	}
-	if id == "" {
-		return nil, fmt.Errorf("no topic id of %s", topic)
-	}
-	// A leader that refuses connections is not asked: librdkafka
-	// busy-loops while an admin request waits for it
-	// (kafkaclient.RefusingLeaders); the follower asks again later.
-	if refused := kafkaclient.RefusingLeaders(f.admin, topic, ps, infosTimeout); len(refused) > 0 {
-		var errs []error
-		for _, err := range refused {
-			errs = append(errs, err)
-		}
-		return nil, fmt.Errorf("offsets of %s: %w", topic, errors.Join(errs...))
-	}
-	out := map[int32]state.ChangelogInfo{}
-	for i, spec := range []kafka.OffsetSpec{kafka.EarliestOffsetSpec, kafka.LatestOffsetSpec} {
-		req := map[kafka.TopicPartition]kafka.OffsetSpec{}
-		for _, p := range ps {
-			req[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
-		}
-		rctx, cancel := context.WithTimeout(ctx, infosTimeout)
-		res, err := f.admin.ListOffsets(rctx, req, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted), kafka.SetAdminRequestTimeout(infosTimeout))
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("offsets of %s: %w", topic, err)
-		}
-		for tp, ri := range res.ResultInfos {
-			off, err := kafkaclient.AnsweredOffset(ri, false)
-			if err != nil {
-				return nil, fmt.Errorf("offsets of %s[%d]: %w", topic, tp.Partition, err)
-			}
-			in := out[tp.Partition]
-			in.TopicID = id
-			if i == 0 {
-				in.Start = off
-			} else {
-				in.End = off
-			}
-			out[tp.Partition] = in
-		}
+	out := make(map[int32]state.ChangelogInfo, len(ps))
+	for _, p := range ps {
+		out[p] = state.ChangelogInfo{TopicID: id, Start: starts[p], End: ends[p]}
 	}
 	return out, nil
 }
