@@ -378,6 +378,9 @@ var (
 // ends on any other).
 func askOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, asks []offsetAsk, timeout time.Duration) (answers []map[int32]kafka.ListOffsetsResultInfo, asked []int32, refused map[int32]error, err error) {
 	refused = RefusingLeaders(admin, topic, partitions, within(ctx, timeout))
+	if err := ended(ctx); err != nil {
+		return nil, nil, nil, err
+	}
 	asked = askable(partitions, refused)
 	if len(asked) == 0 {
 		return nil, nil, refused, nil
@@ -412,6 +415,9 @@ func askOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, par
 // names what it asked, and the maps are empty.
 func offsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, asks []offsetAsk, timeout time.Duration) ([]map[int32]int64, error) {
 	answers, asked, refused, err := askOffsets(ctx, admin, topic, partitions, asks, timeout)
+	if err != nil && ctx.Err() != nil {
+		return emptyOffsets(len(asks)), fmt.Errorf("kafkaclient: %s of %s %v: %w", whatOf(asks), topic, partitions, err)
+	}
 	if err != nil {
 		return emptyOffsets(len(asks)), fmt.Errorf("kafkaclient: %s of %s %v: %w", whatOf(asks), topic, asked, errors.Join(err, refusedErrors(partitions, refused)))
 	}
