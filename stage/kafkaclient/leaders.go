@@ -243,7 +243,7 @@ func TopicID(ctx context.Context, admin *kafka.AdminClient, topic string, timeou
 
 // DeleteRecords deletes, through admin, the records of each partition of
 // want (all of one topic) below its offset (DeleteRecords, bounded by ctx
-// and timeout, in librdkafka too) and returns the log start the broker
+// and timeout, in librdkafka and in the broker too) and returns the log start the broker
 // answered for each partition it deleted in (nil if the request failed),
 // and the errors, each naming its partition and offset: a partition whose
 // leader refuses connections is not asked (RefusingLeaders), its error
@@ -274,7 +274,15 @@ func DeleteRecords(ctx context.Context, admin *kafka.AdminClient, want []kafka.T
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := admin.DeleteRecords(dctx, want, kafka.SetAdminRequestTimeout(timeout))
+	// The operation timeout is the broker's: it holds a DeleteRecords
+	// until every in-sync replica has the new log start (a killed
+	// follower until it leaves the ISR), and answers nothing else on the
+	// connection meanwhile (a Metadata request behind it timed out for a
+	// minute in TestAdminQuestionsToAKilledLeaderDoNotSpin, librdkafka's
+	// default operation timeout). Three quarters of timeout: the broker's
+	// answer, naming the partitions it timed out, comes before the
+	// client stops waiting.
+	res, err := admin.DeleteRecords(dctx, want, kafka.SetAdminRequestTimeout(timeout), kafka.SetAdminOperationTimeout(timeout*3/4))
 	if err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
