@@ -28,7 +28,13 @@ import (
 // state merges accumulators the same way).
 
 // SetCompacting turns on remembering the entries that get a value from
-// now on (Compactable). Off by default.
+// now on (Compactable). Off by default. With it on, an attempt's writes
+// to the store are whole only once Compactable has been called and each
+// entry it returned replaced (ReplaceValues): until then the meta of an
+// entry that already held values is not written (compactedLater), and a
+// store reloaded from those writes would miss values. A stage loop
+// compacts in Prepare, before the writes reach the changelog, and an
+// aborted attempt's writes are dropped.
 func (c *Core) SetCompacting(on bool) {
 	c.compacting = on
 	c.dirty = nil
@@ -104,7 +110,36 @@ func (c *Core) ReplaceValues(key []byte, w Window, v []byte) error {
 	if e.m.Pending > 0 {
 		e.m.Pending = 1
 	}
-	return c.save(e)
+	return c.saveChanged(e)
+}
+
+// compactedLater says put need not save ent's meta: compaction is on
+// (with the default trigger, windows that do not merge) and ent held a
+// value before this one, so it is dirty with more than one value and
+// Compactable returns it at the attempt's end, whose ReplaceValues saves
+// the meta then, if it changed (saveChanged). Whatever fires or moves
+// ent before then saves its meta itself. In a windowed sum's steady
+// state the meta after an attempt is the one before it (one value,
+// pending, under EndOfWindow): the changelog gets the merged value alone,
+// where it got the value and the meta, two records per (key, window) and
+// attempt.
+func (c *Core) compactedLater(ent *entry, isNew bool) bool {
+	return c.compacting && !isNew && ent.m.Total > 1 && !c.strat.Merging() && c.strat.Trigger == nil
+}
+
+// saveChanged saves e's meta unless the store holds it already, byte
+// for byte.
+func (c *Core) saveChanged(e *entry) error {
+	enc := e.m.encode()
+	key := metaKey(e.win, e.key)
+	old, ok, err := c.st.Get(key)
+	if err != nil {
+		return err
+	}
+	if ok && bytes.Equal(old, enc) {
+		return nil
+	}
+	return c.st.Set(key, enc)
 }
 
 // ErrMergeFailed: the combine's MergeAccumulators (HeadConfig.Compact)

@@ -430,7 +430,8 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 }
 
 // put stores e's value as the next value of ent (indexed unless isNew),
-// indexes ent if isNew, and saves its meta.
+// indexes ent if isNew, and saves its meta, unless ReplaceValues will
+// (compactedLater).
 func (c *Core) put(ent *entry, isNew bool, e Element) error {
 	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
 		return err
@@ -439,14 +440,22 @@ func (c *Core) put(ent *entry, isNew bool, e Element) error {
 	ent.m.Seq++
 	ent.m.Pending++
 	ent.m.Total++
-	ent.m.MinTs = min(ent.m.MinTs, e.Timestamp)
-	ent.m.MaxTs = max(ent.m.MaxTs, e.Timestamp)
+	if c.strat.Combiner != EndOfWindow {
+		// Read by the in-pane combiners only (paneTimestamp,
+		// entryHold): under EndOfWindow a compacted entry's meta stays
+		// the same from attempt to attempt, and is not written again.
+		ent.m.MinTs = min(ent.m.MinTs, e.Timestamp)
+		ent.m.MaxTs = max(ent.m.MaxTs, e.Timestamp)
+	}
 	if isNew {
 		c.index(ent)
 	} else {
 		// O(1): an entry's hold only moves down as values arrive.
 		ws := c.windows[ent.win]
 		ws.hold = min(ws.hold, c.entryHold(ent))
+	}
+	if c.compactedLater(ent, isNew) {
+		return nil
 	}
 	return c.save(ent)
 }

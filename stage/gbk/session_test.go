@@ -10,16 +10,20 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 )
 
-// countingStore counts the value records a Core writes: a value written
-// twice was moved (absorb).
+// countingStore counts the value and meta records a Core writes: a value
+// written twice was moved (absorb); a meta written at every attempt is a
+// changelog record per (key, window) and attempt (compactedLater).
 type countingStore struct {
 	*MemStore
-	valueSets int
+	valueSets, metaSets int
 }
 
 func (s *countingStore) Set(key, value []byte) error {
-	if key[0] == prefixValue {
+	switch key[0] {
+	case prefixValue:
 		s.valueSets++
+	case prefixMeta:
+		s.metaSets++
 	}
 	return s.MemStore.Set(key, value)
 }
