@@ -45,9 +45,9 @@ import (
 // leader up in metadata of its own, which may still name the dead one.
 // If a dial neither connects nor is refused within dialTimeout (a hung
 // host: librdkafka's connect then waits too, it does not loop), nothing
-// is returned for its partitions and the caller's request goes ahead. The dials to distinct leaders
-// run concurrently (refuses: a leader that accepted one in the last
-// acceptedFor is not dialled again).
+// is returned for its partitions and the caller's request goes ahead.
+// The dials to distinct leaders run concurrently (refuses: a leader that
+// accepted one in the last acceptedFor is not dialled again).
 func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32, timeout time.Duration) map[int32]error {
 	ms := int(min(timeout, metadataTimeout).Milliseconds())
 	if ms <= 0 {
@@ -79,10 +79,10 @@ func RefusingLeaders(admin *kafka.AdminClient, topic string, partitions []int32,
 		switch {
 		case !want[pm.ID]:
 		case pm.Leader < 0:
-			// Being elected (the old leader fenced a moment ago): a
-			// request for it waited for the old leader in librdkafka
-			// and busy-looped (TestAdminQuestionsToAKilledLeaderDoNotSpin,
-			// at the election, 2026-12-05).
+			// Being elected (the old leader fenced a moment ago):
+			// librdkafka would look the leader up in metadata of its
+			// own, which may still name the dead one. A precaution:
+			// no loop was seen to start so.
 			refuse(pm.ID, kafka.NewError(kafka.ErrLeaderNotAvailable, fmt.Sprintf("%s[%d] has no leader: not asked", topic, pm.ID), false))
 		case addr[pm.Leader] == "":
 			refuse(pm.ID, kafka.NewError(kafka.ErrLeaderNotAvailable, fmt.Sprintf("leader %d of %s[%d] is not among the brokers the cluster lists: not asked", pm.Leader, topic, pm.ID), false))
@@ -161,12 +161,12 @@ func ControllerRefuses(admin *kafka.AdminClient, timeout time.Duration) error {
 // noMetadata is the retriable error (ErrTimedOut) of a check whose
 // Metadata request failed with err: what (the leader of a partition, the
 // controller) is not known, so the request that needs it is not sent.
-// Sending it anyway once let it wait in librdkafka for the dead broker
-// and busy-loop (TestAdminQuestionsToAKilledLeaderDoNotSpin, 2026-12-05:
-// a Metadata request timed out 3 s after a kill, the DescribeTopics sent
-// after it looped for its 2 s, the cores it took starved the brokers, the
-// next Metadata requests timed out too: 130 551 connection attempts in a
-// minute, no leader elected).
+// Sending it anyway let it wait in librdkafka for the dead broker and
+// busy-loop (TestAdminQuestionsToAKilledLeaderDoNotSpin, 2026-12-05: the
+// Metadata requests timed out behind a DeleteRecords the broker held on
+// the same connection, see DeleteRecords, and each request sent after a
+// failed check looped for its 2 s: 130 551 connection attempts to the
+// killed node in a minute).
 func noMetadata(what string, err error) error {
 	return kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("%s is not known (the Metadata request failed: %v): not asked", what, err), false)
 }
@@ -243,11 +243,11 @@ func TopicID(ctx context.Context, admin *kafka.AdminClient, topic string, timeou
 
 // DeleteRecords deletes, through admin, the records of each partition of
 // want (all of one topic) below its offset (DeleteRecords, bounded by ctx
-// and timeout, in librdkafka and in the broker too) and returns the log start the broker
-// answered for each partition it deleted in (nil if the request failed),
-// and the errors, each naming its partition and offset: a partition whose
-// leader refuses connections is not asked (RefusingLeaders), its error
-// retriable.
+// and timeout, in librdkafka and in the broker too) and returns the log
+// start the broker answered for each partition it deleted in (nil if the
+// request failed), and the errors, each naming its partition and offset:
+// a partition whose leader refuses connections is not asked
+// (RefusingLeaders), its error retriable.
 func DeleteRecords(ctx context.Context, admin *kafka.AdminClient, want []kafka.TopicPartition, timeout time.Duration) (map[int32]int64, error) {
 	var errs []error
 	if len(want) > 0 {
