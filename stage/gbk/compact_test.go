@@ -212,4 +212,3 @@ func TestCompactionOverwritesInPlace(t *testing.T) {
 		t.Fatalf("fired %+v, want one pane of one value %d", panes, sum)
 	}
 }
-
