@@ -283,6 +283,9 @@ func HighAndStable(ctx context.Context, admin *kafka.AdminClient, topic string, 
 		{spec: kafka.LatestOffsetSpec, iso: kafka.IsolationLevelReadCommitted},
 	}, timeout)
 	if len(asked) == 0 {
+		if err != nil { // the caller's context ended during the check
+			return nil, nil, err
+		}
 		return nil, nil, refusedErrors(partitions, refused)
 	}
 	out := make([]map[int32]int64, len(answers))

@@ -68,6 +68,11 @@ func TestLogStartsTimeoutIsAKafkaError(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ke) {
 		t.Fatalf("OffsetsAtTime with the caller's context ended: %v, want its context.DeadlineExceeded, no kafka.Error", err)
 	}
+	hctx, hcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer hcancel()
+	if _, _, err := HighAndStable(hctx, admin, "t", []int32{0}, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("HighAndStable with the caller's context ended during the leader check: %v, want its context.DeadlineExceeded", err)
+	}
 }
 
 // TestAnsweredOffset: an answer with no error and no offset (-1001, what
