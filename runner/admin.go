@@ -35,6 +35,9 @@ const (
 type startAdmin struct {
 	a  *kafka.AdminClient
 	cm kafka.ConfigMap
+	// controllerRefuses checks a's controller before each attempt
+	// (kafkaclient.ControllerRefuses; a test's stand-in).
+	controllerRefuses func(a *kafka.AdminClient, timeout time.Duration) error
 }
 
 // newStartAdmin returns a startAdmin for the cluster at bootstrap with
@@ -45,7 +48,7 @@ func newStartAdmin(bootstrap string, props map[string]string) (*startAdmin, erro
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: admin client: %w", err)
 	}
-	return &startAdmin{a: a, cm: cm}, nil
+	return &startAdmin{a: a, cm: cm, controllerRefuses: kafkaclient.ControllerRefuses}, nil
 }
 
 // close closes the client in use, in the background (closeLater).
@@ -64,10 +67,16 @@ func (s *startAdmin) close() { closeLater(s.a.Close) }
 // with its attempt.
 func (s *startAdmin) do(ctx context.Context, what string, call func(ctx context.Context, a *kafka.AdminClient) error) error {
 	for attempt := 1; ; attempt++ {
-		// A controller that refuses connections is not asked: librdkafka
-		// busy-loops while a request waits for it
+		// A controller that refuses connections, or that the check
+		// cannot learn (its Metadata request failed), is not asked:
+		// librdkafka busy-loops while a request waits for a dead one
 		// (kafkaclient.ControllerRefuses); the attempt fails retriably.
-		err := kafkaclient.ControllerRefuses(s.a, attemptTimeout)
+		// The check is bounded by ctx too.
+		wait := attemptTimeout
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(d)), time.Millisecond)
+		}
+		err := s.controllerRefuses(s.a, wait)
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 			err = call(actx, s.a)

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,13 +12,30 @@ import (
 
 // TestStartAdminAsksAgainWithANewClient: an attempt that timed out or
 // failed retriably is asked again by a new client; one that failed for
-// good is not, and neither is one whose context ended.
+// good is not, and neither is one whose context ended; an attempt whose
+// controller check fails (no broker answers its Metadata request) does
+// not call at all, and is asked again until the context ends.
 func TestStartAdminAsksAgainWithANewClient(t *testing.T) {
 	s, err := newStartAdmin("127.0.0.1:1", nil) // never asked: call answers
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.close()
+
+	checkCtx, checkCancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer checkCancel()
+	calls := 0
+	if err := s.do(checkCtx, "a test request", func(context.Context, *kafka.AdminClient) error {
+		calls++
+		return nil
+	}); err == nil || !strings.Contains(err.Error(), "the controller is not known") || calls != 0 {
+		t.Errorf("do with no broker = %v after %d calls, want the check's error after 0 (kafkaclient.ControllerRefuses fails closed)", err, calls)
+	}
+	if checkCtx.Err() == nil {
+		t.Errorf("do with no broker returned before its context ended")
+	}
+
+	s.controllerRefuses = func(*kafka.AdminClient, time.Duration) error { return nil } // the calls answer
 	var clients []*kafka.AdminClient
 	answers := []error{context.DeadlineExceeded, kafka.NewError(kafka.ErrNotController, "moved", false), nil}
 	err = s.do(context.Background(), "a test request", func(_ context.Context, a *kafka.AdminClient) error {
@@ -33,7 +51,7 @@ func TestStartAdminAsksAgainWithANewClient(t *testing.T) {
 		t.Errorf("an attempt after a timeout or a retriable error used the same client")
 	}
 
-	calls := 0
+	calls = 0
 	bad := kafka.NewError(kafka.ErrTopicAuthorizationFailed, "denied", false)
 	if err := s.do(context.Background(), "a test request", func(context.Context, *kafka.AdminClient) error {
 		calls++
