@@ -72,11 +72,7 @@ func (s *startAdmin) do(ctx context.Context, what string, call func(ctx context.
 		// librdkafka busy-loops while a request waits for a dead one
 		// (kafkaclient.ControllerRefuses); the attempt fails retriably.
 		// The check is bounded by ctx too.
-		wait := attemptTimeout
-		if d, ok := ctx.Deadline(); ok {
-			wait = max(min(wait, time.Until(d)), time.Millisecond)
-		}
-		err := s.controllerRefuses(s.a, wait)
+		err := s.controllerRefuses(s.a, kafkaclient.Within(ctx, attemptTimeout))
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 			err = call(actx, s.a)

@@ -171,10 +171,10 @@ func noMetadata(what string, err error) error {
 	return kafka.NewError(kafka.ErrTimedOut, fmt.Sprintf("%s is not known (the Metadata request failed: %v): not asked", what, err), false)
 }
 
-// within returns timeout, or less if ctx ends sooner (at least 1 ms):
+// Within returns timeout, or less if ctx ends sooner (at least 1 ms):
 // the bound of a check that takes no context (RefusingLeaders,
 // ControllerRefuses).
-func within(ctx context.Context, timeout time.Duration) time.Duration {
+func Within(ctx context.Context, timeout time.Duration) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
@@ -182,7 +182,7 @@ func within(ctx context.Context, timeout time.Duration) time.Duration {
 }
 
 // ended returns ctx's error if ctx has ended or ends within 50 ms (then
-// after waiting for it): a check bounded by ctx (within) that failed
+// after waiting for it): a check bounded by ctx (Within) that failed
 // because ctx was ending reports the caller's deadline, not its own
 // failure.
 func ended(ctx context.Context) error {
@@ -208,7 +208,7 @@ func brokerAddrs(md *kafka.Metadata) map[int32]string {
 // the module goes through here (the runner's start-up requests, in
 // startAdmin.do, check the controller themselves).
 func DescribeTopics(ctx context.Context, admin *kafka.AdminClient, topics []string, timeout time.Duration) (kafka.DescribeTopicsResult, error) {
-	if err := ControllerRefuses(admin, within(ctx, timeout)); err != nil {
+	if err := ControllerRefuses(admin, Within(ctx, timeout)); err != nil {
 		if cerr := ended(ctx); cerr != nil {
 			return kafka.DescribeTopicsResult{}, cerr
 		}
@@ -255,7 +255,7 @@ func DeleteRecords(ctx context.Context, admin *kafka.AdminClient, want []kafka.T
 		for i, tp := range want {
 			ps[i] = tp.Partition
 		}
-		refused := RefusingLeaders(admin, *want[0].Topic, ps, within(ctx, timeout))
+		refused := RefusingLeaders(admin, *want[0].Topic, ps, Within(ctx, timeout))
 		if err := ended(ctx); err != nil {
 			return nil, err
 		}

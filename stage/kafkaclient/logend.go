@@ -380,7 +380,7 @@ var (
 // restarts its clients after a Kafka error, stage's restartable, and
 // ends on any other).
 func askOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, partitions []int32, asks []offsetAsk, timeout time.Duration) (answers []map[int32]kafka.ListOffsetsResultInfo, asked []int32, refused map[int32]error, err error) {
-	refused = RefusingLeaders(admin, topic, partitions, within(ctx, timeout))
+	refused = RefusingLeaders(admin, topic, partitions, Within(ctx, timeout))
 	if err := ended(ctx); err != nil {
 		return nil, nil, nil, err
 	}
