@@ -54,8 +54,22 @@ func produceAt(t *testing.T, bs, topic string, p int32, recs ...kioRec) {
 	defer pr.Close()
 	for _, r := range recs {
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: p}, Key: r.key, Value: r.value, Timestamp: time.UnixMilli(r.ts), Headers: r.headers}
-		if err := pr.Produce(m, nil); err != nil {
-			t.Fatal(err)
+		// A partition added a moment ago (CreatePartitions returned) can
+		// be missing from the metadata the new producer got first: its
+		// Produce fails at once with "Local: Unknown partition" (the
+		// fresh-clone CI run of f31199b, TestKafkaSourcePartitionAdded).
+		// Asked again, with fresh metadata, for up to 10 s.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			err := pr.Produce(m, nil)
+			var ke kafka.Error
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &ke) || ke.Code() != kafka.ErrUnknownPartition || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			_, _ = pr.GetMetadata(&topic, false, 1000)
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	if n := kafkaclient.Drain(pr, 30*time.Second); n > 0 {
