@@ -608,6 +608,9 @@ type wsRun struct {
 	// (commitSplit), with stage.EnvTraceCommits set; nil otherwise and
 	// for Kafka Streams.
 	split []loopSplit
+	// appends is what the side appended to the broker's logs, its own
+	// topics and the broker's (formatAppends); "" if it could not be read.
+	appends string
 }
 
 // runBatchSide runs side over the batch input topic in until every
@@ -626,6 +629,7 @@ func runBatchSide(b *testing.B, side wsSide, jar, in string, e wsExpect, profile
 	if err != nil {
 		b.Fatal(err)
 	}
+	endsBefore, endsErr := logEnds(ctx, bs, "")
 	brokerStart, _ := procTimes(broker.PID())
 	brokerThreads := threadCPU(broker.PID())
 	start := time.Now()
@@ -671,6 +675,15 @@ func runBatchSide(b *testing.B, side wsSide, jar, in string, e wsExpect, profile
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.stop(b, true)
+	if endsErr == nil {
+		var after map[string]int64
+		if after, endsErr = logEnds(ctx, bs, tag); endsErr == nil {
+			run.appends = formatAppends(endsBefore, after, tag, 6)
+		}
+	}
+	if endsErr != nil {
+		b.Logf("%s: the log ends after its run are unknown: %v", side, endsErr)
+	}
 	if dir := os.Getenv(EnvBenchKSLogs); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
@@ -892,8 +905,8 @@ func runKSBatch(b *testing.B, jar string, n int) {
 				// On the round's line: a benchmark keeps 10 log lines.
 				loops = "; stage loops: " + formatSplit(r.split)
 			}
-			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s (of it JIT %.1f; %s), peak RSS %.2f GB, first row at %.2f s%s",
-				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.brokerJIT.Seconds(), formatThreadCPU(r.brokerThreads, 5), float64(r.peakRSS)/1e9, r.firstRow.Seconds(), loops)
+			b.Logf("round %d, %s: %.2f s wall, %.1f CPU s, broker %.1f CPU s (of it JIT %.1f; %s), peak RSS %.2f GB, first row at %.2f s; log appends %s%s",
+				round, s, r.wall.Seconds(), r.cpu.Seconds(), r.brokerCPU.Seconds(), r.brokerJIT.Seconds(), formatThreadCPU(r.brokerThreads, 5), float64(r.peakRSS)/1e9, r.firstRow.Seconds(), r.appends, loops)
 		}
 	}
 	med := map[string]wsRun{}
