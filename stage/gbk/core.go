@@ -42,11 +42,18 @@ type Pane struct {
 }
 
 // entry is one (key, window) in memory: its meta, mirrored in the store.
-// Its values are under valuePrefix(m.SW, key).
+// Its values are under valuePrefix(m.SW, key), but for a unit entry's
+// first.
 type entry struct {
 	key []byte
 	win Window
 	m   meta
+	// unit: e's meta is not stored, and its value at sequence Lo is under
+	// unitKey(win, key) (layout.go), not valueKey. Only a compacting core
+	// makes one (unitsOn); it stays one while its meta, at every save, is
+	// unitMeta, and is made an ordinary entry (materialize) at the first
+	// save where it is not.
+	unit bool
 	// ptAt is the processing-time deadline of e queued in the trigger
 	// index (trigIndex; 0: none).
 	ptAt int64
@@ -131,6 +138,9 @@ type Core struct {
 	readWin Window
 	// scans counts the store scans (TestAdvanceScansOncePerWindow).
 	scans int64
+	// materialized counts the unit entries made ordinary (materialize)
+	// whose unit value moved (TestCompactionFiresTheSameSums).
+	materialized int64
 	// ti indexes the entries an Advance evaluates under a non-default
 	// trigger (trigger_index.go); nil under the default trigger.
 	ti *trigIndex
@@ -195,7 +205,13 @@ func (c *Core) Load() error {
 		c.fired, c.owedTo, c.owes = mtime.Time(binary.BigEndian.Uint64(v)), mtime.Time(binary.BigEndian.Uint64(v[8:])), true
 	}
 	c.firedValues = 0
-	return c.st.Scan([]byte{prefixMeta}, func(k, v []byte) error {
+	load := func(e *entry) {
+		c.index(e)
+		if c.ti != nil {
+			c.ti.hot[e] = true // evaluated at the next Advance (trigIndex)
+		}
+	}
+	if err := c.st.Scan([]byte{prefixMeta}, func(k, v []byte) error {
 		w, err := parseWindow(k[1:])
 		if err != nil {
 			return err
@@ -207,11 +223,21 @@ func (c *Core) Load() error {
 		if !m.Ext {
 			m.SW = w
 		}
-		e := &entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m}
-		c.index(e)
-		if c.ti != nil {
-			c.ti.hot[e] = true // evaluated at the next Advance (trigIndex)
+		load(&entry{key: append([]byte{}, k[1+windowKeyLen:]...), win: w, m: m})
+		return nil
+	}); err != nil {
+		return err
+	}
+	return c.st.Scan([]byte{prefixUnit}, func(k, _ []byte) error {
+		w, err := parseWindow(k[1:])
+		if err != nil {
+			return err
 		}
+		key := k[1+windowKeyLen:]
+		if c.lookup(w, key) != nil {
+			return fmt.Errorf("%w: key %x in window %v has both a meta record and a unit value", ErrMalformed, key, w)
+		}
+		load(&entry{key: append([]byte{}, key...), win: w, m: unitMeta(w), unit: true})
 		return nil
 	})
 }
@@ -387,7 +413,17 @@ func (c *Core) recomputeHold(ws *windowState) {
 	}
 }
 
+// save stores e's meta; a unit entry's only once it is no longer
+// unitMeta (materialize).
 func (c *Core) save(e *entry) error {
+	if e.unit {
+		if e.m.isUnit(e.win) {
+			return nil
+		}
+		if err := c.materialize(e); err != nil {
+			return err
+		}
+	}
 	return c.st.Set(metaKey(e.win, e.key), e.m.encode())
 }
 
@@ -433,7 +469,11 @@ func (c *Core) Add(e Element) (dropped bool, err error) {
 // indexes ent if isNew, and saves its meta, unless ReplaceValues will
 // (compactedLater).
 func (c *Core) put(ent *entry, isNew bool, e Element) error {
-	if err := c.st.Set(valueKey(ent.m.SW, ent.key, ent.m.Seq), e.Value); err != nil {
+	key := valueKey(ent.m.SW, ent.key, ent.m.Seq)
+	if isNew && c.unitsOn() {
+		key, ent.unit = unitKey(ent.win, ent.key), true
+	}
+	if err := c.st.Set(key, e.Value); err != nil {
 		return err
 	}
 	c.markDirty(ent)
@@ -478,8 +518,32 @@ func (c *Core) readWindow(w Window) error {
 	if c.strat.Merging() {
 		return nil
 	}
-	prefix := append([]byte{prefixValue}, appendWindow(nil, w)...)
 	read := map[string]*storedValues{}
+	// Which of the two prefixes hold values of w: unit values, and the
+	// others (a unit entry's past Lo, added since the last compaction).
+	units, others := false, false
+	if ws := c.windows[w]; ws != nil {
+		for _, e := range ws.entries {
+			units = units || e.unit
+			others = others || !e.unit || e.m.Seq > e.m.Lo+1
+		}
+	}
+	if units {
+		// A unit entry's value first: it is the one at sequence Lo.
+		unit := append([]byte{prefixUnit}, appendWindow(nil, w)...)
+		c.scans++
+		if err := c.st.Scan(unit, func(k, v []byte) error {
+			read[string(k[len(unit):])] = &storedValues{keys: [][]byte{append([]byte{}, k...)}, vals: [][]byte{append([]byte{}, v...)}}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if !others {
+		c.read, c.readWin = read, w
+		return nil
+	}
+	prefix := append([]byte{prefixValue}, appendWindow(nil, w)...)
 	c.scans++
 	err := c.st.Scan(prefix, func(k, v []byte) error {
 		rest := k[len(prefix):]
@@ -517,6 +581,18 @@ func (c *Core) scanValues(e *entry, fn func(k, v []byte) error) error {
 			}
 		}
 		return nil
+	}
+	if e.unit {
+		k := unitKey(e.win, e.key)
+		v, ok, err := c.st.Get(k)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := fn(k, v); err != nil {
+				return err
+			}
+		}
 	}
 	c.scans++
 	return c.st.Scan(valuePrefix(e.m.SW, e.key), fn)
@@ -780,6 +856,9 @@ func (c *Core) gc(e *entry) error {
 		}
 	}
 	c.unindex(e)
+	if e.unit {
+		return nil // no meta stored
+	}
 	return c.st.Delete(metaKey(e.win, e.key))
 }
 

@@ -174,6 +174,9 @@ func describeStore(t *testing.T, st *MemStore) string {
 			}
 			r.logical = string(append(valuePrefix(w, key), seq...))
 			r.line = fmt.Sprintf("value key=%s win=%s v=%s", key, w, v)
+		case prefixUnit:
+			w, _ := parseWindow(k[1:])
+			r.line = fmt.Sprintf("unit value key=%s win=%s v=%s", k[1+windowKeyLen:], w, v)
 		case 'w':
 			r.line = "watermark"
 		default:

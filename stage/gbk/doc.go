@@ -11,7 +11,9 @@
 //     the function implementing it). No I/O but through Store, no
 //     goroutines, no clock. Scenario tests: testdata/core/*.txt. merge.go
 //     is the merging of a key's windows (sessions), layout.go the Store's
-//     keys and the meta record's encoding, memstore.go MemStore.
+//     keys and the meta record's encoding (and unit entries: a combine's
+//     one pending accumulator, stored without a meta record),
+//     memstore.go MemStore.
 //   - trigger.go, triggered.go: non-default triggers (Never, Always,
 //     AfterCount, AfterProcessingTime, AfterSynchronizedProcessingTime,
 //     AfterEndOfWindow with early and late firings, AfterAll, AfterAny,

@@ -15,6 +15,7 @@ import (
 //
 //	'm' window key                          -> meta of (key, window)
 //	'v' swindow uvarint(len(key)) key seq8  -> one value
+//	'u' window key                          -> the one value of a unit entry (no 'm' record)
 //	'w'                                     -> the input watermark of the last Advance
 //	'f'                                     -> while an Advance owes panes (SetFireBudget): the watermarks it fires from and to, 8 bytes each
 //
@@ -23,9 +24,16 @@ import (
 // itself, except for a merging window (a session), whose values stay under
 // the window the entry had when it was created while the session grows,
 // so that a merge moves only the values of the smaller sessions (see Add).
+//
+// A unit entry (entry.unit) is the commonest (key, window) of a combine's
+// GroupByKey: one accumulator, pending, never fired (unitMeta). Its meta
+// is implied by its 'u' record and not stored, so the changelog gets one
+// record per (key, window) and commit where it got the value and the meta,
+// and one tombstone when the window fires where it got two.
 const (
 	prefixMeta  = 'm'
 	prefixValue = 'v'
+	prefixUnit  = 'u'
 	keyWM       = "w"
 	keyFired    = "f"
 )
@@ -138,6 +146,28 @@ func metaKey(w Window, key []byte) []byte {
 	b = append(b, prefixMeta)
 	b = appendWindow(b, w)
 	return append(b, key...)
+}
+
+// unitKey is the store key of the value of unit entry (key, w).
+func unitKey(w Window, key []byte) []byte {
+	b := make([]byte, 0, 1+windowKeyLen+len(key))
+	b = append(b, prefixUnit)
+	b = appendWindow(b, w)
+	return append(b, key...)
+}
+
+// unitMeta is the meta of a unit entry of window w: one value (at
+// sequence 0), pending, never fired, the timestamp bounds of no value
+// (kept so under EndOfWindow: Core.put), no trigger state, not merging.
+func unitMeta(w Window) meta {
+	return meta{Pending: 1, Total: 1, Seq: 1, MinTs: mtime.MaxTimestamp, MaxTs: mtime.MinTimestamp, SW: w}
+}
+
+// isUnit says m is unitMeta(w), which a unit entry keeps unstored.
+func (m *meta) isUnit(w Window) bool {
+	return m.Pending == 1 && m.Total == 1 && m.Seq == 1 && m.Lo == 0 &&
+		m.MinTs == mtime.MaxTimestamp && m.MaxTs == mtime.MinTimestamp &&
+		m.Fired == 0 && m.NonSpec == 0 && !m.Closed && m.Trig == nil && !m.LateIn && !m.Ext && m.SW == w
 }
 
 func valuePrefix(w Window, key []byte) []byte {

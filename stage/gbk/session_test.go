@@ -12,10 +12,11 @@ import (
 
 // countingStore counts the value and meta records a Core writes: a value
 // written twice was moved (absorb); a meta written at every attempt is a
-// changelog record per (key, window) and attempt (compactedLater).
+// changelog record per (key, window) and attempt (compactedLater);
+// unitSets counts the values of unit entries (layout.go).
 type countingStore struct {
 	*MemStore
-	valueSets, metaSets int
+	valueSets, metaSets, unitSets int
 }
 
 func (s *countingStore) Set(key, value []byte) error {
@@ -24,6 +25,8 @@ func (s *countingStore) Set(key, value []byte) error {
 		s.valueSets++
 	case prefixMeta:
 		s.metaSets++
+	case prefixUnit:
+		s.unitSets++
 	}
 	return s.MemStore.Set(key, value)
 }
