@@ -317,6 +317,10 @@ func (m *Manager) Restore(ctx context.Context, p int32) (*Task, error) {
 	return t, nil
 }
 
+// restoreBatch is the size in bytes past which a restore commits its
+// batch of changelog records to the store (and starts the next).
+const restoreBatch = 4 << 20
+
 // restored is what restore did.
 type restored struct {
 	kind          string
@@ -400,7 +404,10 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 		res.size += int64(len(key) + len(value))
 		pub.restored.Add(1)
 		if b == nil {
-			b = t.db.NewBatch()
+			// Sized for what it takes before it commits: grown from
+			// Pebble's default by doubling, its copies were a third of
+			// the restore goroutine's CPU (1 GiB of 1 KiB values).
+			b = t.db.NewBatchWithSize(restoreBatch + restoreBatch/8)
 		}
 		var err error
 		if value == nil {
@@ -411,7 +418,7 @@ func (m *Manager) restore(ctx context.Context, t *Task, meta Meta, ok, existed b
 		if err != nil {
 			return err
 		}
-		if b.Len() > 4<<20 {
+		if b.Len() > restoreBatch {
 			return flush()
 		}
 		return nil
