@@ -101,7 +101,7 @@ func watchDrain(ctx context.Context, log *slog.Logger, bootstrap string, props m
 	cm["group.id"] = applicationID + ".control." + instanceID
 	cm["enable.auto.commit"] = false
 	cm["go.logs.channel.enable"] = false
-	c, err := kafka.NewConsumer(&cm)
+	c, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return fmt.Errorf("kafkastreams: control topic consumer: %w", err)
 	}

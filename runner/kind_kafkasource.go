@@ -15,7 +15,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkastreams/kafkastreams/runner/kafkaio"
@@ -363,7 +362,7 @@ func (e *sourceEncoder) write(r step.In, ts mtime.Time) error {
 func boundedEnds(ctx context.Context, bootstrap string, props map[string]string, topic string) (map[int32]int64, error) {
 	cm := kafkaclient.Base(bootstrap, props)
 	cm["group.id"] = "kafkastreams-bounded-ends"
-	c, err := kafka.NewConsumer(&cm)
+	c, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return nil, err
 	}

@@ -365,7 +365,7 @@ func (pp *planProducer) initialised() bool {
 func startPlanProducer(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan) *planProducer {
 	pp := &planProducer{done: make(chan struct{})}
 	rc := planReaderConfig(bootstrap, props, p.ApplicationID)
-	if c, err := kafka.NewConsumer(&rc); err == nil {
+	if c, err := kafkaclient.NewConsumer(rc); err == nil {
 		pp.reader = c
 	}
 	go func() {
@@ -473,7 +473,7 @@ func readPlan(ctx context.Context, bootstrap string, props map[string]string, ap
 	if c == nil {
 		cc := planReaderConfig(bootstrap, props, appID)
 		var err error
-		if c, err = kafka.NewConsumer(&cc); err != nil {
+		if c, err = kafkaclient.NewConsumer(cc); err != nil {
 			return nil, err
 		}
 		defer closeLater(func() { _ = c.Close() })

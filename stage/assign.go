@@ -433,7 +433,7 @@ func (l *Loop) stableReader() (*kafka.Consumer, error) {
 		return l.stable, nil
 	}
 	cc := kafkaclient.AssignedReaderConfig(l.cfg.BootstrapServers, l.cfg.Properties, l.group)
-	c, err := kafka.NewConsumer(&cc)
+	c, err := kafkaclient.NewConsumer(cc)
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: reader of stable committed offsets: %w", l.cfg.Spec.Name, err)
 	}

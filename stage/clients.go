@@ -37,7 +37,7 @@ func (l *Loop) openClients(ctx context.Context, pr *Producer) error {
 		}
 		pr = StartProducer(ctx, cfg.BootstrapServers, props, cfg.Spec.ApplicationID, cfg.Spec.Name, cfg.InstanceID, cfg.Logger)
 	}
-	if l.consumer, err = kafka.NewConsumer(&cc); err != nil {
+	if l.consumer, err = kafkaclient.NewConsumer(cc); err != nil {
 		pr.Close()
 		return fmt.Errorf("stage %s: consumer: %w", cfg.Spec.Name, err)
 	}

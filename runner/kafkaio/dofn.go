@@ -169,7 +169,7 @@ func (f *readFn) read(ctx context.Context, emit func(mtime.Time, *kafka.Message)
 		cm["isolation.level"] = "read_uncommitted"
 	}
 	topic := c.Topics[0]
-	cons, err := kafka.NewConsumer(&cm)
+	cons, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafkastreams/kafkastreams/runner/plan"
+	"github.com/kafkastreams/kafkastreams/stage/kafkaclient"
 	"github.com/kafkastreams/kafkastreams/stage/kafkasource"
 )
 
@@ -371,7 +372,7 @@ func (f *unboundedReadFn) SplitRestriction(_ []byte, r Restriction) ([]Restricti
 	topic := c.Topics[0]
 	cm := c.clientConfig()
 	cm["group.id"] = "kafkaio-read-" + topic
-	cons, err := kafka.NewConsumer(&cm)
+	cons, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio.Read(%s): %w", topic, err)
 	}
@@ -459,7 +460,7 @@ func (f *unboundedReadFn) consumer(p int32, start int64) (*partitionConsumer, er
 		if c.ReadUncommitted {
 			cm["isolation.level"] = "read_uncommitted"
 		}
-		cons, err := kafka.NewConsumer(&cm)
+		cons, err := kafkaclient.NewConsumer(cm)
 		if err != nil {
 			return nil, fmt.Errorf("kafkaio.Read(%s): partition %d: %w", topic, p, err)
 		}

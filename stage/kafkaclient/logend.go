@@ -251,7 +251,7 @@ func ReadRanges(ctx context.Context, c *kafka.Consumer, topic string, ranges map
 // reader, the metrics reader, a state store's restore. The caller closes it.
 func NewEndReader(bootstrap string, props map[string]string, group string) (*kafka.Consumer, error) {
 	cc := EndReaderConfig(Base(bootstrap, props), group)
-	return kafka.NewConsumer(&cc)
+	return NewConsumer(cc)
 }
 
 // ReadLast reads partition 0 of topic to its end (ReadToEnd) through c and
@@ -559,7 +559,7 @@ func (r *ChangelogReader) Read(ctx context.Context, topic string, p int32, from 
 		// to the log end (librdkafka's default).
 		cc := EndReaderConfig(Base(r.bootstrap, r.props), topic+"-restore")
 		cc["auto.offset.reset"] = InternalOffsetReset
-		if r.c, err = kafka.NewConsumer(&cc); err != nil {
+		if r.c, err = NewConsumer(cc); err != nil {
 			return 0, err
 		}
 	}

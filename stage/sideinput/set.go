@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	// error, not librdkafka's default jump to the log end, which dropped
 	// the rest of the side input quietly.
 	cc["auto.offset.reset"] = kafkaclient.InternalOffsetReset
-	c, err := kafka.NewConsumer(&cc)
+	c, err := kafkaclient.NewConsumer(cc)
 	if err != nil {
 		return nil, fmt.Errorf("stage %s: side input consumer: %w", cfg.Stage, err)
 	}

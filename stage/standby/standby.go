@@ -190,7 +190,7 @@ const (
 func (f *follower) run(ctx context.Context) error {
 	cc := kafkaclient.AssignedReaderConfig(f.cfg.BootstrapServers, f.cfg.Properties, f.cfg.Topic+"-standby")
 	cc["auto.offset.reset"] = kafkaclient.InternalOffsetReset
-	c, err := kafka.NewConsumer(&cc)
+	c, err := kafkaclient.NewConsumer(cc)
 	if err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ func (a *AppCounts) Undecodable() uint64 { return a.undecodable.Load() }
 func readMetrics(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, topic, app string, untrusted func(), a *AppCounts) error {
 	cm := kafkaclient.AssignedReaderConfig(bootstrap, props, fmt.Sprintf("kafkastreams-watermarkmgr-metrics-%d", time.Now().UnixNano())) // never joined or committed
 	cm["auto.offset.reset"] = "earliest"
-	c, err := kafka.NewConsumer(&cm)
+	c, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return fmt.Errorf("watermarkmgr/service: metrics topic %s: %w", topic, err)
 	}

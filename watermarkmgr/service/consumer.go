@@ -90,7 +90,7 @@ func NewConsumer(cfg ConsumerConfig, t *Tracker) (*Consumer, error) {
 	}
 	cm := kafkaclient.AssignedReaderConfig(cfg.BootstrapServers, cfg.Properties, fmt.Sprintf("kafkastreams-watermarkmgr-%d", time.Now().UnixNano())) // never joined or committed
 	cm["auto.offset.reset"] = "earliest"
-	c, err := kafka.NewConsumer(&cm)
+	c, err := kafkaclient.NewConsumer(cm)
 	if err != nil {
 		return nil, fmt.Errorf("watermarkmgr/service: kafka consumer for %s: %w", cfg.Topic, err)
 	}

@@ -217,7 +217,7 @@ func Load(ctx context.Context, bootstrap, path, topic string, partitions int, ou
 // partitions' high watermarks (the topic is written without transactions,
 // and nothing is deleted from it: see TopicSpec).
 func TopicRecords(ctx context.Context, bootstrap, topic string) (int64, error) {
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "group.id": "commitactivity-count"})
+	c, err := kafkaclient.NewConsumer(kafka.ConfigMap{"bootstrap.servers": bootstrap, "group.id": "commitactivity-count"})
 	if err != nil {
 		return 0, fmt.Errorf("commitactivity: consumer: %w", err)
 	}
