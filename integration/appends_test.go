@@ -58,7 +58,9 @@ func logEnds(ctx context.Context, bs, prefix string) (map[string]int64, error) {
 
 // formatAppends gives the n topics of after that grew most since before
 // (log ends, logEnds), largest first, prefix cut from their names, and
-// the total: "total 12345678; in 10000000, s1-...-changelog 4000000, ...".
+// the total: "total 3706542; s1-...-changelog 1574159, out 1000515, ...,
+// __transaction_state 3399, 2 others" (the input topic, written before
+// the run under another name, is not among them).
 func formatAppends(before, after map[string]int64, prefix string, n int) string {
 	type grew struct {
 		name string

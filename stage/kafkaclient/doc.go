@@ -18,6 +18,10 @@
 //     (AssignedReaderConfig). Each function's doc comment lists the keys it
 //     sets; the caller's own settings come first and the function's win,
 //     except where the doc comment says otherwise.
+//   - NewConsumer (consumer.go): every consumer of the module is made
+//     there, with ConsumerDefaults (fetch.queue.backoff.ms
+//     FetchQueueBackoff unless the user sets one);
+//     TestConsumersAreMadeHere finds any other kafka.NewConsumer call.
 //   - Topic names (topics.go): PlanTopic, ReportTopic, MetricsTopic,
 //     ControlTopic, ChangelogTopic and TransactionalID. The data topics
 //     between stages are named by the plan (runner/plan), a pure package
