@@ -88,21 +88,22 @@ func TestSourceCommitsAtAWindowEnd(t *testing.T) {
 	}
 	committed(1, time.Now())
 	// A poll began with the commit. Within the window: the interval.
-	sent := time.Now()
-	if err := kafkaenv.Produce(ctx, bs, in, at(base+700)); err != nil {
+	// Times count from a record's acknowledgement, not from the call, which
+	// also makes and closes its producer (ProduceAcked).
+	sent, err := kafkaenv.ProduceAcked(ctx, bs, in, at(base+700))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if took := committed(2, sent); took < interval/2 {
-		t.Fatalf("a record within the window [base, base+1000) committed %v after it was produced; want the %v commit interval's end", took.Round(time.Millisecond), interval)
+		t.Fatalf("a record within the window [base, base+1000) committed %v after it was acknowledged; want the %v commit interval's end", took.Round(time.Millisecond), interval)
 	}
 	// Past the end at base+1000.
-	sent = time.Now()
-	if err := kafkaenv.Produce(ctx, bs, in, at(base+1000)); err != nil {
+	if sent, err = kafkaenv.ProduceAcked(ctx, bs, in, at(base+1000)); err != nil {
 		t.Fatal(err)
 	}
 	took := committed(3, sent)
-	t.Logf("the record that passed the window's end committed %v after its producer began (commit interval %v)", took.Round(time.Millisecond), interval)
+	t.Logf("the record that passed the window's end committed %v after it was acknowledged (commit interval %v)", took.Round(time.Millisecond), interval)
 	if took > interval/4 {
-		t.Fatalf("the record that carried the watermark past a window's end committed %v after it was produced; want within %v (a quarter of the %v commit interval), not at the interval's end", took.Round(time.Millisecond), interval/4, interval)
+		t.Fatalf("the record that carried the watermark past a window's end committed %v after it was acknowledged; want within %v (a quarter of the %v commit interval), not at the interval's end", took.Round(time.Millisecond), interval/4, interval)
 	}
 }
