@@ -127,7 +127,7 @@ scenarios: kafka-jars
 ## peak RSS (Prism is skipped where its projected memory does not fit the
 ## machine). Prints ONE table of issue 13's goals (cmd/benchtable; the full
 ## output in .cache/bench.log) and writes BENCH_PLOT, wall time against
-## input size for both runners. `make bench` took 26 minutes here;
+## input size for both runners. `make bench` took 26-44 minutes here;
 ## `make bench SCALE=100000,300000` is a quick run. BENCH=Scale runs only
 ## the benchmarks it names (a regexp of names without "Benchmark");
 ## BENCH_MEMORY_GB=g runs Prism only where it is projected to need at most
