@@ -68,7 +68,9 @@ func TestSourceCommitsAtAWindowEnd(t *testing.T) {
 		return kafkaenv.Record{Value: []byte(fmt.Sprint(ms - base)), Timestamp: time.UnixMilli(ms)}
 	}
 	// committed waits until n input records are committed and returns
-	// the time since start.
+	// the time from start to the loop's last commit (Stats.LastCommit:
+	// the one that took record n, or a later one), not to when this wait
+	// saw it: the caller's producer may still have been closing then.
 	committed := func(n uint64, start time.Time) time.Duration {
 		for loop.Stats().RecordsIn < n {
 			select {
@@ -80,7 +82,7 @@ func TestSourceCommitsAtAWindowEnd(t *testing.T) {
 				t.Fatalf("record %d: not committed within a minute", n)
 			}
 		}
-		return time.Since(start)
+		return loop.Stats().LastCommit.Sub(start)
 	}
 	// The first record passes the end after the watermark of no record.
 	if err := kafkaenv.Produce(ctx, bs, in, at(base+200)); err != nil {
