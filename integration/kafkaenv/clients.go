@@ -177,12 +177,13 @@ func Produce(ctx context.Context, bootstrap, topic string, records ...Record) er
 	return err
 }
 
-// ProduceAcked is Produce, and returns when the last record was
-// acknowledged: from then a consumer can fetch every record. A test that
-// times what a stage does after a record arrives counts from it, not from
-// the call: the call also makes the producer (its connection, the
-// idempotent producer's id) and closes it, 0.15-0.6 s on an idle 2-core
-// machine and more under load, which is not the stage's time.
+// ProduceAcked is Produce, and also returns the time the last record was
+// acknowledged (taken before the producer closes): from then a consumer
+// can fetch every record. A test that times what a stage does after a
+// record arrives counts from it, not from the call: the call also makes
+// the producer (its connection, the idempotent producer's id) and closes
+// it, 0.15-0.6 s on an idle 2-core machine and more under load, which is
+// not the stage's time.
 func ProduceAcked(ctx context.Context, bootstrap, topic string, records ...Record) (acked time.Time, err error) {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers":  bootstrap,
