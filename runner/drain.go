@@ -76,13 +76,13 @@ func Drain(ctx context.Context, bootstrap string, props map[string]string, appli
 	ch := make(chan kafka.Event, 1)
 	// The application's header: watchDrain heeds no request without it.
 	hs := []kafka.Header{{Key: envelope.WriterHeader, Value: []byte(applicationID)}}
-	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(drainKey), Value: v, Headers: hs}, ch); err != nil {
+	if err := kafkaclient.Produce(p, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(drainKey), Value: v, Headers: hs}, ch, nil); err != nil {
 		return fmt.Errorf("kafkastreams: drain of %s: %w", applicationID, err)
 	}
 	select {
 	case e := <-ch:
 		if m, ok := e.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-			return fmt.Errorf("kafkastreams: drain of %s: %w", applicationID, m.TopicPartition.Error)
+			return fmt.Errorf("kafkastreams: drain of %s: %w", applicationID, kafkaclient.FatalCause(p, m.TopicPartition.Error))
 		}
 	case <-ctx.Done():
 		return fmt.Errorf("kafkastreams: drain of %s: %w", applicationID, context.Cause(ctx))

@@ -309,8 +309,11 @@ func planRetriable(ctx context.Context, err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return true
 	}
+	if kafkaclient.IsFenced(err) {
+		return true
+	}
 	var ke kafka.Error
-	return errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced || ke.IsFatal())
+	return errors.As(err, &ke) && (ke.IsRetriable() || ke.TxnRequiresAbort())
 }
 
 // planProducer is the producer recordPlan writes with (transactional.id
@@ -450,7 +453,7 @@ func tryRecordPlan(ctx context.Context, bootstrap string, props map[string]strin
 		}
 	}
 	for _, m := range msgs {
-		if err := prod.Produce(m, nil); err != nil {
+		if err := kafkaclient.Produce(prod, m, nil, nil); err != nil {
 			_ = prod.AbortTransaction(ctx)
 			return false, err
 		}

@@ -359,10 +359,10 @@ func (l *Loop) produceRecord(r *step.Record) error {
 	return nil
 }
 
-// classify turns a fatal producer error into ErrFenced.
+// classify turns a fatal or fenced producer's error (kafkaclient.IsFenced)
+// into ErrFenced.
 func (l *Loop) classify(_ context.Context, what string, err error) error {
-	var ke kafka.Error
-	if errors.As(err, &ke) && (ke.IsFatal() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced) {
+	if kafkaclient.IsFenced(err) {
 		return fmt.Errorf("%w: stage %s: %s: %w", ErrFenced, l.cfg.Spec.Name, what, err)
 	}
 	return fmt.Errorf("stage %s: %s: %w", l.cfg.Spec.Name, what, err)

@@ -335,7 +335,7 @@ func newWriter(c Config) (*writer, error) {
 			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil {
 				w.mu.Lock()
 				if w.err == nil {
-					w.err = fmt.Errorf("kafkaio.Write(%s): %w", topic, m.TopicPartition.Error)
+					w.err = fmt.Errorf("kafkaio.Write(%s): %w", topic, kafkaclient.FatalCause(p, m.TopicPartition.Error))
 				}
 				w.mu.Unlock()
 			}

@@ -61,7 +61,7 @@ func Produce(p *kafka.Producer, m *kafka.Message, deliveryChan chan kafka.Event,
 		}
 		var ke kafka.Error
 		if !errors.As(err, &ke) || ke.Code() != kafka.ErrQueueFull {
-			return err
+			return FatalCause(p, err)
 		}
 		if check != nil {
 			if err := check(); err != nil {
@@ -105,3 +105,48 @@ func Drain(p *kafka.Producer, timeout time.Duration) int {
 
 // drainPoll is how often Drain looks at the producer's queue.
 const drainPoll = time.Millisecond
+
+// FatalCause returns the fatal error client h raised if err is one of
+// the bare errors that stand for it, else err. confluent-kafka-go v2.11.1
+// flags as fatal (kafka.Error.IsFatal) only the errors of the
+// transactional API and the fatal error events. An idempotent or
+// transactional producer that met a fatal error refuses each new record
+// with kafka.ErrFatal ("Local: Fatal error") unflagged and without the
+// cause, and fails the records it held, in their delivery reports
+// (Message.TopicPartition.Error), with kafka.ErrPurgeQueue or
+// kafka.ErrPurgeInflight ("Local: Purged in queue"). A check of IsFatal
+// alone then took a fenced producer's refusal for a passing error: a plan
+// producer fenced by another instance starting at the same moment failed
+// its job with "Local: Fatal error" instead of trying again. When err has
+// one of those codes, is not flagged, and h.GetFatalError() is not nil,
+// that error is returned: flagged fatal, its code and text the cause's
+// (kafka.ErrFenced, "This instance has been fenced by a newer instance:
+// ..."). A purge without a fatal error (a Close, a Purge call) is
+// returned as it is.
+func FatalCause(h interface{ GetFatalError() error }, err error) error {
+	var ke kafka.Error
+	if !errors.As(err, &ke) || ke.IsFatal() {
+		return err
+	}
+	switch ke.Code() {
+	case kafka.ErrFatal, kafka.ErrPurgeQueue, kafka.ErrPurgeInflight:
+		if fe := h.GetFatalError(); fe != nil {
+			return fe
+		}
+	}
+	return err
+}
+
+// IsFenced reports whether err, or an error it wraps, says a
+// transactional producer was fenced or is otherwise unusable: a
+// kafka.Error flagged fatal, or with the code kafka.ErrFatal that a
+// produce call or delivery report of a fatal client carries without the
+// flag (FatalCause), kafka.ErrFenced (librdkafka's "fenced by a newer
+// instance") or kafka.ErrProducerFenced (the broker's PRODUCER_FENCED,
+// KIP-588). No call on such a producer succeeds again (librdkafka's
+// INTRODUCTION.md, "Fatal errors"): the remedy is a new producer, whose
+// InitTransactions fences the old one and aborts its open transaction.
+func IsFenced(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && (ke.IsFatal() || ke.Code() == kafka.ErrFatal || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced)
+}

@@ -149,7 +149,7 @@ func Load(ctx context.Context, bootstrap, path, topic string, partitions int, ou
 				continue
 			}
 			if m.TopicPartition.Error != nil && deliverErr == nil {
-				deliverErr = m.TopicPartition.Error
+				deliverErr = kafkaclient.FatalCause(p, m.TopicPartition.Error)
 			}
 			delivered++
 		}
