@@ -406,6 +406,59 @@ func TestTwoInstancesExactlyOnce(t *testing.T) {
 	checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
 }
 
+// TestInstancesStartingTogetherAgreeOnThePlan starts three instances of
+// one application at the same moment, in rounds of a new application
+// each: every instance runs to the end and the output holds every element
+// exactly once. They race to record the plan under one transactional.id
+// ("<application_id>-plan"): an instance whose plan producer another's
+// InitTransactions fenced tries again with a new producer (its log says
+// "recording the plan: attempt failed") and then reads the plan the other
+// recorded. CI failed TestTwoInstancesExactlyOnce there once: the fenced
+// producer's Produce said "Local: Fatal error", which the retry did not
+// take for a fencing. The rounds go on until one of them saw a fencing
+// (at most maxRounds): the test fails if none did, since then it checked
+// nothing of the race.
+func TestInstancesStartingTogetherAgreeOnThePlan(t *testing.T) {
+	b := needBroker(t)
+	const (
+		n         = 2000
+		instances = 3
+		maxRounds = 8
+	)
+	fenced := 0
+	for round := 1; round <= maxRounds && fenced == 0; round++ {
+		app := uniqueName(t, "app")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cs := make([]*child, instances)
+		for i := range cs {
+			cs[i] = startChild(t, b, app, n, 0, i)
+		}
+		for _, c := range cs {
+			_ = c.cmd.Wait()
+		}
+		retried := 0
+		for i, c := range cs {
+			r := c.result(t)
+			if r.Err != "" {
+				cancel()
+				t.Fatalf("round %d: instance %d failed: %s\n%s", round, i, r.Err, tail(c.log.String(), 4000))
+			}
+			if strings.Contains(c.log.String(), "recording the plan: attempt failed") {
+				retried++
+			}
+		}
+		checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
+		cancel()
+		t.Logf("round %d: %d instances ran to the end, the output exactly once; %d of them had their plan producer fenced and tried again", round, instances, retried)
+		if retried > 0 {
+			fenced++
+		}
+	}
+	if fenced == 0 {
+		t.Fatalf("no instance's plan producer was fenced in %d rounds of %d instances starting together: the race this test is for did not happen", maxRounds, instances)
+	}
+}
+
 // TestSIGKILLLosesAndDuplicatesNothing kills one of two instances mid-stream
 // (SIGKILL: no clean shutdown; whether a transaction was open at that
 // moment is not checked here: TestScenarioSIGKILL and

@@ -242,7 +242,7 @@ func execute(ctx context.Context, p *beam.Pipeline, o Options) (_ beam.PipelineR
 	if err != nil {
 		return nil, err
 	}
-	recorded, err := recordPlan(ctx, o.BootstrapServers, o.KafkaProperties, pl, cp.records, planProducer, tl.mark)
+	recorded, err := recordPlan(ctx, log, o.BootstrapServers, o.KafkaProperties, pl, cp.records, planProducer, tl.mark)
 	if err != nil {
 		return nil, fmt.Errorf("kafkastreams: application %s: %w", appID, err)
 	}

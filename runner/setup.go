@@ -268,7 +268,10 @@ func internalFixes(cfgs map[string]map[string]string, existing []string, setting
 // first, if not nil, is the producer of the first attempt, started ahead
 // (startPlanProducer); mark, if not nil, is called as each step of an
 // attempt ends ("plan producer ready", "plan read", "plan committed").
-func recordPlan(ctx context.Context, bootstrap string, props map[string]string, p *plan.Plan, sources map[string][][]byte, first *planProducer, mark func(string)) (recorded bool, err error) {
+// An attempt that fails and is made again (planRetriable, at most 5 in
+// all) is logged to log at Info: a rival's fencing (fenced=true) is
+// expected when instances start together.
+func recordPlan(ctx context.Context, log *slog.Logger, bootstrap string, props map[string]string, p *plan.Plan, sources map[string][][]byte, first *planProducer, mark func(string)) (recorded bool, err error) {
 	if mark == nil {
 		mark = func(string) {}
 	}
@@ -290,6 +293,7 @@ func recordPlan(ctx context.Context, bootstrap string, props map[string]string, 
 		if err == nil || errors.Is(err, plan.ErrPlanMismatch) || attempt >= 5 || !planRetriable(ctx, err) {
 			return recorded, err
 		}
+		log.Info("kafkastreams: recording the plan: attempt failed, trying again with a new producer", "attempt", attempt, "err", err, "fenced", kafkaclient.IsFenced(err), "transactional_id", kafkaclient.PlanTopic(p.ApplicationID))
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()

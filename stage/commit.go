@@ -85,7 +85,7 @@ func (l *Loop) commit(ctx context.Context, batch []*kafka.Message, wake []int32,
 	}
 	decided, produced = time.Now(), r.Spilled+len(r.Records)
 	if err := l.producer.BeginTransaction(); err != nil {
-		return nil, l.classify(ctx, "begin transaction", err)
+		return nil, l.classify("begin transaction", err)
 	}
 	inTxn = true
 	if err := l.produceReady(r, len(batch), touched, dead); err != nil {
@@ -204,12 +204,12 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	defer cancel()
 	if err := l.callWithin("send offsets", func() error { return l.producer.SendOffsetsToTransaction(tctx, offsets, gm) }); err != nil {
 		if l.abandoned {
-			return l.classify(ctx, "send offsets", err)
+			return l.classify("send offsets", err)
 		}
 		if tl := l.refusedForSize(tctx, offsets, gm); tl != nil {
 			return tl
 		}
-		return l.classify(ctx, "send offsets", err)
+		return l.classify("send offsets", err)
 	}
 	err = l.callWithin("commit", func() error { return l.producer.CommitTransaction(tctx) })
 	for retry := 1; retriable(err) && tctx.Err() == nil && l.checkTopics() == nil; retry++ {
@@ -228,7 +228,7 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 	if tl := commitTooLarge(err); tl != err {
 		return tl // it did not commit: the broker refused a record
 	}
-	if !errors.Is(l.classify(ctx, "commit", err), ErrFenced) && !txnRequiresAbort(err) {
+	if !errors.Is(l.classify("commit", err), ErrFenced) && !txnRequiresAbort(err) {
 		// The transaction may have committed (a timeout, a coordinator
 		// that went away after writing the commit): the abort and rewind
 		// that follow would drop head state the changelog has. Logged
@@ -236,7 +236,7 @@ func (l *Loop) commitTransaction(ctx context.Context, offs []step.Offset) error 
 		// left for a test that can make this happen).
 		l.log.Warn("stage: commit failed with its outcome unknown; aborting and rewinding", "err", err)
 	}
-	return l.classify(ctx, "commit", err)
+	return l.classify("commit", err)
 }
 
 // retriable reports whether err is a kafka.Error librdkafka says to retry.
@@ -354,14 +354,16 @@ func (l *Loop) produceRecord(r *step.Record) error {
 		if errors.As(err, &tl) {
 			return err
 		}
-		return fmt.Errorf("stage %s: produce to %s: %w", l.cfg.Spec.Name, *topic, err)
+		// A fenced producer's refusal is ErrFenced now, not after an
+		// abort the producer cannot make.
+		return l.classify("produce to "+*topic, err)
 	}
 	return nil
 }
 
 // classify turns a fatal or fenced producer's error (kafkaclient.IsFenced)
 // into ErrFenced.
-func (l *Loop) classify(_ context.Context, what string, err error) error {
+func (l *Loop) classify(what string, err error) error {
 	if kafkaclient.IsFenced(err) {
 		return fmt.Errorf("%w: stage %s: %s: %w", ErrFenced, l.cfg.Spec.Name, what, err)
 	}
@@ -379,7 +381,7 @@ func (l *Loop) abort(ctx context.Context, cause error) error {
 	tctx, cancel := context.WithTimeout(ctx, txnCallTimeout)
 	defer cancel()
 	if err := l.producer.AbortTransaction(tctx); err != nil {
-		return errors.Join(cause, l.classify(ctx, "abort", err))
+		return errors.Join(cause, l.classify("abort", err))
 	}
 	return cause
 }
