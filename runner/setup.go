@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -297,7 +298,9 @@ func recordPlan(ctx context.Context, log *slog.Logger, bootstrap string, props m
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
+		// Jittered: instances that fenced each other in step would
+		// otherwise fence each other again at the same moments.
+		case <-time.After(time.Duration(attempt)*300*time.Millisecond + rand.N(300*time.Millisecond)):
 		}
 	}
 }
