@@ -426,8 +426,8 @@ func TestInstancesStartingTogetherAgreeOnThePlan(t *testing.T) {
 		instances = 3
 		maxRounds = 20
 	)
-	fenced := 0
-	for round := 1; round <= maxRounds && fenced == 0; round++ {
+	fenced := false
+	for round := 1; round <= maxRounds && !fenced; round++ {
 		app := uniqueName(t, "app")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		cs := make([]*child, instances)
@@ -451,11 +451,9 @@ func TestInstancesStartingTogetherAgreeOnThePlan(t *testing.T) {
 		checkExactlyOnce(t, outputStrings(t, ctx, b, app+"-s2-Reshuffle_1"), n)
 		cancel()
 		t.Logf("round %d: %d instances ran to the end, the output exactly once; %d of them had their plan producer fenced and tried again", round, instances, retried)
-		if retried > 0 {
-			fenced++
-		}
+		fenced = retried > 0
 	}
-	if fenced == 0 {
+	if !fenced {
 		t.Fatalf("no instance's plan producer was fenced in %d rounds of %d instances starting together: the race this test is for did not happen", maxRounds, instances)
 	}
 }
